@@ -1,0 +1,158 @@
+// Leases: at most one live holder per run. Every write here carries (owner, fence) and the SQL
+// rejects a stale one; a rejection comes back as a result the caller branches on. See ADR-0004.
+import { assert, InvalidArgumentError } from '../errors.js';
+import type { Queryable } from '../store/db.js';
+import { toNumber } from '../store/db.js';
+import { isClosed, toRun, type Run, type RunRow } from './run-row.js';
+
+/** A held lease: the run, who holds it, and the fence that proves it. */
+export interface Lease {
+  readonly runId: string;
+  readonly threadId: string;
+  readonly owner: string;
+  readonly fence: number;
+  /** Segments since the last voluntary hand-off, this one included. */
+  readonly attempts: number;
+  readonly expiresAt: Date;
+  readonly deadlineAt: Date;
+}
+
+export type ClaimResult =
+  | { claimed: true; lease: Lease; run: Run }
+  | { claimed: false; reason: 'missing' | 'closed' | 'busy' | 'waiting' | 'blocked' };
+
+export type Interrupt = 'cancel' | 'takeover' | null;
+
+/** Milliseconds as a Postgres interval literal. */
+export function msInterval(ms: number): string {
+  if (!Number.isFinite(ms) || ms <= 0) throw new InvalidArgumentError(`expected a positive duration in ms, got ${ms}`);
+  return `${Math.round(ms)} milliseconds`;
+}
+
+export interface ClaimOptions {
+  runId: string;
+  owner: string;
+  /** Lease TTL; renewed on a timer up to the deadline when shorter than the budget. */
+  leaseTtlMs: number;
+  /** The invocation budget: the lease never extends past now + budget. Defaults to the TTL. */
+  budgetMs?: number;
+}
+
+/**
+ * Claim a run with the next fence (one SQL statement, agent_kit_claim_run).
+ * @throws InvalidArgumentError for a malformed id or duration.
+ */
+export async function claimRun(db: Queryable, options: ClaimOptions): Promise<ClaimResult> {
+  const rows = await db.query<RunRow>('select * from agent_kit_claim_run($1, $2, $3::interval, $4::interval)', [
+    options.runId,
+    options.owner,
+    msInterval(options.leaseTtlMs),
+    msInterval(options.budgetMs ?? options.leaseTtlMs),
+  ]);
+  const row = rows[0];
+  if (!row) return { claimed: false, reason: await whyNotClaimed(db, options.runId) };
+  const run = toRun(row);
+  assert(run.fence > 0 && run.owner === options.owner, 'a claimed run has our owner and a fence above 0');
+  const lease: Lease = {
+    runId: run.id,
+    threadId: run.threadId,
+    owner: options.owner,
+    fence: run.fence,
+    attempts: run.attempts,
+    expiresAt: run.leaseExpiresAt!,
+    deadlineAt: run.deadlineAt!,
+  };
+  return { claimed: true, lease, run };
+}
+
+async function whyNotClaimed(db: Queryable, runId: string) {
+  const rows = await db.query<{ status: string; blocked: boolean }>(
+    `select r.status, exists (select 1 from agent_kit_runs e where e.thread_id = r.thread_id
+       and e.turn_no < r.turn_no and e.status in ('queued','running','waiting_input','waiting_takeover')) as blocked
+     from agent_kit_runs r where r.id = $1`,
+    [runId],
+  );
+  const row = rows[0];
+  if (!row) return 'missing' as const;
+  if (isClosed(row.status as Run['status'])) return 'closed' as const;
+  if (row.status === 'running') return 'busy' as const;
+  if (row.blocked) return 'blocked' as const;
+  return 'waiting' as const;
+}
+
+/** Extend the lease by `leaseTtlMs`, capped at its deadline. False = lost (or expired). */
+export async function renewLease(db: Queryable, lease: Lease, leaseTtlMs: number): Promise<boolean> {
+  const rows = await db.query<{ ok: boolean }>('select agent_kit_renew_lease($1, $2, $3, $4::interval) as ok', [
+    lease.runId,
+    lease.owner,
+    lease.fence,
+    msInterval(leaseTtlMs),
+  ]);
+  return rows[0]?.ok === true;
+}
+
+export type MirrorResult = { ok: true; seq: number | null; interrupt: Interrupt } | { ok: false };
+
+/** The stream mirror's write: append `delta` to the partial output, heartbeat, event. */
+export async function mirrorPartial(db: Queryable, lease: Lease, delta: string): Promise<MirrorResult> {
+  const rows = await db.query<{ seq: number | null; interrupt: Interrupt }>(
+    'select * from agent_kit_mirror_partial($1, $2, $3, $4)',
+    [lease.runId, lease.owner, lease.fence, delta],
+  );
+  const row = rows[0];
+  if (!row) return { ok: false };
+  return { ok: true, seq: row.seq === null ? null : toNumber(row.seq), interrupt: row.interrupt };
+}
+
+/** Start a segment: set the visible partial it continues from and announce it. Null = lost. */
+export async function beginSegment(
+  db: Queryable, lease: Lease, partial: string, data: Record<string, unknown> = {},
+): Promise<number | null> {
+  const rows = await db.query<{ seq: number | null }>(
+    'select agent_kit_begin_segment($1, $2, $3, $4, $5::jsonb) as seq',
+    [lease.runId, lease.owner, lease.fence, partial, JSON.stringify(data)],
+  );
+  const seq = rows[0]?.seq;
+  return seq === null || seq === undefined ? null : toNumber(seq);
+}
+
+/** Append an event under the lease. Null = lost. */
+export async function appendEvent(
+  db: Queryable, lease: Lease, type: string, data: Record<string, unknown>,
+): Promise<number | null> {
+  const rows = await db.query<{ seq: number | null }>(
+    'select agent_kit_append_event($1, $2, $3, $4, $5::jsonb) as seq',
+    [lease.runId, lease.owner, lease.fence, type, JSON.stringify(data)],
+  );
+  const seq = rows[0]?.seq;
+  return seq === null || seq === undefined ? null : toNumber(seq);
+}
+
+export type ParkStatus = 'queued' | 'waiting_input' | 'waiting_takeover';
+
+/** Hand the run off voluntarily (question, takeover, slice end). False = lost. */
+export async function parkRun(
+  db: Queryable, lease: Lease, status: ParkStatus, waitingFor?: Record<string, unknown>,
+): Promise<boolean> {
+  const rows = await db.query<{ ok: boolean }>('select agent_kit_park_run($1, $2, $3, $4, $5::jsonb) as ok', [
+    lease.runId,
+    lease.owner,
+    lease.fence,
+    status,
+    waitingFor === undefined ? null : JSON.stringify(waitingFor),
+  ]);
+  return rows[0]?.ok === true;
+}
+
+export type CloseStatus = 'completed' | 'failed' | 'aborted';
+
+/** Close the run with its final message. Returns the message id, or null when the guard rejected. */
+export async function closeRun(
+  db: Queryable, lease: Lease, status: CloseStatus, message: { text: string } & Record<string, unknown>,
+): Promise<string | null> {
+  const rows = await db.query<{ id: string | null }>(
+    'select agent_kit_close_run($1, $2, $3::jsonb, $4, $5) as id',
+    [lease.runId, status, JSON.stringify(message), lease.owner, lease.fence],
+  );
+  return rows[0]?.id ?? null;
+}

@@ -1,0 +1,56 @@
+// Starting a turn: the user's message, its queued run and job, and their events, in one SQL call
+// (agent_kit_start_turn). A retried call with the same client message id creates nothing new.
+import { InvalidArgumentError } from '../errors.js';
+import type { Queryable } from '../store/db.js';
+
+export interface StartTurnOptions {
+  /** Omit to create a new thread owned by `ownerId`. */
+  threadId?: string;
+  ownerId: string;
+  text: string;
+  /** The client's id for this message: a retried POST finds the first one's run. */
+  clientMessageId?: string;
+  /**
+   * Delay before the drain may take the job. A caller that runs the turn itself (the chat
+   * request) gives itself a head start; the job is the fallback if it dies before claiming.
+   */
+  jobDelayMs?: number;
+}
+
+export interface StartTurnResult {
+  threadId: string;
+  messageId: string;
+  runId: string;
+  /** False when the client message id was seen before (nothing new was written). */
+  created: boolean;
+  /** 'turn' = a new run; 'input' = the message answered the thread's waiting run. */
+  kind: 'turn' | 'input' | 'duplicate';
+}
+
+/** Maximum accepted message size, in characters. */
+export const maxMessageChars = 32_000;
+
+/**
+ * Store a user message and queue its turn.
+ * @throws InvalidArgumentError for empty or oversized text; NotFoundError for a thread the owner does not have.
+ */
+export async function startTurn(db: Queryable, options: StartTurnOptions): Promise<StartTurnResult> {
+  if (typeof options.text !== 'string' || options.text.trim() === '') {
+    throw new InvalidArgumentError('message text must be a non-empty string');
+  }
+  if (options.text.length > maxMessageChars) {
+    throw new InvalidArgumentError(`message is ${options.text.length} characters; the limit is ${maxMessageChars}`);
+  }
+  const rows = await db.query<{ thread_id: string; message_id: string; run_id: string; created: boolean; kind: StartTurnResult['kind'] }>(
+    'select * from agent_kit_start_turn($1, $2, $3, $4, $5::interval)',
+    [
+      options.threadId ?? null,
+      options.ownerId,
+      options.text,
+      options.clientMessageId ?? null,
+      `${Math.max(0, Math.round(options.jobDelayMs ?? 0))} milliseconds`,
+    ],
+  );
+  const row = rows[0]!;
+  return { threadId: row.thread_id, messageId: row.message_id, runId: row.run_id, created: row.created, kind: row.kind };
+}

@@ -1,0 +1,8 @@
+// The store: the Db port, its two drivers, migrations and the clock control used by tests.
+export type { Db, DbKind, Queryable, Tx } from './db.js';
+export { toNumber } from './db.js';
+export { openPgDb, type PgDbOptions } from './pg-driver.js';
+export { openPgliteDb, wrapPglite, lockFolder } from './pglite-driver.js';
+export { openDb, defaultDataDir, type OpenDbOptions } from './open.js';
+export { migrate, loadMigrations, schemaVersion, checkSchema, migrationsDir, type Migration } from './migrate.js';
+export { setFakeNow, clearFakeNow, advanceFakeNow, dbNow } from './clock.js';

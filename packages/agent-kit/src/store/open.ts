@@ -1,0 +1,27 @@
+// Open the configured store: a Postgres server when a URL is given, else the embedded PGlite
+// folder (./.agent-kit/ by default), or memory for tests.
+import path from 'node:path';
+import type { Db } from './db.js';
+import { openPgDb } from './pg-driver.js';
+import { openPgliteDb } from './pglite-driver.js';
+
+export interface OpenDbOptions {
+  /** postgres://… ; when absent the embedded store is used. */
+  databaseUrl?: string;
+  /** Folder of the embedded store; `memory` for an in-memory database. */
+  dataDir?: string;
+  /** Pool size on Postgres. */
+  poolMax?: number;
+}
+
+/** The embedded store's default folder, relative to the working directory. */
+export const defaultDataDir = '.agent-kit';
+
+/** Open the store described by `options` (see OpenDbOptions). */
+export async function openDb(options: OpenDbOptions = {}): Promise<Db> {
+  if (options.databaseUrl) {
+    return openPgDb({ connectionString: options.databaseUrl, max: options.poolMax });
+  }
+  if (options.dataDir === 'memory') return openPgliteDb();
+  return openPgliteDb(path.join(options.dataDir ?? defaultDataDir, 'pgdata'));
+}

@@ -1,0 +1,153 @@
+// Real Postgres through a pooled `pg` client. Connection loss surfaces as StoreUnavailableError;
+// the pool drops broken clients and opens new ones when the server is back.
+import pg from 'pg';
+import { coerceError } from '../errors.js';
+import type { Db, Tx } from './db.js';
+
+// int8 (oid 20) as a JS number: fences, seqs and counters stay far below 2^53.
+const types = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === 20) return (value: string) => Number(value);
+    return pg.types.getTypeParser(oid, format);
+  },
+};
+
+export interface PgDbOptions {
+  connectionString: string;
+  /** Pool size; serverless callers want 1–2, long-lived workers more. */
+  max?: number;
+  /** Per-statement timeout in milliseconds (0 = none). */
+  statementTimeoutMs?: number;
+  applicationName?: string;
+}
+
+async function run<T>(client: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[]) {
+  try {
+    const result = await client.query({ text: sql, values: params as unknown[] | undefined, types });
+    return result.rows as T[];
+  } catch (raw) {
+    throw coerceError(raw);
+  }
+}
+
+/** Open a pooled connection to a Postgres server. */
+export function openPgDb(options: PgDbOptions): Db {
+  const pool = new pg.Pool({
+    connectionString: options.connectionString,
+    max: options.max ?? 10,
+    application_name: options.applicationName ?? 'agent-kit',
+    statement_timeout: options.statementTimeoutMs || undefined,
+    connectionTimeoutMillis: 10_000,
+    idleTimeoutMillis: 10_000,
+  });
+  // An idle client that loses its connection emits here; without a listener it would crash the process.
+  pool.on('error', () => {});
+  let closed = false;
+  const listeners = new Set<() => Promise<void>>();
+
+  const db: Db = {
+    kind: 'pg',
+    query: (sql, params) => run(pool, sql, params),
+    async exec(sql) {
+      await run(pool, sql);
+    },
+    async transaction(fn) {
+      let client: pg.PoolClient;
+      try {
+        client = await pool.connect();
+      } catch (raw) {
+        throw coerceError(raw);
+      }
+      const tx: Tx = {
+        query: (sql, params) => run(client, sql, params),
+        exec: async (sql) => {
+          await run(client, sql);
+        },
+      };
+      let broken = false;
+      try {
+        await run(client, 'begin');
+        const value = await fn(tx);
+        await run(client, 'commit');
+        return value;
+      } catch (raw) {
+        try {
+          await client.query('rollback');
+        } catch {
+          broken = true; // the connection is gone; do not return it to the pool
+        }
+        throw coerceError(raw);
+      } finally {
+        client.release(broken ? true : undefined);
+      }
+    },
+    async listen(channel, onNotify) {
+      const stop = listenWithReconnect(options, channel, onNotify);
+      listeners.add(stop);
+      return async () => {
+        listeners.delete(stop);
+        await stop();
+      };
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await Promise.all([...listeners].map((stop) => stop()));
+      await pool.end();
+    },
+  };
+  return db;
+}
+
+/** A dedicated LISTEN connection that reconnects with backoff until stopped. */
+function listenWithReconnect(options: PgDbOptions, channel: string, onNotify: (p: string) => void) {
+  let stopped = false;
+  let client: pg.Client | undefined;
+  let retryTimer: NodeJS.Timeout | undefined;
+  let backoffMs = 100;
+
+  const connect = async () => {
+    if (stopped) return;
+    const next = new pg.Client({ connectionString: options.connectionString, application_name: 'agent-kit-listen' });
+    next.on('notification', (message) => {
+      if (message.channel === channel) onNotify(message.payload ?? '');
+    });
+    next.on('error', () => scheduleReconnect());
+    next.on('end', () => scheduleReconnect());
+    client = next;
+    try {
+      await next.connect();
+      await next.query(`listen "${channel.replace(/"/g, '""')}"`);
+      backoffMs = 100;
+      // A reconnect may have missed notifications: tell the caller to look now.
+      onNotify('');
+    } catch {
+      scheduleReconnect();
+    }
+  };
+  const scheduleReconnect = () => {
+    if (stopped || retryTimer) return;
+    const old = client;
+    client = undefined;
+    old?.removeAllListeners();
+    old?.on('error', () => {});
+    old?.end().catch(() => {});
+    retryTimer = setTimeout(() => {
+      retryTimer = undefined;
+      void connect();
+    }, backoffMs);
+    backoffMs = Math.min(backoffMs * 2, 5_000);
+  };
+  void connect();
+  return async () => {
+    stopped = true;
+    if (retryTimer) clearTimeout(retryTimer);
+    const old = client;
+    client = undefined;
+    if (old) {
+      old.removeAllListeners();
+      old.on('error', () => {});
+      await old.end().catch(() => {});
+    }
+  };
+}

@@ -1,0 +1,85 @@
+// Test databases: with DATABASE_URL, a fresh Postgres database cloned from a migrated template
+// (made once by global-setup.ts); otherwise an in-memory PGlite cloned from a migrated instance.
+// Each call gives an isolated, fully migrated database; close it when done.
+import crypto from 'node:crypto';
+import { PGlite } from '@electric-sql/pglite';
+import pg from 'pg';
+import type { Db } from '../../src/store/db.js';
+import { migrate } from '../../src/store/migrate.js';
+import { openPgDb } from '../../src/store/pg-driver.js';
+import { wrapPglite } from '../../src/store/pglite-driver.js';
+
+export const databaseUrl = process.env.DATABASE_URL;
+export const onPostgres = Boolean(databaseUrl);
+export const templateName = process.env.AGENT_KIT_TEST_TEMPLATE ?? 'agent_kit_template';
+
+/** A URL for database `name` on the same server as DATABASE_URL. */
+export function urlForDatabase(name: string): string {
+  const url = new URL(databaseUrl!);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+let pgliteTemplate: Promise<PGlite> | undefined;
+
+async function migratedPglite(to?: number): Promise<PGlite> {
+  const instance = await PGlite.create();
+  await migrate(wrapPglite(instance), { to });
+  return instance;
+}
+
+/** Run SQL on the server's maintenance connection (create/drop database). */
+export async function adminQuery(sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * A fresh database migrated to the latest schema (or to `to`, unmigrated past it).
+ * @param options.to stop at this migration (for migration tests)
+ */
+export async function openTestDb(options: { to?: number; poolMax?: number } = {}): Promise<Db> {
+  if (onPostgres) {
+    const name = `agent_kit_t_${crypto.randomBytes(6).toString('hex')}`;
+    const template = options.to === undefined ? templateName : 'template0';
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await adminQuery(`create database ${name} template ${template}`);
+        break;
+      } catch (error) {
+        // A concurrent CREATE DATABASE from the same template can collide; back off and retry.
+        if (attempt >= 10) throw error;
+        await new Promise((r) => setTimeout(r, 50 + Math.random() * 200));
+      }
+    }
+    const db = openPgDb({ connectionString: urlForDatabase(name), max: options.poolMax ?? 10 });
+    if (options.to !== undefined) await migrate(db, { to: options.to });
+    const close = db.close.bind(db);
+    return Object.assign(db, {
+      async close() {
+        await close();
+        await adminQuery(`drop database if exists ${name} with (force)`).catch(() => {});
+      },
+    });
+  }
+  if (options.to !== undefined) return wrapPglite(await migratedPglite(options.to));
+  pgliteTemplate ??= migratedPglite();
+  const template = await pgliteTemplate;
+  const clone = (await template.clone()) as unknown as PGlite;
+  return wrapPglite(clone);
+}
+
+/** Run `fn` with a fresh test database, closing it afterwards. */
+export async function withTestDb<T>(fn: (db: Db) => Promise<T>, options?: { to?: number }): Promise<T> {
+  const db = await openTestDb(options);
+  try {
+    return await fn(db);
+  } finally {
+    await db.close();
+  }
+}
