@@ -1,0 +1,27 @@
+// The shape of a tool as agent-kit sees it: plain data plus functions, which the turn engine wraps
+// for the AI SDK and runs under the effect ledger (execute once per idempotency key, reconcile
+// after a crash).
+
+import type { z } from 'zod';
+
+export type AgentToolContext = {
+  /** Stable across retries and takeovers of the same tool call; pass it to the outside system. */
+  idempotencyKey: string;
+  /** Aborts when the segment running the tool gives up (lost lease, cancel, deadline). */
+  signal: AbortSignal;
+};
+
+export type ReconcileResult<O> = { found: true; result: O } | { found: false };
+
+/** A tool the agent can call. `kind: 'question'` has no execute: it parks the run for an answer. */
+export type AgentTool<I, O> = {
+  name: string;
+  description: string;
+  inputSchema: z.ZodType<I>;
+  /** The run waits for a user's approval before execute runs. */
+  needsApproval?: boolean;
+  kind?: 'question';
+  execute?(input: I, ctx: AgentToolContext): Promise<O>;
+  /** Asks the outside system whether the effect with this key already happened. */
+  reconcile?(ctx: { idempotencyKey: string }): Promise<ReconcileResult<O>>;
+};

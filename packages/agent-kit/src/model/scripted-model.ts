@@ -1,0 +1,227 @@
+// The scripted model: a deterministic, offline LanguageModelV3 that the AI SDK drives like any
+// provider. What it says comes from planScriptedStep; this file owns pacing, streaming and abort.
+
+import { ModelConfigError } from './model-config-error.js';
+import type {
+  LanguageModelV3,
+  ModelCallOptions,
+  ModelGenerateResult,
+  ModelPrompt,
+  ModelStreamPart,
+  ModelStreamResult,
+  ModelUsage,
+} from './provider-types.js';
+import {
+  messageText,
+  planScriptedStep,
+  splitReplyTokens,
+  type ScriptedStep,
+} from './scripted-reply.js';
+
+/** Provider id of the scripted model; supportsPrefill() and tests recognise it by this. */
+export const scriptedProviderId = 'agent-kit.scripted';
+
+const defaultTokens = 40; // a few lines of text: long enough to kill a run mid-stream
+const tokensMax = 100_000; // bounds one reply's memory and time
+const delayMsMax = 60_000; // a longer per-token pause is a configuration mistake
+const yieldEveryTokens = 64; // with no delay, still let other microtasks in during long replies
+
+export type ScriptedModelOptions = {
+  /** Words per reply; default `AGENT_KIT_SCRIPTED_TOKENS` or 40. */
+  tokens?: number;
+  /** Pause before each streamed token; default `AGENT_KIT_SCRIPTED_DELAY_MS` or 0 (no timer). */
+  delayMs?: number;
+};
+
+/** Reads an optional non-negative integer setting, failing loudly on anything else. */
+function readCount(name: string, given: number | undefined, raw: string | undefined,
+  fallback: number, max: number): number {
+  const value = given ?? (raw === undefined || raw.trim() === '' ? fallback : Number(raw));
+  if (!Number.isInteger(value) || value < 0 || value > max) {
+    const shown = given ?? JSON.stringify(raw);
+    throw new ModelConfigError(
+      `${name} is ${shown}; expected an integer from 0 to ${max}. Fix the option or the variable.`,
+    );
+  }
+  return value;
+}
+
+/**
+ * Creates the deterministic offline model. Options win over the environment.
+ * @throws ModelConfigError when tokens or delayMs (or their variables) are not valid integers.
+ */
+export function createScriptedModel(
+  options: ScriptedModelOptions = {},
+  env: NodeJS.ProcessEnv = process.env,
+): LanguageModelV3 {
+  const tokens = readCount('AGENT_KIT_SCRIPTED_TOKENS', options.tokens,
+    env.AGENT_KIT_SCRIPTED_TOKENS, defaultTokens, tokensMax);
+  const delayMs = readCount('AGENT_KIT_SCRIPTED_DELAY_MS', options.delayMs,
+    env.AGENT_KIT_SCRIPTED_DELAY_MS, 0, delayMsMax);
+  return new ScriptedLanguageModel(tokens, delayMs);
+}
+
+class ScriptedLanguageModel implements LanguageModelV3 {
+  readonly specificationVersion = 'v3';
+  readonly provider = scriptedProviderId;
+  readonly modelId = 'scripted';
+  readonly supportedUrls: Record<string, RegExp[]> = {};
+
+  constructor(
+    readonly tokens: number,
+    readonly delayMs: number,
+  ) {}
+
+  async doGenerate(options: ModelCallOptions): Promise<ModelGenerateResult> {
+    options.abortSignal?.throwIfAborted();
+    const step = planScriptedStep(options.prompt, this.tokens);
+    if (step.kind === 'text' && this.delayMs > 0) {
+      // Same wall time as streaming the remainder, so timeouts behave alike in both modes.
+      const pauseMs = this.delayMs * splitReplyTokens(step.remainder).length;
+      await sleep(pauseMs, options.abortSignal);
+    }
+    const content: ModelGenerateResult['content'] = step.kind === 'text'
+      ? (step.remainder === '' ? [] : [{ type: 'text', text: step.remainder }])
+      : [{ type: 'tool-call', toolCallId: step.toolCallId, toolName: step.toolName,
+        input: JSON.stringify(step.input) }];
+    return {
+      content,
+      finishReason: finishReasonOf(step),
+      usage: usageOf(options.prompt, step),
+      response: { id: responseIdOf(step), modelId: this.modelId },
+      warnings: [],
+    };
+  }
+
+  async doStream(options: ModelCallOptions): Promise<ModelStreamResult> {
+    options.abortSignal?.throwIfAborted();
+    const step = planScriptedStep(options.prompt, this.tokens);
+    const stop = new AbortController();
+    const signal = options.abortSignal ? AbortSignal.any([options.abortSignal, stop.signal])
+      : stop.signal;
+    const parts = this.streamParts(step, options.prompt, signal);
+    return { stream: toReadableStream(parts, stop, options.abortSignal) };
+  }
+
+  private async *streamParts(step: ScriptedStep, prompt: ModelPrompt,
+    signal: AbortSignal): AsyncGenerator<ModelStreamPart> {
+    yield { type: 'stream-start', warnings: [] };
+    yield { type: 'response-metadata', id: responseIdOf(step), modelId: this.modelId };
+    if (step.kind === 'tool-call') {
+      yield { type: 'tool-call', toolCallId: step.toolCallId, toolName: step.toolName,
+        input: JSON.stringify(step.input) };
+    } else if (step.remainder !== '') {
+      yield { type: 'text-start', id: 'text-0' };
+      let index = 0;
+      for (const delta of splitReplyTokens(step.remainder)) {
+        await this.pace(index, signal);
+        yield { type: 'text-delta', id: 'text-0', delta };
+        index += 1;
+      }
+      yield { type: 'text-end', id: 'text-0' };
+    }
+    yield { type: 'finish', finishReason: finishReasonOf(step), usage: usageOf(prompt, step) };
+  }
+
+  /** Waits before token `index`: a timer when delayed, else a microtask every few tokens. */
+  private async pace(index: number, signal: AbortSignal): Promise<void> {
+    if (this.delayMs > 0) {
+      await sleep(this.delayMs, signal);
+    } else if (index % yieldEveryTokens === yieldEveryTokens - 1) {
+      await Promise.resolve();
+    }
+    signal.throwIfAborted();
+  }
+}
+
+/**
+ * Wraps the part generator in a pull-driven stream (so a slow reader paces the model). The
+ * caller's abort errors the stream at once with the abort reason; a reader's cancel stops it.
+ */
+function toReadableStream(parts: AsyncGenerator<ModelStreamPart>, stop: AbortController,
+  callerSignal: AbortSignal | undefined): ReadableStream<ModelStreamPart> {
+  let isDone = false;
+  const finish = (): void => {
+    isDone = true;
+    callerSignal?.removeEventListener('abort', onAbort);
+    stop.abort(); // wakes a pending sleep so the generator can end
+    void parts.return(undefined);
+  };
+  let onAbort = (): void => {};
+  return new ReadableStream<ModelStreamPart>({
+    start(controller) {
+      onAbort = () => {
+        if (isDone) return;
+        finish();
+        controller.error(callerSignal?.reason);
+      };
+      callerSignal?.addEventListener('abort', onAbort, { once: true });
+    },
+    async pull(controller) {
+      try {
+        const next = await parts.next();
+        if (isDone) return;
+        if (next.done) {
+          finish();
+          controller.close();
+        } else {
+          controller.enqueue(next.value);
+        }
+      } catch (error) {
+        if (isDone) return;
+        finish();
+        controller.error(error);
+      }
+    },
+    cancel() {
+      finish();
+    },
+  });
+}
+
+/** Resolves after `ms`, or rejects with the signal's reason as soon as it aborts. */
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+function finishReasonOf(step: ScriptedStep): ModelGenerateResult['finishReason'] {
+  return step.kind === 'tool-call'
+    ? { unified: 'tool-calls', raw: 'tool_calls' }
+    : { unified: 'stop', raw: 'stop' };
+}
+
+function responseIdOf(step: ScriptedStep): string {
+  return step.kind === 'tool-call' ? `response-${step.toolCallId}` : 'response-scripted-text';
+}
+
+/** Word counts stand in for tokens: deterministic, and close enough for budgets and logs. */
+function usageOf(prompt: ModelPrompt, step: ScriptedStep): ModelUsage {
+  let inputWords = 0;
+  for (const message of prompt) inputWords += countWords(messageText(message));
+  const outputWords = step.kind === 'text' ? countWords(step.remainder)
+    : countWords(JSON.stringify(step.input));
+  return {
+    inputTokens: { total: inputWords, noCache: inputWords, cacheRead: undefined,
+      cacheWrite: undefined },
+    outputTokens: { total: outputWords, text: step.kind === 'text' ? outputWords : 0,
+      reasoning: undefined },
+  };
+}
+
+function countWords(text: string): number {
+  return text.split(/\s+/).filter((word) => word !== '').length;
+}
