@@ -1,0 +1,130 @@
+// The read side of the thread event log on both stores: a live follower sees exactly what a later
+// replay from any cursor returns, many viewers of one thread get the same gapless sequence from
+// shared reads, and a follower releases its listener and timers when closed or aborted.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openTestDb } from '../../test/harness/test-db.js';
+import { fakeRunSegment, testOwner } from '../../test/harness/fake-segment.js';
+import { configFromEnv } from '../config.js';
+import { startTurn } from '../queue/start-turn.js';
+import type { Db } from '../store/db.js';
+import type { Runtime } from '../turn/types.js';
+import { followEvents, type EventFollower } from './follow-events.js';
+import { readEvents, readRunSegments, type ThreadEvent } from './read-events.js';
+
+let db: Db;
+let rt: Runtime;
+beforeAll(async () => {
+  db = await openTestDb();
+  rt = { db, model: 'test-model', tools: {}, config: configFromEnv({}) };
+});
+afterAll(async () => {
+  await db.close();
+});
+
+async function collect(follower: EventFollower): Promise<ThreadEvent[]> {
+  const seen: ThreadEvent[] = [];
+  for await (const event of follower) seen.push(event);
+  return seen;
+}
+
+const closesRun = (runId: string) => (e: ThreadEvent) => e.runId === runId && e.type === 'run-closed';
+
+describe('followEvents', () => {
+  it('a live follower sees what a replay from any cursor returns, with no gaps', async () => {
+    const turn = await startTurn(db, { ownerId: 'u1', text: 'hi' });
+    const follower = followEvents(db, { threadId: turn.threadId, until: closesRun(turn.runId) });
+    const live = collect(follower);
+    const deltas = Array.from({ length: 12 }, (_, i) => `w${i} `);
+    await fakeRunSegment({ deltas, delayMs: 2 })(rt, { runId: turn.runId, owner: testOwner() });
+    const seen = await live;
+    expect(seen.map((e) => e.seq)).toEqual(seen.map((_, i) => i + 1));
+    expect(seen.map((e) => e.type)).toEqual([
+      'message', 'run-queued', 'segment-started', ...deltas.map(() => 'text-delta'), 'run-closed',
+    ]);
+    expect(seen.at(-1)!.data.text).toBe(deltas.join(''));
+    for (let cursor = 0; cursor <= seen.length; cursor++) {
+      const replay = await readEvents(db, { threadId: turn.threadId, afterSeq: cursor, limit: 1000 });
+      expect(replay).toEqual(seen.slice(cursor));
+    }
+  });
+
+  it('fifty viewers of one thread all receive the same gapless sequence', async () => {
+    const turn = await startTurn(db, { ownerId: 'u1', text: 'many' });
+    // Count the log reads the viewers make: shared reads make it far fewer than viewers × events.
+    let reads = 0;
+    const counted: Db = {
+      ...db,
+      query: (sql, params) => {
+        if (sql.includes('from agent_kit_thread_events')) reads++;
+        return db.query(sql, params);
+      },
+    };
+    const followers = Array.from({ length: 50 }, (_, i) =>
+      followEvents(counted, { threadId: turn.threadId, afterSeq: i % 3, until: closesRun(turn.runId) }));
+    const views = Promise.all(followers.map(collect));
+    const deltas = Array.from({ length: 20 }, (_, i) => `t${i}`);
+    await fakeRunSegment({ deltas, delayMs: 1 })(rt, { runId: turn.runId, owner: testOwner() });
+    const all = await views;
+    const full = await readEvents(db, { threadId: turn.threadId, limit: 1000 });
+    all.forEach((seen, i) => expect(seen).toEqual(full.slice(i % 3)));
+    console.log(`50 viewers, ${full.length} events: ${reads} log reads`);
+    expect(reads).toBeLessThan(50 * full.length / 4);
+  });
+
+  it('replays a long log page by page when the page is small', async () => {
+    const turn = await startTurn(db, { ownerId: 'u1', text: 'pages' });
+    const deltas = Array.from({ length: 25 }, (_, i) => `p${i}`);
+    await fakeRunSegment({ deltas })(rt, { runId: turn.runId, owner: testOwner() });
+    const seen = await collect(followEvents(db, { threadId: turn.threadId, pageSize: 4, until: closesRun(turn.runId) }));
+    expect(seen).toEqual(await readEvents(db, { threadId: turn.threadId, limit: 1000 }));
+  });
+
+  it('an abort ends a waiting follower and leaves no timer behind', async () => {
+    const turn = await startTurn(db, { ownerId: 'u1', text: 'idle' });
+    const timersBefore = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    const controller = new AbortController();
+    const follower = followEvents(db, { threadId: turn.threadId, afterSeq: 2, signal: controller.signal });
+    const pending = follower.next();
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    controller.abort();
+    expect(await pending).toEqual({ value: undefined, done: true });
+    expect(await follower.next()).toEqual({ value: undefined, done: true });
+    await new Promise((resolve) => setImmediate(resolve));
+    const timersAfter = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    expect(timersAfter).toBeLessThanOrEqual(timersBefore);
+  });
+
+  it('picks up an event appended after it started waiting', async () => {
+    const turn = await startTurn(db, { ownerId: 'u1', text: 'wake' });
+    const follower = followEvents(db, { threadId: turn.threadId, afterSeq: 2, pollIntervalMs: 60_000 });
+    const pending = follower.next();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const startedAt = Date.now();
+    await db.query(`select agent_kit__append_event($1, $2, 0, 'note', '{"n":1}')`, [turn.threadId, turn.runId]);
+    const next = await pending;
+    follower.close();
+    expect(next.value).toMatchObject({ seq: 3, type: 'note', data: { n: 1 } });
+    // With a one-minute poll, only the notify can have woken it this fast.
+    expect(Date.now() - startedAt).toBeLessThan(5_000);
+  });
+
+  it('rejects a negative cursor', async () => {
+    const turn = await startTurn(db, { ownerId: 'u1', text: 'bad' });
+    const follower = followEvents(db, { threadId: turn.threadId, afterSeq: -1 });
+    await expect(follower.next()).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+});
+
+describe('readRunSegments', () => {
+  it('derives one segment per claim and how it ended', async () => {
+    const turn = await startTurn(db, { ownerId: 'u1', text: 'segments' });
+    await fakeRunSegment({ askQuestionId: 'q1' })(rt, { runId: turn.runId, owner: 'owner-a' });
+    await db.query(`select agent_kit_submit_input($1, 'q1', '{"text":"savings"}')`, [turn.runId]);
+    await fakeRunSegment({ askQuestionId: 'q1' })(rt, { runId: turn.runId, owner: 'owner-b' });
+    const segments = await readRunSegments(db, turn.runId);
+    expect(segments.map((s) => [s.fence, s.owner, s.endedAs])).toEqual([
+      [1, 'owner-a', 'waiting_input'],
+      [2, 'owner-b', 'completed'],
+    ]);
+  });
+});

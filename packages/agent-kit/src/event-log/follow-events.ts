@@ -1,0 +1,230 @@
+// Following a thread's event log live: replay from a cursor, then wait for more. One shared
+// LISTEN per process and Db fans NOTIFYs out to viewers by thread; a viewer reads its next page
+// with `seq > cursor`, so a missed notify only delays it until the next poll. Memory stays
+// bounded: a viewer holds at most one page and reads the next only when its consumer pulls.
+import { coerceError } from '../errors.js';
+import type { Db } from '../store/db.js';
+import { defaultEventPageSize, readEvents, type ThreadEvent } from './read-events.js';
+
+/** The NOTIFY channel every append uses, with payload "threadId:seq". */
+export const eventsChannel = 'agent_kit_events';
+
+// The poll is the safety net for a lost notification. Postgres delivers NOTIFY over a dedicated
+// connection that can drop; PGlite delivers in-process, so its poll can be tight and cheap.
+const defaultPollIntervalMs = { pg: 1_000, pglite: 250 } as const;
+
+interface Waiter {
+  /** Set when a notify arrived since the viewer last read; a read clears it first. */
+  dirty: boolean;
+  wake: (() => void) | undefined;
+}
+
+interface ThreadChannel {
+  waiters: Set<Waiter>;
+  /** Counts notifies for this thread; a shared read is reusable only within one generation. */
+  generation: number;
+  /** Reads in flight by "cursor:limit:generation": viewers at the same cursor share one query. */
+  reads: Map<string, Promise<ThreadEvent[]>>;
+}
+
+/**
+ * The per-process fan-out for one Db. It listens while at least one viewer follows and stops
+ * when the last leaves; viewers at the same cursor share a read, so N live viewers of a thread
+ * cost one query per wake, not N.
+ */
+class EventHub {
+  private readonly threads = new Map<string, ThreadChannel>();
+  private viewers = 0;
+  private listening: Promise<(() => Promise<void>) | undefined> | undefined;
+
+  constructor(private readonly db: Db) {}
+
+  subscribe(threadId: string): { waiter: Waiter; channel: ThreadChannel; unsubscribe: () => void } {
+    let channel = this.threads.get(threadId);
+    if (!channel) {
+      channel = { waiters: new Set(), generation: 0, reads: new Map() };
+      this.threads.set(threadId, channel);
+    }
+    const waiter: Waiter = { dirty: false, wake: undefined };
+    channel.waiters.add(waiter);
+    if (this.viewers++ === 0) this.startListening();
+    const owned = channel;
+    let done = false;
+    return {
+      waiter,
+      channel: owned,
+      unsubscribe: () => {
+        if (done) return;
+        done = true;
+        owned.waiters.delete(waiter);
+        if (owned.waiters.size === 0 && owned.reads.size === 0) this.threads.delete(threadId);
+        if (--this.viewers === 0) this.stopListening();
+      },
+    };
+  }
+
+  /** Read a page, sharing one query among viewers at the same cursor in the same generation. */
+  readShared(threadId: string, channel: ThreadChannel, afterSeq: number, limit: number): Promise<ThreadEvent[]> {
+    const key = `${afterSeq}:${limit}:${channel.generation}`;
+    let read = channel.reads.get(key);
+    if (!read) {
+      read = readEvents(this.db, { threadId, afterSeq, limit }).finally(() => {
+        channel.reads.delete(key);
+        if (channel.waiters.size === 0 && channel.reads.size === 0 && this.threads.get(threadId) === channel) {
+          this.threads.delete(threadId);
+        }
+      });
+      channel.reads.set(key, read);
+    }
+    return read;
+  }
+
+  private onNotify(payload: string) {
+    const threadId = payload.slice(0, payload.indexOf(':'));
+    // An empty payload is the driver's "reconnected, you may have missed some": wake everyone.
+    const targets = threadId ? [this.threads.get(threadId)] : [...this.threads.values()];
+    for (const channel of targets) {
+      if (!channel) continue;
+      channel.generation++;
+      for (const waiter of channel.waiters) {
+        waiter.dirty = true;
+        waiter.wake?.();
+      }
+    }
+  }
+
+  private startListening() {
+    const pending = this.db.listen(eventsChannel, (payload) => this.onNotify(payload)).catch((raw) => {
+      // Without LISTEN (a pooler, a lost server) viewers still progress by polling.
+      void coerceError(raw);
+      return undefined;
+    });
+    this.listening = pending;
+  }
+
+  private stopListening() {
+    const pending = this.listening;
+    this.listening = undefined;
+    void pending?.then((unlisten) => unlisten?.()).catch(() => {});
+  }
+}
+
+const hubs = new WeakMap<Db, EventHub>();
+
+function hubFor(db: Db): EventHub {
+  let hub = hubs.get(db);
+  if (!hub) {
+    hub = new EventHub(db);
+    hubs.set(db, hub);
+  }
+  return hub;
+}
+
+export interface FollowEventsOptions {
+  threadId: string;
+  /** Start after this seq (0 = the whole log). */
+  afterSeq?: number;
+  /** Events per read; the viewer holds at most one page. */
+  pageSize?: number;
+  /** How long to wait for a notify before reading anyway (default 1 s on pg, 250 ms on PGlite). */
+  pollIntervalMs?: number;
+  /** Stop following: the iterator ends (done) at its next step. */
+  signal?: AbortSignal;
+  /** End after yielding the first event for which this returns true (e.g. the run closed). */
+  until?: (event: ThreadEvent) => boolean;
+}
+
+/** A live, pull-driven view of a thread's log. `close()` (or `return()`) releases it at once. */
+export interface EventFollower extends AsyncIterableIterator<ThreadEvent> {
+  /** The seq of the last event yielded (the resume cursor). */
+  readonly cursor: number;
+  close(): void;
+}
+
+/**
+ * Replay a thread's events after `afterSeq`, then follow new ones as they are appended, in seq
+ * order with no gaps. Nothing is read ahead of the consumer: a slow consumer slows the reads.
+ * @throws InvalidArgumentError (from the first read) for a bad cursor or page size.
+ */
+export function followEvents(db: Db, options: FollowEventsOptions): EventFollower {
+  return new Follower(db, options);
+}
+
+class Follower implements EventFollower {
+  cursor: number;
+  private page: ThreadEvent[] = [];
+  private index = 0;
+  private closed = false;
+  private readonly hub: EventHub;
+  private readonly subscription: ReturnType<EventHub['subscribe']>;
+  private readonly pageSize: number;
+  private readonly pollIntervalMs: number;
+  private readonly onAbort = () => this.close();
+
+  constructor(db: Db, private readonly options: FollowEventsOptions) {
+    this.cursor = options.afterSeq ?? 0;
+    this.pageSize = options.pageSize ?? defaultEventPageSize;
+    this.pollIntervalMs = options.pollIntervalMs ?? defaultPollIntervalMs[db.kind];
+    this.hub = hubFor(db);
+    this.subscription = this.hub.subscribe(options.threadId);
+    if (options.signal?.aborted) this.close();
+    else options.signal?.addEventListener('abort', this.onAbort, { once: true });
+  }
+
+  [Symbol.asyncIterator]() {
+    return this;
+  }
+
+  async next(): Promise<IteratorResult<ThreadEvent, undefined>> {
+    while (!this.closed) {
+      const event = this.page[this.index];
+      if (event) {
+        this.index++;
+        this.cursor = event.seq;
+        if (this.options.until?.(event)) this.close();
+        return { value: event, done: false };
+      }
+      this.page = [];
+      this.index = 0;
+      const { waiter, channel } = this.subscription;
+      waiter.dirty = false; // a notify from here on means "read again", even mid-read
+      try {
+        this.page = await this.hub.readShared(this.options.threadId, channel, this.cursor, this.pageSize);
+      } catch (raw) {
+        this.close();
+        throw coerceError(raw);
+      }
+      if (this.page.length === 0 && !this.closed) await this.waitForNotify();
+    }
+    return { value: undefined, done: true };
+  }
+
+  /** Resolve on a notify for this thread, after the poll interval, or on close. */
+  private waitForNotify(): Promise<void> {
+    const { waiter } = this.subscription;
+    if (waiter.dirty) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, this.pollIntervalMs);
+      function done() {
+        clearTimeout(timer);
+        waiter.wake = undefined;
+        resolve();
+      }
+      waiter.wake = done;
+    });
+  }
+
+  async return(): Promise<IteratorResult<ThreadEvent, undefined>> {
+    this.close();
+    return { value: undefined, done: true };
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.page = [];
+    this.options.signal?.removeEventListener('abort', this.onAbort);
+    this.subscription.waiter.wake?.();
+    this.subscription.unsubscribe();
+  }
+}

@@ -1,0 +1,139 @@
+// Reading the durable thread event log (ADR-0003): one page after a cursor, in seq order. Seq is
+// gap-free per thread and appends commit in seq order, so a page that skips a seq is a bug.
+import { assert, InvalidArgumentError } from '../errors.js';
+import type { Queryable } from '../store/db.js';
+import { toNumber } from '../store/db.js';
+
+/** One event of a thread's log, as viewers receive it. */
+export interface ThreadEvent {
+  threadId: string;
+  /** Position in the thread: 1, 2, 3, … with no gaps. The SSE `id:`. */
+  seq: number;
+  runId: string | null;
+  /** The segment (lease fence) that wrote it; 0 = no segment (a user's message, an intent). */
+  fence: number;
+  type: string;
+  data: Record<string, unknown>;
+  createdAt: Date;
+}
+
+/** agent_kit_thread_events as selected. */
+export interface ThreadEventRow {
+  thread_id: string;
+  seq: number | string;
+  run_id: string | null;
+  fence: number | string;
+  type: string;
+  data: Record<string, unknown> | null;
+  created_at: Date | string;
+}
+
+export function toThreadEvent(row: ThreadEventRow): ThreadEvent {
+  return {
+    threadId: row.thread_id,
+    seq: toNumber(row.seq),
+    runId: row.run_id,
+    fence: toNumber(row.fence),
+    type: row.type,
+    data: row.data ?? {},
+    createdAt: new Date(row.created_at),
+  };
+}
+
+/** Largest page a caller may ask for: a viewer holds one page, so this bounds its memory. */
+export const maxEventPageSize = 1_000;
+/** Default page: large enough to replay a long turn in a few round trips. */
+export const defaultEventPageSize = 200;
+
+export interface ReadEventsOptions {
+  threadId: string;
+  /** Return events with seq > afterSeq (0 = from the start). */
+  afterSeq?: number;
+  /** At most this many (1..maxEventPageSize). */
+  limit?: number;
+}
+
+/**
+ * One page of a thread's events after a cursor, in seq order.
+ * @throws InvalidArgumentError for a negative cursor or a limit outside 1..maxEventPageSize.
+ * @throws AgentKitBug if the page skips a seq (the log must be gap-free).
+ */
+export async function readEvents(db: Queryable, options: ReadEventsOptions): Promise<ThreadEvent[]> {
+  const afterSeq = options.afterSeq ?? 0;
+  const limit = options.limit ?? defaultEventPageSize;
+  if (!Number.isSafeInteger(afterSeq) || afterSeq < 0) {
+    throw new InvalidArgumentError(`the event cursor must be a non-negative integer, got ${afterSeq}`);
+  }
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > maxEventPageSize) {
+    throw new InvalidArgumentError(`the page size must be 1..${maxEventPageSize}, got ${limit}`);
+  }
+  const rows = await db.query<ThreadEventRow>(
+    `select thread_id, seq, run_id, fence, type, data, created_at from agent_kit_thread_events
+     where thread_id = $1 and seq > $2 order by seq limit $3`,
+    [options.threadId, afterSeq, limit],
+  );
+  const events = rows.map(toThreadEvent);
+  events.forEach((event, index) => {
+    assert(event.seq === afterSeq + index + 1, `thread ${options.threadId} event seq is gap-free after ${afterSeq}`);
+  });
+  return events;
+}
+
+/**
+ * The seq of the `message` event that carried a user message, or null if there is none. The chat
+ * stream starts just before it, so the viewer sees its own message and everything after.
+ */
+export async function findMessageSeq(db: Queryable, threadId: string, messageId: string): Promise<number | null> {
+  const rows = await db.query<{ seq: number | string }>(
+    `select seq from agent_kit_thread_events
+     where thread_id = $1 and type = 'message' and data->>'messageId' = $2
+     order by seq limit 1`,
+    [threadId, messageId],
+  );
+  return rows[0] ? toNumber(rows[0].seq) : null;
+}
+
+/** One claim's worth of a run, reconstructed from its events. */
+export interface RunSegmentView {
+  fence: number;
+  attempt: number | null;
+  owner: string | null;
+  startedSeq: number;
+  startedAt: Date;
+  /** How it ended: the park/close status, `failed` (gave its lease up), `superseded`, or null while live. */
+  endedAs: string | null;
+  endedSeq: number | null;
+}
+
+// Segment boundaries are few per run (one start and at most one end per claim): bounded.
+const maxSegmentEvents = 2_000;
+
+/** The run's segments, derived from segment-started / run-parked / run-closed / segment-failed events. */
+export async function readRunSegments(db: Queryable, runId: string): Promise<RunSegmentView[]> {
+  const rows = await db.query<ThreadEventRow>(
+    `select thread_id, seq, run_id, fence, type, data, created_at from agent_kit_thread_events
+     where run_id = $1 and type in ('segment-started', 'run-parked', 'run-closed', 'segment-failed')
+     order by seq limit $2`,
+    [runId, maxSegmentEvents],
+  );
+  const segments: RunSegmentView[] = [];
+  for (const event of rows.map(toThreadEvent)) {
+    const current = segments[segments.length - 1];
+    if (event.type === 'segment-started') {
+      if (current && current.endedAs === null) current.endedAs = 'superseded';
+      segments.push({
+        fence: event.fence,
+        attempt: typeof event.data.attempt === 'number' ? event.data.attempt : null,
+        owner: typeof event.data.owner === 'string' ? event.data.owner : null,
+        startedSeq: event.seq,
+        startedAt: event.createdAt,
+        endedAs: null,
+        endedSeq: null,
+      });
+    } else if (current && current.endedAs === null && event.fence === current.fence) {
+      current.endedAs = event.type === 'segment-failed' ? 'failed' : String(event.data.status ?? event.type);
+      current.endedSeq = event.seq;
+    }
+  }
+  return segments;
+}

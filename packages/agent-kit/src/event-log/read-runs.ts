@@ -1,0 +1,169 @@
+// Read views of runs for operators and the run page: the run list with its lease and effect
+// count, and one run's effects, journal steps and segments. One function per query, all limited.
+import type { Queryable } from '../store/db.js';
+import { toNumber } from '../store/db.js';
+import { toRun, type Run, type RunRow } from '../lease/run-row.js';
+import { readRunSegments, type RunSegmentView } from './read-events.js';
+import { listRunMessages, type MessageView } from './read-threads.js';
+
+export interface RunSummary {
+  id: string;
+  threadId: string;
+  ownerId: string;
+  turnNo: number;
+  status: string;
+  /** The lease holder while running. */
+  owner: string | null;
+  fence: number;
+  attempts: number;
+  leaseExpiresAt: Date | null;
+  effects: number;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface EffectView {
+  key: string;
+  status: string;
+  fence: number;
+  tool: string;
+  input: unknown;
+  result: unknown;
+  startedAt: Date;
+  finishedAt: Date | null;
+}
+
+export interface StepView {
+  stepNo: number;
+  kind: string;
+  fence: number;
+  data: Record<string, unknown>;
+  createdAt: Date;
+}
+
+export interface RunDetail {
+  run: Run;
+  ownerId: string;
+  effects: EffectView[];
+  steps: StepView[];
+  segments: RunSegmentView[];
+  messages: MessageView[];
+}
+
+/** Most rows one list returns. */
+export const maxRunListSize = 1_000;
+
+/** The run's thread and its owner, or null when there is no such run. The access check. */
+export async function readRunAccess(
+  db: Queryable, runId: string,
+): Promise<{ threadId: string; ownerId: string; status: string } | null> {
+  const rows = await db.query<{ thread_id: string; owner_id: string; status: string }>(
+    `select r.thread_id, t.owner_id, r.status from agent_kit_runs r
+     join agent_kit_threads t on t.id = r.thread_id where r.id = $1`,
+    [runId],
+  );
+  const row = rows[0];
+  return row ? { threadId: row.thread_id, ownerId: row.owner_id, status: row.status } : null;
+}
+
+interface RunSummaryRow {
+  id: string;
+  thread_id: string;
+  owner_id: string;
+  turn_no: number;
+  status: string;
+  owner: string | null;
+  fence: number | string;
+  attempts: number;
+  lease_expires_at: Date | null;
+  effects: number | string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** Runs, newest first: of one thread owner's threads, or all (null), optionally by status. */
+export async function listRuns(
+  db: Queryable, options: { ownerId: string | null; status?: string; limit: number },
+): Promise<RunSummary[]> {
+  const rows = await db.query<RunSummaryRow>(
+    `select r.id, r.thread_id, t.owner_id, r.turn_no, r.status, r.owner, r.fence, r.attempts,
+            r.lease_expires_at, r.created_at, r.updated_at,
+            (select count(*) from agent_kit_effects e where e.run_id = r.id) as effects
+     from agent_kit_runs r join agent_kit_threads t on t.id = r.thread_id
+     where ($1::text is null or t.owner_id = $1) and ($2::text is null or r.status = $2)
+     order by r.created_at desc, r.id limit $3`,
+    [options.ownerId, options.status ?? null, Math.min(options.limit, maxRunListSize)],
+  );
+  return rows.map((row) => ({
+    id: row.id,
+    threadId: row.thread_id,
+    ownerId: row.owner_id,
+    turnNo: toNumber(row.turn_no),
+    status: row.status,
+    owner: row.owner,
+    fence: toNumber(row.fence),
+    attempts: toNumber(row.attempts),
+    leaseExpiresAt: row.lease_expires_at ? new Date(row.lease_expires_at) : null,
+    effects: toNumber(row.effects),
+    createdAt: new Date(row.created_at),
+    updatedAt: new Date(row.updated_at),
+  }));
+}
+
+/** A run's effect ledger, by start. */
+export async function listRunEffects(db: Queryable, runId: string): Promise<EffectView[]> {
+  const rows = await db.query<{
+    key: string; status: string; fence: number | string; tool: string; input: unknown; result: unknown;
+    started_at: Date; finished_at: Date | null;
+  }>(
+    `select key, status, fence, tool, input, result, started_at, finished_at from agent_kit_effects
+     where run_id = $1 order by started_at, key limit $2`,
+    [runId, maxRunListSize],
+  );
+  return rows.map((row) => ({
+    key: row.key,
+    status: row.status,
+    fence: toNumber(row.fence),
+    tool: row.tool,
+    input: row.input,
+    result: row.result,
+    startedAt: new Date(row.started_at),
+    finishedAt: row.finished_at ? new Date(row.finished_at) : null,
+  }));
+}
+
+/** A run's step journal, in order. */
+export async function listRunSteps(db: Queryable, runId: string): Promise<StepView[]> {
+  const rows = await db.query<{
+    step_no: number; kind: string; fence: number | string; data: Record<string, unknown>; created_at: Date;
+  }>(
+    `select step_no, kind, fence, data, created_at from agent_kit_steps
+     where run_id = $1 order by step_no limit $2`,
+    [runId, maxRunListSize],
+  );
+  return rows.map((row) => ({
+    stepNo: toNumber(row.step_no),
+    kind: row.kind,
+    fence: toNumber(row.fence),
+    data: row.data,
+    createdAt: new Date(row.created_at),
+  }));
+}
+
+/** Everything about one run, or null when there is no such run. */
+export async function readRunDetail(db: Queryable, runId: string): Promise<RunDetail | null> {
+  const rows = await db.query<RunRow & { thread_owner_id: string }>(
+    `select r.*, t.owner_id as thread_owner_id from agent_kit_runs r
+     join agent_kit_threads t on t.id = r.thread_id where r.id = $1`,
+    [runId],
+  );
+  const row = rows[0];
+  if (!row) return null;
+  const [effects, steps, segments, messages] = [
+    await listRunEffects(db, runId),
+    await listRunSteps(db, runId),
+    await readRunSegments(db, runId),
+    await listRunMessages(db, runId),
+  ];
+  return { run: toRun(row), ownerId: row.thread_owner_id, effects, steps, segments, messages };
+}

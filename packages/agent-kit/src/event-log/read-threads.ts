@@ -1,0 +1,130 @@
+// Read views of threads for viewers (the HTTP API, the CLI): who owns a thread, its messages and
+// runs. One function per query; every list is limited, so no read grows with a thread's age.
+import type { Queryable } from '../store/db.js';
+import { toNumber } from '../store/db.js';
+import { toRun, type Run, type RunRow } from '../lease/run-row.js';
+
+export interface ThreadSummary {
+  id: string;
+  ownerId: string;
+  title: string | null;
+  createdAt: Date;
+  lastSeq: number;
+  /** The status of the thread's latest run, or null when it has none. */
+  lastRunStatus: string | null;
+}
+
+export interface MessageView {
+  id: string;
+  runId: string | null;
+  role: string;
+  text: string;
+  content: Record<string, unknown>;
+  partial: boolean;
+  createdAt: Date;
+}
+
+/** Most messages or runs one thread read returns (the newest ones). */
+export const maxThreadItems = 1_000;
+
+/** The thread's owner, or null when there is no such thread. The access check of every route. */
+export async function readThreadOwner(db: Queryable, threadId: string): Promise<string | null> {
+  const rows = await db.query<{ owner_id: string }>('select owner_id from agent_kit_threads where id = $1', [threadId]);
+  return rows[0]?.owner_id ?? null;
+}
+
+interface ThreadRow {
+  id: string;
+  owner_id: string;
+  title: string | null;
+  created_at: Date;
+  last_seq: number | string;
+  last_run_status: string | null;
+}
+
+function toThreadSummary(row: ThreadRow): ThreadSummary {
+  return {
+    id: row.id,
+    ownerId: row.owner_id,
+    title: row.title,
+    createdAt: new Date(row.created_at),
+    lastSeq: toNumber(row.last_seq),
+    lastRunStatus: row.last_run_status,
+  };
+}
+
+const threadColumns = `t.id, t.owner_id, t.title, t.created_at, t.last_seq,
+  (select r.status from agent_kit_runs r where r.thread_id = t.id order by r.turn_no desc limit 1) as last_run_status`;
+
+/** Threads, newest first: one owner's, or everyone's when `ownerId` is null (operators). */
+export async function listThreads(
+  db: Queryable, options: { ownerId: string | null; limit: number },
+): Promise<ThreadSummary[]> {
+  const rows = await db.query<ThreadRow>(
+    `select ${threadColumns} from agent_kit_threads t
+     where $1::text is null or t.owner_id = $1
+     order by t.created_at desc, t.id limit $2`,
+    [options.ownerId, Math.min(options.limit, maxThreadItems)],
+  );
+  return rows.map(toThreadSummary);
+}
+
+/** One thread's summary, or null. */
+export async function readThread(db: Queryable, threadId: string): Promise<ThreadSummary | null> {
+  const rows = await db.query<ThreadRow>(`select ${threadColumns} from agent_kit_threads t where t.id = $1`, [threadId]);
+  return rows[0] ? toThreadSummary(rows[0]) : null;
+}
+
+interface MessageRow {
+  id: string;
+  run_id: string | null;
+  role: string;
+  content: Record<string, unknown>;
+  partial: boolean;
+  created_at: Date;
+}
+
+function toMessageView(row: MessageRow): MessageView {
+  return {
+    id: row.id,
+    runId: row.run_id,
+    role: row.role,
+    text: typeof row.content.text === 'string' ? row.content.text : '',
+    content: row.content,
+    partial: row.partial,
+    createdAt: new Date(row.created_at),
+  };
+}
+
+/** A thread's messages in order (the newest maxThreadItems). */
+export async function listThreadMessages(db: Queryable, threadId: string): Promise<MessageView[]> {
+  const rows = await db.query<MessageRow>(
+    `select * from (
+       select id, run_id, role, content, partial, created_at from agent_kit_messages
+       where thread_id = $1 order by created_at desc, id desc limit $2
+     ) m order by created_at, id`,
+    [threadId, maxThreadItems],
+  );
+  return rows.map(toMessageView);
+}
+
+/** A run's messages in order: its user message(s) and its final answer. */
+export async function listRunMessages(db: Queryable, runId: string): Promise<MessageView[]> {
+  const rows = await db.query<MessageRow>(
+    `select id, run_id, role, content, partial, created_at from agent_kit_messages
+     where run_id = $1 order by created_at, id limit $2`,
+    [runId, maxThreadItems],
+  );
+  return rows.map(toMessageView);
+}
+
+/** A thread's runs by turn (the newest maxThreadItems). */
+export async function listThreadRuns(db: Queryable, threadId: string): Promise<Run[]> {
+  const rows = await db.query<RunRow>(
+    `select * from (
+       select * from agent_kit_runs where thread_id = $1 order by turn_no desc limit $2
+     ) r order by turn_no`,
+    [threadId, maxThreadItems],
+  );
+  return rows.map(toRun);
+}
