@@ -1,0 +1,8 @@
+// The turn engine: run one segment of a run under its lease, and build the runtime it needs.
+export { runSegment } from './run-segment.js';
+export { createRuntime, newOwner, type CreateRuntimeOptions } from './runtime.js';
+export { defaultTurnSettings, type TurnSettings } from './settings.js';
+export type { Runtime, SegmentOptions, SegmentOutcome, RunSegment } from './types.js';
+export {
+  loadJournal, committedText, buildMessages, type Step, type ModelStep, type ToolStep, type ToolCall,
+} from './journal.js';

@@ -1,0 +1,128 @@
+// The step journal: each completed model step and each tool result of a run, recorded under the
+// run's fence. A resumed segment rebuilds the conversation from it and never re-runs a step.
+import type { ModelMessage } from 'ai';
+import type { Lease } from '../lease/lease.js';
+import type { Queryable } from '../store/db.js';
+import { toNumber } from '../store/db.js';
+
+export interface ToolCall {
+  toolCallId: string;
+  toolName: string;
+  input: unknown;
+}
+
+export interface ModelStep {
+  kind: 'model';
+  stepNo: number;
+  text: string;
+  toolCalls: ToolCall[];
+  finishReason: string;
+}
+
+export type ToolOutcome = 'completed' | 'failed' | 'in_doubt' | 'denied' | 'invalid' | 'answered';
+
+export interface ToolStep {
+  kind: 'tool';
+  stepNo: number;
+  toolCallId: string;
+  toolName: string;
+  outcome: ToolOutcome;
+  /** What the model sees: a JSON value, or an error text for failed/denied/invalid. */
+  output: unknown;
+}
+
+export type Step = ModelStep | ToolStep;
+
+/** The run's journal, in order. */
+export async function loadJournal(db: Queryable, runId: string): Promise<Step[]> {
+  const rows = await db.query<{ step_no: number; kind: string; data: Record<string, unknown> }>(
+    'select step_no, kind, data from agent_kit_steps where run_id = $1 order by step_no',
+    [runId],
+  );
+  return rows.map((row) => ({ ...row.data, kind: row.kind, stepNo: toNumber(row.step_no) }) as Step);
+}
+
+/**
+ * Record a step under the lease, with its event in the same transaction. False = lease lost.
+ * `stepNo` must be the journal's length: a step is written once, by one segment.
+ */
+export async function recordStep(
+  db: Queryable, lease: Lease, step: Step, event: { type: string; data: Record<string, unknown> },
+): Promise<boolean> {
+  const { kind, stepNo, ...data } = step;
+  const rows = await db.query<{ seq: number | null }>(
+    'select agent_kit_record_step($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb) as seq',
+    [lease.runId, lease.owner, lease.fence, stepNo, kind, JSON.stringify(data), event.type, JSON.stringify(event.data)],
+  );
+  return rows[0]?.seq !== null && rows[0]?.seq !== undefined;
+}
+
+/** The text of all completed model steps: what the final message is built from. */
+export function committedText(journal: Step[]): string {
+  return journal.map((s) => (s.kind === 'model' ? s.text : '')).join('');
+}
+
+/** Tool calls of the last model step that have no result yet, in call order. */
+export function pendingToolCalls(journal: Step[]): { step: ModelStep; index: number; call: ToolCall }[] {
+  const lastModel = [...journal].reverse().find((s): s is ModelStep => s.kind === 'model');
+  if (!lastModel) return [];
+  const answered = new Set(
+    journal.filter((s): s is ToolStep => s.kind === 'tool' && s.stepNo > lastModel.stepNo).map((s) => s.toolCallId),
+  );
+  return lastModel.toolCalls
+    .map((call, index) => ({ step: lastModel, index, call }))
+    .filter(({ call }) => !answered.has(call.toolCallId));
+}
+
+/** True when the last model step ended the turn (it called no tools). */
+export function isTurnFinished(journal: Step[]): boolean {
+  const last = journal[journal.length - 1];
+  return last?.kind === 'model' && last.toolCalls.length === 0;
+}
+
+/** The prompt for the next model step: thread history, then this run's journal. */
+export function buildMessages(history: ModelMessage[], journal: Step[]): ModelMessage[] {
+  const messages = [...history];
+  for (const step of journal) {
+    if (step.kind === 'model') {
+      const content: Exclude<ModelMessage & { role: 'assistant' }, undefined>['content'] = [];
+      if (step.text) content.push({ type: 'text', text: step.text });
+      for (const call of step.toolCalls) {
+        content.push({ type: 'tool-call', toolCallId: call.toolCallId, toolName: call.toolName, input: call.input });
+      }
+      messages.push({ role: 'assistant', content });
+    } else {
+      const isError = step.outcome === 'failed' || step.outcome === 'denied' || step.outcome === 'invalid';
+      messages.push({
+        role: 'tool',
+        content: [{
+          type: 'tool-result',
+          toolCallId: step.toolCallId,
+          toolName: step.toolName,
+          output: isError
+            ? { type: 'error-text', value: String(step.output) }
+            : { type: 'json', value: (step.output ?? null) as never },
+        }],
+      });
+    }
+  }
+  return messages;
+}
+
+/**
+ * The conversation before this run's journal: each earlier turn's first user message and final
+ * answer, then this run's user message. Answers to questions reach the model as tool results.
+ */
+export async function loadHistory(db: Queryable, threadId: string, turnNo: number): Promise<ModelMessage[]> {
+  const rows = await db.query<{ role: 'user' | 'assistant'; text: string }>(
+    `select role, text from (
+       select m.role, m.content->>'text' as text, r.turn_no, m.created_at,
+              row_number() over (partition by m.run_id, m.role order by m.created_at) as nth
+       from agent_kit_messages m join agent_kit_runs r on r.id = m.run_id
+       where m.thread_id = $1 and r.turn_no <= $2 and m.role in ('user', 'assistant')
+     ) t where nth = 1
+     order by turn_no, case when role = 'user' then 0 else 1 end`,
+    [threadId, turnNo],
+  );
+  return rows.map((row) => ({ role: row.role, content: row.text }) as ModelMessage);
+}

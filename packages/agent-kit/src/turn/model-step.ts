@@ -1,0 +1,98 @@
+// One model step: stream the model's answer to the prompt, mirroring text as it comes, and
+// collect its tool calls. Stops early when the mirror is rejected, the lease is lost, the
+// deadline comes, or the stream stalls; the caller decides what each stop means for the run.
+import { streamText, tool, type LanguageModel, type ModelMessage, type ToolSet } from 'ai';
+import type { AgentTool } from '../model/index.js';
+import type { ToolCall } from './journal.js';
+import type { StreamMirror } from './stream-mirror.js';
+
+export type StepStop = 'lost' | 'cancel' | 'takeover' | 'store-error' | 'deadline' | 'stalled';
+
+export type StepResult =
+  | { kind: 'done'; text: string; toolCalls: ToolCall[]; finishReason: string }
+  | { kind: 'stopped'; reason: StepStop; text: string }
+  | { kind: 'error'; error: Error; text: string };
+
+export interface ModelStepOptions {
+  model: LanguageModel;
+  messages: ModelMessage[];
+  tools: Record<string, AgentTool<any, any>>;
+  /** Text already shown for this step (mid-step continuation): sent as assistant prefill. */
+  prefix: string;
+  mirror: StreamMirror;
+  /** Aborted by the segment with a StepStop reason (mirror stopped, renewal rejected). */
+  segmentSignal: AbortSignal;
+  /** Local time (ms) at which the step must stop. */
+  stopAtMs: number;
+  /** Abort when no stream part arrives for this long. */
+  stallTimeoutMs: number;
+}
+
+/** Tool declarations for the model: schemas only; agent-kit runs tools itself, via the ledger. */
+function declareTools(tools: Record<string, AgentTool<any, any>>): ToolSet {
+  const set: ToolSet = {};
+  for (const [name, t] of Object.entries(tools)) {
+    set[name] = tool({ description: t.description, inputSchema: t.inputSchema });
+  }
+  return set;
+}
+
+export async function runModelStep(options: ModelStepOptions): Promise<StepResult> {
+  const controller = new AbortController();
+  let stop: StepStop | undefined;
+  const abort = (reason: StepStop) => {
+    stop ??= reason;
+    // No reason argument: the AI SDK turns a plain abort into a clean `abort` part.
+    controller.abort();
+  };
+  // The segment aborts with a reason: the mirror's stop (lost, cancel, takeover, store-error)
+  // or 'lost' when a renewal was rejected.
+  const onSegmentAbort = () => abort((options.segmentSignal.reason as StepStop | undefined) ?? 'lost');
+  if (options.segmentSignal.aborted) onSegmentAbort();
+  options.segmentSignal.addEventListener('abort', onSegmentAbort);
+  const deadlineTimer = setTimeout(() => abort('deadline'), Math.max(0, options.stopAtMs - Date.now()));
+  let stallTimer = setTimeout(() => abort('stalled'), options.stallTimeoutMs);
+
+  let text = options.prefix;
+  const toolCalls: ToolCall[] = [];
+  let finishReason = 'unknown';
+  try {
+    const prompt: ModelMessage[] = options.prefix
+      ? [...options.messages, { role: 'assistant', content: options.prefix }]
+      : options.messages;
+    const result = streamText({
+      model: options.model,
+      messages: prompt,
+      tools: declareTools(options.tools),
+      abortSignal: controller.signal,
+      maxRetries: 0,
+    });
+    for await (const part of result.fullStream) {
+      clearTimeout(stallTimer);
+      stallTimer = setTimeout(() => abort('stalled'), options.stallTimeoutMs);
+      if (part.type === 'text-delta') {
+        text += part.text;
+        options.mirror.push(part.text);
+      } else if (part.type === 'tool-call') {
+        toolCalls.push({ toolCallId: part.toolCallId, toolName: part.toolName, input: part.input });
+      } else if (part.type === 'tool-error') {
+        // The SDK could not parse the call's input; record the call so the model gets an error result.
+        toolCalls.push({ toolCallId: part.toolCallId, toolName: part.toolName, input: part.input });
+      } else if (part.type === 'error') {
+        throw part.error instanceof Error ? part.error : new Error(String(part.error));
+      } else if (part.type === 'finish') {
+        finishReason = part.finishReason;
+      }
+      if (stop) break;
+    }
+    if (stop || controller.signal.aborted) return { kind: 'stopped', reason: stop ?? 'lost', text };
+    return { kind: 'done', text, toolCalls, finishReason };
+  } catch (raw) {
+    if (stop) return { kind: 'stopped', reason: stop, text };
+    return { kind: 'error', error: raw instanceof Error ? raw : new Error(String(raw)), text };
+  } finally {
+    clearTimeout(deadlineTimer);
+    clearTimeout(stallTimer);
+    options.segmentSignal.removeEventListener('abort', onSegmentAbort);
+  }
+}

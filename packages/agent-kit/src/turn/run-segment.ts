@@ -1,0 +1,220 @@
+// The turn engine: one segment of a run, under a fenced lease. It claims the run, reconciles what
+// a dead segment left, rebuilds the conversation from the step journal, and runs steps until the
+// turn ends, waits, slices at its deadline, or loses the lease — writing nothing after a loss.
+import { coerceError, serializeError, StoreUnavailableError } from '../errors.js';
+import { reconcileDeadEffects } from '../effect-ledger/index.js';
+import {
+  appendEvent, beginSegment, claimRun, closeRun, parkRun, renewLease, type Lease,
+} from '../lease/lease.js';
+import type { Run } from '../lease/run-row.js';
+import { supportsPrefill } from '../model/index.js';
+import {
+  buildMessages, committedText, isTurnFinished, loadHistory, loadJournal, pendingToolCalls, recordStep, type Step,
+} from './journal.js';
+import { runModelStep, type StepStop } from './model-step.js';
+import { defaultTurnSettings, type TurnSettings } from './settings.js';
+import { StreamMirror } from './stream-mirror.js';
+import { settleToolCalls } from './tool-calls.js';
+import type { Runtime, SegmentOptions, SegmentOutcome } from './types.js';
+
+interface Segment {
+  rt: Runtime;
+  lease: Lease;
+  run: Run;
+  settings: TurnSettings;
+  mirror: StreamMirror;
+  /** Aborted with a StepStop reason when the lease is lost or the mirror stops. */
+  signal: AbortSignal;
+  stopAtMs: number;
+  options: SegmentOptions;
+  /** The run's visible text when this segment started (committed steps + continued prefix). */
+  startText: string;
+}
+
+/**
+ * Run one segment of a run: claim it with the next fence and drive it as far as this invocation
+ * may. Never throws for a lost lease or a failing provider; those are outcomes.
+ */
+export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<SegmentOutcome> {
+  const startedAtMs = Date.now();
+  const budgetMs = options.budgetMs ?? rt.config.invocationBudgetMs;
+  const leaseTtlMs = Math.min(options.leaseTtlMs ?? rt.config.leaseTtlMs, budgetMs);
+  const settings = { ...defaultTurnSettings(budgetMs), ...rt.turnSettings };
+  const claim = await claimRun(rt.db, { runId: options.runId, owner: options.owner, leaseTtlMs, budgetMs });
+  if (!claim.claimed) return { kind: 'not-claimed', reason: claim.reason };
+  const { lease, run } = claim;
+  const controller = new AbortController();
+  const mirror = new StreamMirror(rt.db, lease, settings.mirrorIntervalMs, (reason) => controller.abort(reason));
+  const stopRenewing = leaseTtlMs < budgetMs ? renewOnTimer(rt, lease, leaseTtlMs, controller) : () => {};
+  const segment: Segment = {
+    rt, lease, run, settings, mirror, signal: controller.signal, options, startText: '',
+    // Local clock: started before the claim, so we stop no later than the database's deadline.
+    stopAtMs: startedAtMs + budgetMs - settings.deadlineSafetyMs,
+  };
+  rt.log?.({ msg: 'segment claimed', runId: lease.runId, fence: lease.fence, attempt: lease.attempts });
+  try {
+    return await driveSegment(segment);
+  } catch (raw) {
+    const error = coerceError(raw);
+    rt.log?.({ msg: 'segment error', runId: lease.runId, fence: lease.fence, error: error.message });
+    if (!(error instanceof StoreUnavailableError)) await failSegment(segment, error).catch(() => {});
+    return { kind: 'stopped', fence: lease.fence, reason: error.message };
+  } finally {
+    stopRenewing();
+    mirror.dispose();
+  }
+}
+
+/** Renew every third of the TTL, capped at the deadline by SQL. A rejection loses the segment. */
+function renewOnTimer(rt: Runtime, lease: Lease, leaseTtlMs: number, controller: AbortController) {
+  const timer = setInterval(() => {
+    renewLease(rt.db, lease, leaseTtlMs).then(
+      (ok) => {
+        if (!ok) controller.abort('lost' satisfies StepStop);
+      },
+      () => {}, // a transient failure: the next tick tries again; expiry is the real limit
+    );
+  }, Math.max(10, Math.floor(leaseTtlMs / 3)));
+  return () => clearInterval(timer);
+}
+
+async function driveSegment(s: Segment): Promise<SegmentOutcome> {
+  const { rt, lease } = s;
+  if ((await reconcileDeadEffects(rt.db, lease, rt.tools)) === null) return lost(s);
+  const journal = await loadJournal(rt.db, lease.runId);
+  const history = await loadHistory(rt.db, lease.threadId, s.run.turnNo);
+  const model = typeof rt.model === 'function' ? rt.model(lease.runId) : rt.model;
+  if (s.run.cancelRequestedAt) return close(s, 'aborted', { text: s.run.partial, cancelled: true });
+  if (s.run.takeoverRequestedAt) return park(s, 'waiting_takeover');
+
+  let prefix = continuationPrefix(s, journal, supportsPrefill(model as { provider: string }));
+  s.startText = committedText(journal) + prefix;
+  const seq = await beginSegment(rt.db, lease, s.startText, { continued: prefix.length > 0, stepNo: journal.length });
+  if (seq === null) return lost(s);
+
+  for (;;) {
+    if (pendingToolCalls(journal).length > 0) {
+      const settled = await settleToolCalls(
+        { db: rt.db, lease, tools: rt.tools, signal: s.signal, stopAtMs: s.stopAtMs }, journal,
+      );
+      if (settled.kind === 'lost') return lost(s);
+      if (settled.kind === 'stopped') return { kind: 'stopped', fence: lease.fence, reason: settled.reason };
+      if (settled.kind === 'wait') return waitForInput(s, settled.waitingFor);
+    }
+    if (isTurnFinished(journal)) return close(s, 'completed', { text: committedText(journal) });
+    if (journal.filter((step) => step.kind === 'model').length >= s.settings.maxSteps) {
+      return close(s, 'failed', { text: committedText(journal), error: `stopped after ${s.settings.maxSteps} model steps` });
+    }
+    const boundary = await checkBoundary(s);
+    if (boundary) return boundary;
+
+    const result = await runModelStep({
+      model, messages: buildMessages(history, journal), tools: rt.tools, prefix, mirror: s.mirror,
+      segmentSignal: s.signal, stopAtMs: s.stopAtMs, stallTimeoutMs: s.settings.stallTimeoutMs,
+    });
+    prefix = '';
+    if (result.kind === 'stopped') return handleStop(s, result.reason, model);
+    const stopped = await s.mirror.flush();
+    if (stopped) return handleStop(s, stopped, model);
+    if (result.kind === 'error') return failSegment(s, result.error);
+
+    const step: Step = {
+      kind: 'model', stepNo: journal.length, text: result.text, toolCalls: result.toolCalls, finishReason: result.finishReason,
+    };
+    const event = { type: 'step-finished', data: { stepNo: step.stepNo, text: step.text, toolCalls: step.toolCalls } };
+    if (!(await recordStep(rt.db, lease, step, event))) return lost(s);
+    journal.push(step);
+  }
+}
+
+/** Mid-step continuation: the dead segment's mirrored text past the committed steps, if usable. */
+function continuationPrefix(s: Segment, journal: Step[], prefillSupported: boolean): string {
+  if (!s.settings.continueMidStep || !prefillSupported) return '';
+  if (pendingToolCalls(journal).length > 0 || isTurnFinished(journal)) return '';
+  const committed = committedText(journal);
+  return s.run.partial.startsWith(committed) ? s.run.partial.slice(committed.length) : '';
+}
+
+/** At a step boundary: slice when out of time or asked to stop; honour cancel and takeover. */
+async function checkBoundary(s: Segment): Promise<SegmentOutcome | undefined> {
+  if (s.options.stopSignal?.aborted || Date.now() >= s.stopAtMs - s.settings.sliceMarginMs) {
+    return park(s, 'queued');
+  }
+  const rows = await s.rt.db.query<{ cancel: boolean; takeover: boolean }>(
+    `select cancel_requested_at is not null as cancel, takeover_requested_at is not null as takeover
+     from agent_kit_runs where id = $1`,
+    [s.lease.runId],
+  );
+  if (rows[0]?.cancel) return close(s, 'aborted', { text: visibleText(s), cancelled: true });
+  if (rows[0]?.takeover) return park(s, 'waiting_takeover');
+  return undefined;
+}
+
+async function handleStop(s: Segment, reason: StepStop, model: unknown): Promise<SegmentOutcome> {
+  switch (reason) {
+    case 'lost':
+      return lost(s);
+    case 'cancel':
+      return close(s, 'aborted', { text: visibleText(s), cancelled: true });
+    case 'takeover':
+      return park(s, 'waiting_takeover');
+    case 'store-error':
+      return { kind: 'stopped', fence: s.lease.fence, reason: s.mirror.stopError?.message ?? 'store error' };
+    case 'deadline':
+      // With prefill the next segment continues from the mirrored text, so a mid-step cut is a
+      // slice (voluntary, progress kept). Without it the step is redone: let the lease run out.
+      if (s.settings.continueMidStep && supportsPrefill(model as { provider: string })) {
+        const stopped = await s.mirror.flush();
+        if (stopped) return handleStop(s, stopped, model);
+        return park(s, 'queued');
+      }
+      return { kind: 'stopped', fence: s.lease.fence, reason: 'deadline mid-step' };
+    case 'stalled':
+      return failSegment(s, new Error(`the model stream sent nothing for ${s.settings.stallTimeoutMs} ms`));
+  }
+}
+
+/** The run's text as viewers see it now: what this segment started from plus what it mirrored. */
+function visibleText(s: Segment): string {
+  return s.startText + s.mirror.writtenText;
+}
+
+async function waitForInput(s: Segment, waitingFor: Record<string, unknown>): Promise<SegmentOutcome> {
+  const seq = await appendEvent(s.rt.db, s.lease, 'input-requested', { runId: s.lease.runId, ...waitingFor });
+  if (seq === null) return lost(s);
+  return park(s, 'waiting_input', waitingFor);
+}
+
+async function park(
+  s: Segment, status: 'queued' | 'waiting_input' | 'waiting_takeover', waitingFor?: Record<string, unknown>,
+): Promise<SegmentOutcome> {
+  if (!(await parkRun(s.rt.db, s.lease, status, waitingFor))) return lost(s);
+  const [row] = await s.rt.db.query<{ status: 'queued' | 'waiting_input' | 'waiting_takeover' }>(
+    'select status from agent_kit_runs where id = $1',
+    [s.lease.runId],
+  );
+  return { kind: 'parked', status: row?.status ?? status, fence: s.lease.fence };
+}
+
+async function close(
+  s: Segment, status: 'completed' | 'failed' | 'aborted', message: { text: string } & Record<string, unknown>,
+): Promise<SegmentOutcome> {
+  const messageId = await closeRun(s.rt.db, s.lease, status, message);
+  if (!messageId) return lost(s);
+  s.rt.log?.({ msg: 'run closed', runId: s.lease.runId, fence: s.lease.fence, status });
+  return { kind: 'closed', status, messageId, fence: s.lease.fence };
+}
+
+/** Give the lease up at once with the error (the attempt stays spent), for the reaper to requeue. */
+async function failSegment(s: Segment, error: Error): Promise<SegmentOutcome> {
+  await s.mirror.flush();
+  await s.rt.db.query('select agent_kit_fail_segment($1, $2, $3, $4::jsonb)', [
+    s.lease.runId, s.lease.owner, s.lease.fence, JSON.stringify(serializeError(error)),
+  ]);
+  return { kind: 'stopped', fence: s.lease.fence, reason: error.message };
+}
+
+function lost(s: Segment): SegmentOutcome {
+  s.rt.log?.({ msg: 'lease lost', runId: s.lease.runId, fence: s.lease.fence });
+  return { kind: 'lost', fence: s.lease.fence };
+}

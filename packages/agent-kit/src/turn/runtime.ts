@@ -1,0 +1,55 @@
+// Building a Runtime from configuration: open the store, check its schema, resolve the model and
+// register the tools. One Runtime serves every segment of a process.
+import crypto from 'node:crypto';
+import os from 'node:os';
+import type { LanguageModel } from 'ai';
+import type { AgentKitConfig } from '../config.js';
+import { demoTools, resolveModel, type AgentTool } from '../model/index.js';
+import type { Db } from '../store/db.js';
+import { checkSchema } from '../store/migrate.js';
+import { openDb } from '../store/open.js';
+import type { Runtime } from './types.js';
+
+export interface CreateRuntimeOptions {
+  /** Use this store instead of opening one from the config. */
+  db?: Db;
+  model?: LanguageModel | ((runId: string) => LanguageModel);
+  /** Your tools; the demo tools (record_effect, transfer_funds, ask_user) are added unless `demoTools: false`. */
+  tools?: Record<string, AgentTool<any, any>>;
+  demoTools?: boolean;
+  log?: Runtime['log'];
+  turnSettings?: Runtime['turnSettings'];
+  /** Skip the schema check (the caller migrates first). */
+  skipSchemaCheck?: boolean;
+}
+
+/**
+ * Open the configured store and build a Runtime.
+ * @throws SchemaMismatchError when the schema is behind (run `agent-kit migrate`) or ahead by a breaking change.
+ */
+export async function createRuntime(config: AgentKitConfig, options: CreateRuntimeOptions = {}): Promise<Runtime> {
+  const db = options.db ?? (await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }));
+  try {
+    if (!options.skipSchemaCheck) await checkSchema(db);
+  } catch (error) {
+    if (!options.db) await db.close();
+    throw error;
+  }
+  return {
+    db,
+    model: options.model ?? resolveModel(config.model),
+    tools: { ...(options.demoTools === false ? {} : demoTools), ...options.tools },
+    config,
+    log: options.log,
+    turnSettings: options.turnSettings,
+  };
+}
+
+let segmentCounter = 0;
+const processTag = `${os.hostname()}-${process.pid}-${crypto.randomBytes(3).toString('hex')}`;
+
+/** A unique lease owner name for one segment: role, host, pid, a per-process tag and a counter. */
+export function newOwner(role = 'segment'): string {
+  segmentCounter += 1;
+  return `${role}:${processTag}:${segmentCounter}`;
+}

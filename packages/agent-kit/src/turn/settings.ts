@@ -1,0 +1,28 @@
+// Tunables of the turn engine, each with the reason for its default.
+
+export interface TurnSettings {
+  /** Mirror batching: at most 1000/mirrorIntervalMs writes per second per run. 100 ms → ≤ 10/s. */
+  mirrorIntervalMs: number;
+  /** Abort a model stream that sends nothing for this long (a hung provider); the run is retried. */
+  stallTimeoutMs: number;
+  /** Stop this long before the deadline: room to flush, record and park before the lease ends. */
+  deadlineSafetyMs: number;
+  /** Do not start a new step with less than this left; park (slice) instead. */
+  sliceMarginMs: number;
+  /** Model steps per turn before it is closed as failed (a tool loop that never ends). */
+  maxSteps: number;
+  /** Continue a step cut mid-stream from its mirrored text when the model supports prefill. */
+  continueMidStep: boolean;
+}
+
+/** Defaults scaled to the budget, so a short test budget still leaves time to work. */
+export function defaultTurnSettings(budgetMs: number): TurnSettings {
+  return {
+    mirrorIntervalMs: 100,
+    stallTimeoutMs: 60_000,
+    deadlineSafetyMs: Math.min(1_000, budgetMs * 0.05),
+    sliceMarginMs: Math.min(10_000, budgetMs * 0.2),
+    maxSteps: 16,
+    continueMidStep: true,
+  };
+}

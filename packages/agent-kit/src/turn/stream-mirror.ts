@@ -1,0 +1,91 @@
+// The stream mirror: text deltas are batched by time into guarded writes of the partial output
+// + heartbeat + a text-delta event, one write in flight at a time, so database writes per run
+// stay at or below 1000/intervalMs per second whatever the token rate. A rejected write stops it.
+import { coerceError } from '../errors.js';
+import { mirrorPartial, type Lease } from '../lease/lease.js';
+import type { Queryable } from '../store/db.js';
+
+export type MirrorStop = 'lost' | 'cancel' | 'takeover' | 'store-error';
+
+export class StreamMirror {
+  private buffer = '';
+  private timer: NodeJS.Timeout | undefined;
+  private inFlight: Promise<void> | undefined;
+  private lastWriteAt = 0;
+  /** Why the mirror stopped writing, if it did. */
+  stopped: MirrorStop | undefined;
+  stopError: Error | undefined;
+  /** Text that reached the database (the run's partial, past the segment's starting text). */
+  writtenText = '';
+  writes = 0;
+
+  constructor(
+    private readonly db: Queryable,
+    private readonly lease: Lease,
+    private readonly intervalMs: number,
+    private readonly onStop: (reason: MirrorStop) => void,
+  ) {}
+
+  /** Queue text for the next batched write. Ignored once stopped. */
+  push(text: string): void {
+    if (this.stopped || !text) return;
+    this.buffer += text;
+    this.schedule();
+  }
+
+  private schedule() {
+    if (this.timer || this.inFlight || this.stopped) return;
+    const waitMs = Math.max(0, this.lastWriteAt + this.intervalMs - Date.now());
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.write();
+    }, waitMs);
+  }
+
+  private async write(): Promise<void> {
+    if (this.stopped || !this.buffer || this.inFlight) return;
+    const delta = this.buffer;
+    this.buffer = '';
+    this.inFlight = (async () => {
+      try {
+        const result = await mirrorPartial(this.db, this.lease, delta);
+        this.writes++;
+        if (!result.ok) return this.stop('lost');
+        this.writtenText += delta;
+        if (result.interrupt) this.stop(result.interrupt);
+      } catch (raw) {
+        this.stopError = coerceError(raw);
+        this.stop('store-error');
+      }
+    })();
+    await this.inFlight;
+    this.inFlight = undefined;
+    this.lastWriteAt = Date.now();
+    if (this.buffer) this.schedule();
+  }
+
+  private stop(reason: MirrorStop) {
+    if (this.stopped) return;
+    this.stopped = reason;
+    this.buffer = '';
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.onStop(reason);
+  }
+
+  /** Write what is buffered now and wait for it. Returns the stop reason, if any. */
+  async flush(): Promise<MirrorStop | undefined> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    while (this.inFlight) await this.inFlight;
+    if (this.buffer && !this.stopped) await this.write();
+    return this.stopped;
+  }
+
+  /** Stop scheduling writes (the segment is over). */
+  dispose(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.buffer = '';
+  }
+}

@@ -1,0 +1,48 @@
+// The turn engine's contract with its callers (the chat request, the drain, the CLI): what a
+// segment needs to run and how it ended. The engine itself is in run-segment.ts.
+import type { LanguageModel } from 'ai';
+import type { AgentKitConfig } from '../config.js';
+import type { Db } from '../store/db.js';
+import type { AgentTool } from '../model/index.js';
+import type { CloseStatus, ParkStatus } from '../lease/lease.js';
+import type { TurnSettings } from './settings.js';
+
+/** Everything a segment runs with. One Runtime serves many concurrent segments. */
+export interface Runtime {
+  db: Db;
+  /** The model for a run; a function lets tests and the chaos harness pick per run. */
+  model: LanguageModel | ((runId: string) => LanguageModel);
+  /** Tools by name (the scripted model's demo tools are included by default). */
+  tools: Record<string, AgentTool<any, any>>;
+  config: AgentKitConfig;
+  /** Overrides of the engine's tunables (mirror interval, stall timeout, max steps, …). */
+  turnSettings?: Partial<TurnSettings>;
+  /** Optional structured log sink ({ msg, runId, fence, ... }). */
+  log?: (entry: Record<string, unknown>) => void;
+}
+
+export interface SegmentOptions {
+  runId: string;
+  /** Who holds the lease: unique per process and segment, e.g. `worker-<pid>-<n>`. */
+  owner: string;
+  /** This invocation's budget; defaults to config.invocationBudgetMs. The lease never outlives it. */
+  budgetMs?: number;
+  /** Defaults to config.leaseTtlMs (capped at the budget). */
+  leaseTtlMs?: number;
+  /** Stop taking new steps and park (slice) at the next step boundary: SIGTERM, drain budget. */
+  stopSignal?: AbortSignal;
+}
+
+export type SegmentOutcome =
+  /** The run could not be claimed: someone else holds it, it waits, or it is closed. */
+  | { kind: 'not-claimed'; reason: 'missing' | 'closed' | 'busy' | 'waiting' | 'blocked' }
+  /** The segment closed the run with its final message. */
+  | { kind: 'closed'; status: CloseStatus; messageId: string; fence: number }
+  /** A voluntary hand-off: a question, an operator takeover, or a slice end (queued). */
+  | { kind: 'parked'; status: ParkStatus; fence: number }
+  /** A guarded write was rejected: another segment took the run. This one wrote nothing more. */
+  | { kind: 'lost'; fence: number }
+  /** The deadline came mid-step (or the stream failed); the lease is left to expire for takeover. */
+  | { kind: 'stopped'; fence: number; reason: string };
+
+export type RunSegment = (rt: Runtime, options: SegmentOptions) => Promise<SegmentOutcome>;
