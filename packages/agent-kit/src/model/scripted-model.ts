@@ -46,6 +46,18 @@ function readCount(name: string, given: number | undefined, raw: string | undefi
   return value;
 }
 
+/** The per-token delay: a non-negative number of ms, fractions allowed (0.5 = 2,000 tokens/s). */
+function readDelay(given: number | undefined, raw: string | undefined): number {
+  const value = given ?? (raw === undefined || raw.trim() === '' ? 0 : Number(raw));
+  if (!Number.isFinite(value) || value < 0 || value > delayMsMax) {
+    throw new ModelConfigError(
+      `AGENT_KIT_SCRIPTED_DELAY_MS is ${given ?? JSON.stringify(raw)}; expected a number of ms from 0 to ` +
+        `${delayMsMax}. Fix the option or the variable.`,
+    );
+  }
+  return value;
+}
+
 /**
  * Creates the deterministic offline model. Options win over the environment.
  * @throws ModelConfigError when tokens or delayMs (or their variables) are not valid integers.
@@ -56,8 +68,7 @@ export function createScriptedModel(
 ): LanguageModelV3 {
   const tokens = readCount('AGENT_KIT_SCRIPTED_TOKENS', options.tokens,
     env.AGENT_KIT_SCRIPTED_TOKENS, defaultTokens, tokensMax);
-  const delayMs = readCount('AGENT_KIT_SCRIPTED_DELAY_MS', options.delayMs,
-    env.AGENT_KIT_SCRIPTED_DELAY_MS, 0, delayMsMax);
+  const delayMs = readDelay(options.delayMs, env.AGENT_KIT_SCRIPTED_DELAY_MS);
   return new ScriptedLanguageModel(tokens, delayMs);
 }
 
@@ -113,8 +124,9 @@ class ScriptedLanguageModel implements LanguageModelV3 {
     } else if (step.remainder !== '') {
       yield { type: 'text-start', id: 'text-0' };
       let index = 0;
+      const startedAtMs = performance.now();
       for (const delta of splitReplyTokens(step.remainder)) {
-        await this.pace(index, signal);
+        await this.pace(index, startedAtMs, signal);
         yield { type: 'text-delta', id: 'text-0', delta };
         index += 1;
       }
@@ -123,10 +135,16 @@ class ScriptedLanguageModel implements LanguageModelV3 {
     yield { type: 'finish', finishReason: finishReasonOf(step), usage: usageOf(prompt, step) };
   }
 
-  /** Waits before token `index`: a timer when delayed, else a microtask every few tokens. */
-  private async pace(index: number, signal: AbortSignal): Promise<void> {
+  /**
+   * Waits before token `index` until `index × delayMs` after the stream started, so fractional
+   * delays keep their average rate (timers have 1 ms granularity); without a delay, a microtask
+   * every few tokens.
+   */
+  private async pace(index: number, startedAtMs: number, signal: AbortSignal): Promise<void> {
     if (this.delayMs > 0) {
-      await sleep(this.delayMs, signal);
+      const waitMs = startedAtMs + (index + 1) * this.delayMs - performance.now();
+      if (waitMs >= 1) await sleep(waitMs, signal);
+      else if (index % yieldEveryTokens === yieldEveryTokens - 1) await new Promise((r) => setImmediate(r));
     } else if (index % yieldEveryTokens === yieldEveryTokens - 1) {
       await Promise.resolve();
     }

@@ -67,7 +67,21 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
       abortSignal: controller.signal,
       maxRetries: 0,
     });
-    for await (const part of result.fullStream) {
+    // Race each part against our abort: a provider stream that ignores the abort signal (a hung
+    // socket, a stuck pull) must not keep the segment waiting.
+    const parts = result.fullStream[Symbol.asyncIterator]();
+    const aborted = new Promise<'aborted'>((resolve) => {
+      if (controller.signal.aborted) resolve('aborted');
+      controller.signal.addEventListener('abort', () => resolve('aborted'), { once: true });
+    });
+    for (;;) {
+      const next = await Promise.race([parts.next(), aborted]);
+      if (next === 'aborted') {
+        void parts.return?.(undefined).catch(() => {});
+        break;
+      }
+      if (next.done) break;
+      const part = next.value;
       clearTimeout(stallTimer);
       stallTimer = setTimeout(() => abort('stalled'), options.stallTimeoutMs);
       if (part.type === 'text-delta') {

@@ -1,0 +1,166 @@
+// Voluntary hand-offs on both stores: questions and approvals park the run (lease released,
+// crash budget reset) and an answer resumes it exactly once; cancel is a stored intent that the
+// segment carries out; an operator takeover parks the run and release resumes it.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { effectsFile, finalMessage, makeRuntime } from '../../test/harness/turn-kit.js';
+import { openTestDb } from '../../test/harness/test-db.js';
+import { ConflictError } from '../errors.js';
+import { scriptedAskQuestion, scriptedReplyText } from '../model/index.js';
+import { startTurn } from '../queue/start-turn.js';
+import type { Db } from '../store/db.js';
+import { runSegment } from './run-segment.js';
+
+let db: Db;
+let effects: ReturnType<typeof effectsFile>;
+beforeAll(async () => {
+  db = await openTestDb();
+  effects = effectsFile();
+});
+afterAll(async () => {
+  effects.restore();
+  await db.close();
+});
+
+const tokens = 8;
+const rt = () => makeRuntime(db, { tokens });
+
+async function runRow(runId: string) {
+  const [row] = await db.query<{ status: string; attempts: number; owner: string | null; waiting_for: Record<string, unknown> | null; fence: number }>(
+    'select status, attempts, owner, waiting_for, fence from agent_kit_runs where id = $1',
+    [runId],
+  );
+  return row!;
+}
+
+const submit = (runId: string, questionId: string, data: Record<string, unknown>) =>
+  db.query<{ status: string }>('select agent_kit_submit_input($1, $2, $3::jsonb) as status', [runId, questionId, JSON.stringify(data)]);
+
+describe('questions', () => {
+  it('parks on #ask, resumes on the answer, and replies as if uninterrupted', async () => {
+    const turn = await startTurn(db, { ownerId: 'u', text: 'help me #ask' });
+    expect(await runSegment(rt(), { runId: turn.runId, owner: 'w1' })).toMatchObject({ kind: 'parked', status: 'waiting_input' });
+    const parked = await runRow(turn.runId);
+    expect(parked).toMatchObject({ status: 'waiting_input', attempts: 0, owner: null });
+    expect(parked.waiting_for).toMatchObject({ kind: 'question', question: scriptedAskQuestion });
+    const [requested] = await db.query<{ data: { id: string } }>(
+      `select data from agent_kit_thread_events where run_id = $1 and type = 'input-requested'`,
+      [turn.runId],
+    );
+    expect(requested!.data.id).toBe(parked.waiting_for!.id);
+
+    expect(await submit(turn.runId, String(parked.waiting_for!.id), { answer: 'blue' })).toEqual([{ status: 'queued' }]);
+    await expect(submit(turn.runId, String(parked.waiting_for!.id), { answer: 'red' })).rejects.toBeInstanceOf(ConflictError);
+    expect(await runSegment(rt(), { runId: turn.runId, owner: 'w2' })).toMatchObject({ kind: 'closed', status: 'completed' });
+    expect(await finalMessage(db, turn.runId)).toEqual([{ text: scriptedReplyText(['help me #ask'], tokens), partial: false }]);
+    const [answer] = await db.query<{ data: { output: { answer: string } } }>(
+      `select data from agent_kit_steps where run_id = $1 and kind = 'tool'`,
+      [turn.runId],
+    );
+    expect(answer!.data.output.answer).toBe('blue');
+    const [input] = await db.query<{ consumed_fence: number }>('select consumed_fence from agent_kit_inputs where run_id = $1', [turn.runId]);
+    expect(Number(input!.consumed_fence)).toBe(2);
+  });
+
+  it('takes a chat message sent while the run waits as the answer', async () => {
+    const turn = await startTurn(db, { ownerId: 'u', text: 'question time #ask' });
+    await runSegment(rt(), { runId: turn.runId, owner: 'w1' });
+    const reply = await startTurn(db, { threadId: turn.threadId, ownerId: 'u', text: 'green' });
+    expect(reply).toMatchObject({ kind: 'input', runId: turn.runId });
+    expect((await runRow(turn.runId)).status).toBe('queued');
+    expect(await runSegment(rt(), { runId: turn.runId, owner: 'w2' })).toMatchObject({ kind: 'closed' });
+    const runs = await db.query('select id from agent_kit_runs where thread_id = $1', [turn.threadId]);
+    expect(runs).toHaveLength(1);
+  });
+
+  it('accepts an answer that arrives before the run has parked, and consumes it once', async () => {
+    const turn = await startTurn(db, { ownerId: 'u', text: 'early #ask' });
+    // Deliver the answer between the question event and the park: the user saw the question.
+    const racing: Db = {
+      ...db,
+      query: async (sql, params) => {
+        if (sql.includes('agent_kit_park_run')) {
+          const [event] = await db.query<{ id: string }>(
+            `select data->>'id' as id from agent_kit_thread_events where run_id = $1 and type = 'input-requested'`,
+            [turn.runId],
+          );
+          expect(await submit(turn.runId, event!.id, { answer: 'early' })).toEqual([{ status: 'running' }]);
+        }
+        return db.query(sql, params);
+      },
+    } as Db;
+    const first = await runSegment({ ...rt(), db: racing }, { runId: turn.runId, owner: 'w1' });
+    expect(first).toMatchObject({ kind: 'parked', status: 'queued' });
+    expect(await runSegment(rt(), { runId: turn.runId, owner: 'w2' })).toMatchObject({ kind: 'closed', status: 'completed' });
+    expect((await finalMessage(db, turn.runId))[0]!.text).toBe(scriptedReplyText(['early #ask'], tokens));
+    const consumed = await db.query('select 1 from agent_kit_inputs where run_id = $1 and consumed_fence = 2', [turn.runId]);
+    expect(consumed).toHaveLength(1);
+  });
+});
+
+describe('approvals', () => {
+  it('runs the approved tool once and replies', async () => {
+    const before = effects.lines().length;
+    const turn = await startTurn(db, { ownerId: 'u', text: 'pay them #approve' });
+    expect(await runSegment(rt(), { runId: turn.runId, owner: 'w1' })).toMatchObject({ kind: 'parked', status: 'waiting_input' });
+    const waiting = (await runRow(turn.runId)).waiting_for!;
+    expect(waiting).toMatchObject({ kind: 'approval', toolName: 'transfer_funds' });
+    expect(effects.lines().length).toBe(before); // nothing ran before approval
+    await submit(turn.runId, String(waiting.id), { approved: true });
+    expect(await runSegment(rt(), { runId: turn.runId, owner: 'w2' })).toMatchObject({ kind: 'closed', status: 'completed' });
+    expect(effects.lines().slice(before)).toEqual([`${turn.runId}:0:0`]);
+  });
+
+  it('does not run a denied tool and tells the model it was denied', async () => {
+    const before = effects.lines().length;
+    const turn = await startTurn(db, { ownerId: 'u', text: 'pay again #approve' });
+    await runSegment(rt(), { runId: turn.runId, owner: 'w1' });
+    await submit(turn.runId, String((await runRow(turn.runId)).waiting_for!.id), { approved: false });
+    expect(await runSegment(rt(), { runId: turn.runId, owner: 'w2' })).toMatchObject({ kind: 'closed' });
+    expect(effects.lines().length).toBe(before);
+    const [step] = await db.query<{ data: { outcome: string } }>(`select data from agent_kit_steps where run_id = $1 and kind = 'tool'`, [turn.runId]);
+    expect(step!.data.outcome).toBe('denied');
+  });
+});
+
+describe('cancel and takeover', () => {
+  it('closes a queued run as aborted when cancelled', async () => {
+    const turn = await startTurn(db, { ownerId: 'u', text: 'never mind' });
+    await db.query('select agent_kit_request_cancel($1)', [turn.runId]);
+    expect(await runSegment(rt(), { runId: turn.runId, owner: 'w1' })).toMatchObject({ kind: 'closed', status: 'aborted' });
+    expect(await finalMessage(db, turn.runId)).toEqual([{ text: '', partial: true }]);
+  });
+
+  it('stops a streaming run on cancel and keeps what it had streamed as a partial message', async () => {
+    const slow = makeRuntime(db, { tokens: 200, delayMs: 5 });
+    const turn = await startTurn(db, { ownerId: 'u', text: 'a long answer please' });
+    const segment = runSegment(slow, { runId: turn.runId, owner: 'w1' });
+    await waitFor(async () => (await db.query<{ p: string }>('select partial as p from agent_kit_runs where id = $1', [turn.runId]))[0]!.p.length > 20);
+    await db.query('select agent_kit_request_cancel($1)', [turn.runId]);
+    expect(await segment).toMatchObject({ kind: 'closed', status: 'aborted' });
+    const [message] = await finalMessage(db, turn.runId);
+    expect(message!.partial).toBe(true);
+    expect(message!.text.length).toBeGreaterThan(20);
+    expect(scriptedReplyText(['a long answer please'], 200).startsWith(message!.text)).toBe(true);
+  });
+
+  it('parks a streaming run for an operator and continues it after release', async () => {
+    const slow = makeRuntime(db, { tokens: 60, delayMs: 3 });
+    const turn = await startTurn(db, { ownerId: 'u', text: 'operator demo' });
+    const segment = runSegment(slow, { runId: turn.runId, owner: 'w1' });
+    await waitFor(async () => (await db.query<{ p: string }>('select partial as p from agent_kit_runs where id = $1', [turn.runId]))[0]!.p.length > 5);
+    expect(await db.query(`select agent_kit_takeover_run($1, 'op') as s`, [turn.runId])).toEqual([{ s: 'running' }]);
+    expect(await segment).toMatchObject({ kind: 'parked', status: 'waiting_takeover' });
+    expect(await runSegment(slow, { runId: turn.runId, owner: 'w2' })).toEqual({ kind: 'not-claimed', reason: 'waiting' });
+    expect(await db.query('select agent_kit_release_run($1) as s', [turn.runId])).toEqual([{ s: 'queued' }]);
+    expect(await runSegment(slow, { runId: turn.runId, owner: 'w2' })).toMatchObject({ kind: 'closed', status: 'completed' });
+    expect((await finalMessage(db, turn.runId))[0]!.text).toBe(scriptedReplyText(['operator demo'], 60));
+  });
+});
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000) {
+  const until = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > until) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}

@@ -1,0 +1,124 @@
+// Deadlines and failures on both stores: a turn longer than one invocation is sliced across
+// segments and still ends with the unbroken reply; a provider that errors or hangs ends the
+// segment cleanly with the attempt spent and the run resumable; the mirror's write rate is bounded.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { failingModel, finalMessage, freezingModel, makeRuntime } from '../../test/harness/turn-kit.js';
+import { openTestDb } from '../../test/harness/test-db.js';
+import { createScriptedModel, scriptedReplyText } from '../model/index.js';
+import { startTurn } from '../queue/start-turn.js';
+import type { Db } from '../store/db.js';
+import { runSegment } from './run-segment.js';
+import type { SegmentOutcome } from './types.js';
+
+let db: Db;
+beforeAll(async () => {
+  db = await openTestDb();
+});
+afterAll(async () => {
+  await db.close();
+});
+
+async function runUntilClosed(runtime: ReturnType<typeof makeRuntime>, runId: string, budgetMs: number) {
+  const outcomes: SegmentOutcome[] = [];
+  for (let i = 0; i < 50; i++) {
+    const outcome = await runSegment(runtime, { runId, owner: `w${i}`, budgetMs });
+    outcomes.push(outcome);
+    if (outcome.kind === 'closed') return outcomes;
+  }
+  throw new Error(`run not closed after 50 segments: ${JSON.stringify(outcomes.slice(-3))}`);
+}
+
+describe('slicing', () => {
+  it('slices a long streamed step across invocations and continues mid-step to the same reply', async () => {
+    const runtime = makeRuntime(db, { tokens: 40, delayMs: 10, settings: { mirrorIntervalMs: 20 } });
+    const turn = await startTurn(db, { ownerId: 'u', text: 'a long turn' });
+    const outcomes = await runUntilClosed(runtime, turn.runId, 150);
+    expect(outcomes.length).toBeGreaterThan(1);
+    expect(outcomes.slice(0, -1).every((o) => o.kind === 'parked' && o.status === 'queued')).toBe(true);
+    expect(await finalMessage(db, turn.runId)).toEqual([{ text: scriptedReplyText(['a long turn'], 40), partial: false }]);
+    const [run] = await db.query<{ attempts: number; fence: number; lease_expires_at: Date | null }>(
+      'select attempts, fence, lease_expires_at from agent_kit_runs where id = $1', [turn.runId],
+    );
+    expect(Number(run!.fence)).toBe(outcomes.length);
+    expect(run!.attempts).toBe(1); // slices are voluntary: the crash budget was reset each time
+  });
+
+  it('never lets a lease outlive the segment deadline', async () => {
+    const runtime = makeRuntime(db, { tokens: 30, delayMs: 10, config: { leaseTtlMs: 40 } });
+    const turn = await startTurn(db, { ownerId: 'u', text: 'renew me' });
+    const segment = runSegment(runtime, { runId: turn.runId, owner: 'w1', budgetMs: 200, leaseTtlMs: 40 });
+    let violations = 0;
+    let samples = 0;
+    while (samples < 20) {
+      const [row] = await db.query<{ ok: boolean | null }>(
+        'select lease_expires_at <= deadline_at as ok from agent_kit_runs where id = $1', [turn.runId],
+      );
+      if (row!.ok === false) violations++;
+      samples++;
+      await new Promise((r) => setTimeout(r, 8));
+    }
+    await segment;
+    expect(violations).toBe(0);
+  });
+
+  it('slices at a step boundary when asked to stop (SIGTERM) and the next segment finishes', async () => {
+    const runtime = makeRuntime(db, { tokens: 6 });
+    const turn = await startTurn(db, { ownerId: 'u', text: 'stop please #effect' });
+    const stop = new AbortController();
+    stop.abort();
+    expect(await runSegment(runtime, { runId: turn.runId, owner: 'w1', stopSignal: stop.signal })).toMatchObject({
+      kind: 'parked', status: 'queued',
+    });
+    expect(await runSegment(runtime, { runId: turn.runId, owner: 'w2' })).toMatchObject({ kind: 'closed', status: 'completed' });
+  });
+});
+
+describe('provider failures', () => {
+  it('ends the segment cleanly when the stream errors, spends the attempt, and the run resumes', async () => {
+    const scripted = createScriptedModel({ tokens: 10 });
+    const broken = makeRuntime(db, { model: failingModel(scripted, 4, new Error('upstream 502')) });
+    const turn = await startTurn(db, { ownerId: 'u', text: 'flaky provider' });
+    const outcome = await runSegment(broken, { runId: turn.runId, owner: 'w1' });
+    expect(outcome).toMatchObject({ kind: 'stopped', reason: 'upstream 502' });
+    const [run] = await db.query<{ status: string; expired: boolean; attempts: number; last_error: { message: string } }>(
+      'select status, lease_expires_at <= agent_kit_now() as expired, attempts, last_error from agent_kit_runs where id = $1',
+      [turn.runId],
+    );
+    expect(run).toMatchObject({ status: 'running', expired: true, attempts: 1, last_error: { message: 'upstream 502' } });
+    const healthy = makeRuntime(db, { tokens: 10 });
+    expect(await runSegment(healthy, { runId: turn.runId, owner: 'w2' })).toMatchObject({ kind: 'closed', status: 'completed' });
+    expect((await finalMessage(db, turn.runId))[0]!.text).toBe(scriptedReplyText(['flaky provider'], 10));
+    const [attempts] = await db.query<{ attempts: number }>('select attempts from agent_kit_runs where id = $1', [turn.runId]);
+    expect(attempts!.attempts).toBe(2);
+  });
+
+  it('gives up on a stream that hangs and leaves the run resumable', async () => {
+    const hung = makeRuntime(db, {
+      model: freezingModel(createScriptedModel({ tokens: 10 }), 3, new Promise(() => {}), () => {}),
+      settings: { stallTimeoutMs: 100 },
+    });
+    const turn = await startTurn(db, { ownerId: 'u', text: 'hanging provider' });
+    const outcome = await runSegment(hung, { runId: turn.runId, owner: 'w1' });
+    expect(outcome.kind).toBe('stopped');
+    const events = await db.query<{ type: string }>(`select type from agent_kit_thread_events where run_id = $1 order by seq`, [turn.runId]);
+    expect(events.map((e) => e.type)).toContain('segment-failed');
+    expect(await runSegment(makeRuntime(db, { tokens: 10 }), { runId: turn.runId, owner: 'w2' })).toMatchObject({ kind: 'closed' });
+  });
+});
+
+describe('stream mirror', () => {
+  it('keeps database writes per second bounded however fast tokens arrive', async () => {
+    const runtime = makeRuntime(db, { tokens: 2_000, delayMs: 0.5, settings: { mirrorIntervalMs: 100 } });
+    const turn = await startTurn(db, { ownerId: 'u', text: 'fast tokens' });
+    const started = Date.now();
+    expect(await runSegment(runtime, { runId: turn.runId, owner: 'w1' })).toMatchObject({ kind: 'closed' });
+    const seconds = (Date.now() - started) / 1000;
+    const [deltas] = await db.query<{ n: number }>(
+      `select count(*)::int as n from agent_kit_thread_events where run_id = $1 and type = 'text-delta'`, [turn.runId],
+    );
+    // One write per 100 ms interval at most, plus the final flush.
+    expect(deltas!.n).toBeLessThanOrEqual(Math.ceil(seconds * 10) + 2);
+    expect(deltas!.n).toBeGreaterThan(1);
+    expect((await finalMessage(db, turn.runId))[0]!.text).toBe(scriptedReplyText(['fast tokens'], 2_000));
+  });
+});
