@@ -2,6 +2,10 @@
 // runs on PGlite (default) and on Postgres when DATABASE_URL is set.
 import { defineConfig } from 'vitest/config';
 
+// One id per test run, inherited by the workers: its template and databases carry it, so two
+// runs on one server (CI's two passes, several engineers) never drop each other's databases.
+process.env.AGENT_KIT_TEST_RUN ??= `r${process.pid}`;
+
 export default defineConfig({
   test: {
     include: ['src/**/*.test.ts', 'test/**/*.test.ts'],

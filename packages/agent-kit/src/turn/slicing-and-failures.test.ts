@@ -111,7 +111,8 @@ describe('stream mirror', () => {
     const runtime = makeRuntime(db, { tokens: 2_000, delayMs: 0.5, settings: { mirrorIntervalMs: 100 } });
     const turn = await startTurn(db, { ownerId: 'u', text: 'fast tokens' });
     const started = Date.now();
-    expect(await runSegment(runtime, { runId: turn.runId, owner: 'w1' })).toMatchObject({ kind: 'closed' });
+    const outcome = await runSegment(runtime, { runId: turn.runId, owner: 'w1' });
+    expect(outcome, JSON.stringify(outcome)).toMatchObject({ kind: 'closed' });
     const seconds = (Date.now() - started) / 1000;
     const [deltas] = await db.query<{ n: number }>(
       `select count(*)::int as n from agent_kit_thread_events where run_id = $1 and type = 'text-delta'`, [turn.runId],

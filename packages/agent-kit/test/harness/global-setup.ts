@@ -7,7 +7,8 @@ import { migrate } from '../../src/store/migrate.js';
 export default async function setup() {
   const databaseUrl = process.env.DATABASE_URL;
   if (!databaseUrl) return;
-  const template = process.env.AGENT_KIT_TEST_TEMPLATE ?? 'agent_kit_template';
+  const run = process.env.AGENT_KIT_TEST_RUN ?? `r${process.pid}`;
+  const template = `agent_kit_tpl_${run}`;
   const admin = new pg.Client({ connectionString: databaseUrl });
   await admin.connect();
   await admin.query(`drop database if exists ${template} with (force)`);
@@ -19,7 +20,8 @@ export default async function setup() {
   await db.close();
   return async () => {
     const rows = await admin.query<{ datname: string }>(
-      `select datname from pg_database where datname like 'agent_kit_t\\_%'`,
+      `select datname from pg_database where starts_with(datname, $1) or datname = $2`,
+      [`agent_kit_t_${run}_`, template],
     );
     for (const row of rows.rows) {
       await admin.query(`drop database if exists ${row.datname} with (force)`).catch(() => {});

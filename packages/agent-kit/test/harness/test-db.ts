@@ -11,7 +11,10 @@ import { wrapPglite } from '../../src/store/pglite-driver.js';
 
 export const databaseUrl = process.env.DATABASE_URL;
 export const onPostgres = Boolean(databaseUrl);
-export const templateName = process.env.AGENT_KIT_TEST_TEMPLATE ?? 'agent_kit_template';
+const testRun = process.env.AGENT_KIT_TEST_RUN ?? `r${process.ppid}`;
+export const templateName = `agent_kit_tpl_${testRun}`;
+/** Every database this run creates starts with this; global teardown drops them. */
+export const databasePrefix = `agent_kit_t_${testRun}_`;
 
 /** A URL for database `name` on the same server as DATABASE_URL. */
 export function urlForDatabase(name: string): string {
@@ -45,7 +48,7 @@ export async function adminQuery(sql: string): Promise<void> {
  */
 export async function openTestDb(options: { to?: number; poolMax?: number } = {}): Promise<Db> {
   if (onPostgres) {
-    const name = `agent_kit_t_${crypto.randomBytes(6).toString('hex')}`;
+    const name = `${databasePrefix}${crypto.randomBytes(6).toString('hex')}`;
     const template = options.to === undefined ? templateName : 'template0';
     for (let attempt = 0; ; attempt++) {
       try {
