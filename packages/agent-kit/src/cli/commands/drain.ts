@@ -1,0 +1,31 @@
+// `agent-kit drain [--budget SECONDS] [--concurrency N]`: one invocation's worth of queue drain.
+// Prints the report as JSON; exits 1 when a segment or a take failed (the jobs stay queued).
+import { type Command, CommanderError } from 'commander';
+import { drainQueue } from '../../queue/drain-queue.js';
+import { positiveNumber, withRuntime } from './with-runtime.js';
+
+export function register(program: Command) {
+  program
+    .command('drain')
+    .description('take due jobs and run their segments, within one invocation budget')
+    .option('--budget <seconds>', 'invocation budget (default AGENT_KIT_INVOCATION_BUDGET)', positiveNumber('--budget', 86_400))
+    .option('--concurrency <n>', 'segments at once (default 4)', positiveNumber('--concurrency', 100, true))
+    .action(async (options: { budget?: number; concurrency?: number }) => {
+      const controller = new AbortController();
+      const stop = () => controller.abort();
+      process.once('SIGTERM', stop);
+      process.once('SIGINT', stop);
+      try {
+        const report = await withRuntime((rt) => drainQueue(rt, {
+          budgetMs: options.budget === undefined ? undefined : options.budget * 1000,
+          concurrency: options.concurrency,
+          stopSignal: controller.signal,
+        }));
+        console.log(JSON.stringify(report));
+        if (report.errors > 0) throw new CommanderError(1, 'agent-kit.drainErrors', `${report.errors} error(s); see the log above`);
+      } finally {
+        process.off('SIGTERM', stop);
+        process.off('SIGINT', stop);
+      }
+    });
+}

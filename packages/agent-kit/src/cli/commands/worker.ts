@@ -1,0 +1,28 @@
+// `agent-kit worker [--concurrency N] [--poll-ms MS]`: drain + reap on a loop until SIGTERM or
+// SIGINT; then it takes no new work, lets running segments park at their next step boundary,
+// and exits 0. Logs JSON lines on stderr.
+import type { Command } from 'commander';
+import { runWorker } from '../../worker/run-worker.js';
+import { positiveNumber, withRuntime } from './with-runtime.js';
+
+export function register(program: Command) {
+  program
+    .command('worker')
+    .description('long-running: drain and reap until SIGTERM')
+    .option('--concurrency <n>', 'segments at once (default 4)', positiveNumber('--concurrency', 100, true))
+    .option('--poll-ms <ms>', 'slowest look for work and expired leases (default 1000)', positiveNumber('--poll-ms', 60_000, true))
+    .action(async (options: { concurrency?: number; pollMs?: number }) => {
+      const controller = new AbortController();
+      const stop = () => controller.abort();
+      process.once('SIGTERM', stop);
+      process.once('SIGINT', stop);
+      try {
+        await withRuntime((rt) => runWorker(rt, {
+          signal: controller.signal, concurrency: options.concurrency, pollMs: options.pollMs,
+        }));
+      } finally {
+        process.off('SIGTERM', stop);
+        process.off('SIGINT', stop);
+      }
+    });
+}

@@ -1,0 +1,206 @@
+// The queue drain on both stores, with null-turn runners (claim, then close/park/lose/throw) so
+// the queue is tested apart from the model: every queued run is closed once, jobs it cannot use
+// are settled and never lost, the budget and the stop signal end the taking, and (Postgres) two
+// drains at once never claim a run twice.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { onPostgres, openTestDb } from '../../test/harness/test-db.js';
+import {
+  closeWith, count, nullTurn, parkForInput, parkOnStop, stopMidStep, testRuntime,
+} from '../../test/chaos/null-turn.js';
+import { claimRun, closeRun } from '../lease/lease.js';
+import type { Db } from '../store/db.js';
+import type { RunSegment } from '../turn/types.js';
+import { drainQueue, takeMarginMs } from './drain-queue.js';
+import { enqueueRun, settleJob, takeJobs } from './jobs.js';
+import { startTurn } from './start-turn.js';
+
+let db: Db;
+beforeAll(async () => {
+  db = await openTestDb({ poolMax: 20 });
+});
+afterAll(async () => {
+  await db.close();
+});
+
+/** Clear the queue so each test sees only its own jobs. */
+async function emptyQueue() {
+  await db.query('delete from agent_kit_jobs');
+}
+
+/** `n` queued runs, each in a new thread, or all in one thread (later ones blocked). */
+async function newRuns(n: number, oneThread = false) {
+  const runs: { runId: string; threadId: string }[] = [];
+  for (let i = 0; i < n; i++) {
+    const threadId = oneThread ? runs[0]?.threadId : undefined;
+    const turn = await startTurn(db, { ownerId: 'user-1', text: `hello ${i}`, threadId });
+    runs.push({ runId: turn.runId, threadId: turn.threadId });
+  }
+  return runs;
+}
+
+async function newRun() {
+  return startTurn(db, { ownerId: 'user-1', text: 'hello' });
+}
+
+async function runState(runId: string) {
+  const [row] = await db.query<{ status: string; fence: number; attempts: number }>(
+    'select status, fence, attempts from agent_kit_runs where id = $1', [runId]);
+  const messages = await count(db, `select count(*) as n from agent_kit_messages where run_id = $1 and role = 'assistant'`, [runId]);
+  const jobs = await count(db, 'select count(*) as n from agent_kit_jobs where run_id = $1', [runId]);
+  return { status: row!.status, fence: Number(row!.fence), messages, jobs };
+}
+
+describe('drainQueue', () => {
+  it('closes every queued run exactly once with the null turn and leaves no job behind', async () => {
+    await emptyQueue();
+    const runs = [];
+    for (let i = 0; i < 5; i++) runs.push((await startTurn(db, { ownerId: 'u', text: `solo ${i}` })).runId);
+    const report = await drainQueue(testRuntime(db), { runSegment: nullTurn(), concurrency: 2 });
+    expect(report).toMatchObject({ taken: 5, claimed: 5, closed: 5, notClaimed: 0, errors: 0 });
+    for (const runId of runs) expect(await runState(runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
+  });
+
+  it("runs a thread's queued turns in order: later turns wait, then the close enqueues them", async () => {
+    await emptyQueue();
+    const first = await startTurn(db, { ownerId: 'u', text: 'one' });
+    const second = await startTurn(db, { ownerId: 'u', threadId: first.threadId, text: 'two' });
+    const third = await startTurn(db, { ownerId: 'u', threadId: first.threadId, text: 'three' });
+    const report = await drainQueue(testRuntime(db), { runSegment: nullTurn(), concurrency: 3 });
+    expect(report.closed).toBe(3);
+    for (const { runId } of [first, second, third]) {
+      expect(await runState(runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
+    }
+    const closed = await db.query<{ run_id: string }>(
+      `select run_id from agent_kit_thread_events where thread_id = $1 and type = 'run-closed' order by seq`,
+      [first.threadId]);
+    expect(closed.map((e) => e.run_id)).toEqual([first.runId, second.runId, third.runId]);
+  });
+
+  it('moves the job of a run with a live lease to that lease expiry instead of dropping it', async () => {
+    await emptyQueue();
+    const { runId } = await newRun();
+    const claim = await claimRun(db, { runId, owner: 'holder', leaseTtlMs: 60_000 });
+    expect(claim.claimed).toBe(true);
+    expect(await enqueueRun(db, runId)).toBe(true); // a stray job for a run someone holds
+    const report = await drainQueue(testRuntime(db), { runSegment: nullTurn() });
+    expect(report).toMatchObject({ taken: 1, notClaimed: 1, rescheduled: 1, claimed: 0 });
+    const [job] = await db.query<{ same: boolean }>(
+      `select j.due_at = r.lease_expires_at as same from agent_kit_jobs j join agent_kit_runs r on r.id = j.run_id
+       where j.run_id = $1`, [runId]);
+    expect(job?.same).toBe(true);
+  });
+
+  it('drops the job of a closed run', async () => {
+    await emptyQueue();
+    const { runId } = await newRun();
+    const claim = await claimRun(db, { runId, owner: 'holder', leaseTtlMs: 60_000 });
+    if (!claim.claimed) throw new Error('expected a claim');
+    await closeRun(db, claim.lease, 'completed', { text: 'done elsewhere' });
+    await db.query('insert into agent_kit_jobs (run_id, due_at) values ($1, agent_kit_now())', [runId]);
+    const report = await drainQueue(testRuntime(db), { runSegment: nullTurn() });
+    expect(report).toMatchObject({ taken: 1, notClaimed: 1, dropped: 1 });
+    expect(await runState(runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
+  });
+
+  it('drops the job of a waiting run, and the answer enqueues it again (nothing lost)', async () => {
+    await emptyQueue();
+    const { runId } = await newRun();
+    const first = await drainQueue(testRuntime(db), { runSegment: nullTurn(parkForInput) });
+    expect(first).toMatchObject({ claimed: 1, parked: 1 });
+    await db.query('insert into agent_kit_jobs (run_id, due_at) values ($1, agent_kit_now())', [runId]);
+    const second = await drainQueue(testRuntime(db), { runSegment: nullTurn() });
+    expect(second).toMatchObject({ taken: 1, notClaimed: 1, dropped: 1, claimed: 0 });
+    expect((await runState(runId)).jobs).toBe(0);
+    await db.query(`select agent_kit_submit_input($1, 'q1', '{"text":"blue"}')`, [runId]);
+    const third = await drainQueue(testRuntime(db), { runSegment: nullTurn() });
+    expect(third).toMatchObject({ taken: 1, closed: 1 });
+    expect(await runState(runId)).toEqual({ status: 'completed', fence: 2, messages: 1, jobs: 0 });
+  });
+
+  it('keeps a job that was re-enqueued after the drain took it, even if its run is blocked', async () => {
+    await emptyQueue();
+    const runs = await newRuns(2, true);
+    const [taken] = await takeJobs(db, 1, 60_000);
+    expect(taken?.runId).toBe(runs[0]!.runId);
+    const [blocked] = await takeJobs(db, 1, 60_000);
+    expect(blocked?.runId).toBe(runs[1]!.runId);
+    // The blocked run's job is made due again (as a close's enqueue would) before the settle.
+    await enqueueRun(db, runs[1]!.runId);
+    expect(await settleJob(db, blocked!.jobId)).toBe('due');
+    expect((await runState(runs[1]!.runId)).jobs).toBe(1);
+    // Without the re-enqueue, the blocked run's job is dropped: the earlier run's close brings it back.
+    await db.query(`update agent_kit_jobs set due_at = agent_kit_now() + interval '1 minute' where id = $1`, [blocked!.jobId]);
+    expect(await settleJob(db, blocked!.jobId)).toBe('dropped');
+  });
+
+  it('counts a throwing segment as an error and leaves its job queued for a later take', async () => {
+    await emptyQueue();
+    const { runId } = await newRun();
+    const logged: Record<string, unknown>[] = [];
+    const failing: RunSegment = async () => {
+      throw new Error('boom');
+    };
+    const report = await drainQueue(testRuntime(db, {}, {}, (e) => logged.push(e)), { runSegment: failing });
+    expect(report).toMatchObject({ taken: 1, errors: 1, claimed: 0 });
+    expect(logged).toContainEqual(expect.objectContaining({ runId, attempt: 1, error: 'boom' }));
+    const [job] = await db.query<{ later: boolean }>(
+      'select due_at > agent_kit_now() as later from agent_kit_jobs where run_id = $1', [runId]);
+    expect(job?.later).toBe(true);
+  });
+
+  it('counts a segment that stopped mid-step; its run keeps the lease for the reaper', async () => {
+    await emptyQueue();
+    const { runId } = await newRun();
+    const report = await drainQueue(testRuntime(db), { runSegment: nullTurn(stopMidStep) });
+    expect(report).toMatchObject({ claimed: 1, stopped: 1 });
+    expect(await runState(runId)).toMatchObject({ status: 'running', fence: 1, jobs: 0 });
+  });
+
+  it('stops taking jobs when less than the margin of its budget is left, and passes the rest on', async () => {
+    await emptyQueue();
+    await newRuns(8);
+    const budgetMs = 1_500;
+    const budgets: number[] = [];
+    const slow = nullTurn(async (rt, lease, options) => {
+      budgets.push(options.budgetMs!);
+      return closeWith('slow', 300)(rt, lease, options);
+    });
+    const report = await drainQueue(testRuntime(db), { runSegment: slow, concurrency: 1, budgetMs });
+    expect(takeMarginMs(budgetMs)).toBe(1_000);
+    expect(report.taken).toBeGreaterThan(0);
+    expect(report.taken).toBeLessThan(8);
+    expect(report.closed).toBe(report.taken);
+    expect(budgets.every((b) => b <= budgetMs && b > 0)).toBe(true);
+    expect(await count(db, 'select count(*) as n from agent_kit_jobs')).toBe(8 - report.taken);
+    expect(report.durationMs).toBeLessThan(budgetMs + 2_000);
+  });
+
+  it('stops taking work on the stop signal and hands the signal to running segments', async () => {
+    await emptyQueue();
+    const runs = await newRuns(3);
+    const controller = new AbortController();
+    const report = await drainQueue(testRuntime(db), {
+      runSegment: nullTurn(parkOnStop(() => controller.abort())), concurrency: 1, stopSignal: controller.signal,
+    });
+    expect(report).toMatchObject({ taken: 1, claimed: 1, parked: 1 });
+    expect((await runState(runs[0]!.runId)).status).toBe('waiting_input');
+  });
+});
+
+describe.runIf(onPostgres)('drainQueue, two at once (Postgres)', () => {
+  it('never claims a run twice: each run is claimed once (fence 1) and closed once', async () => {
+    await emptyQueue();
+    const runIds: string[] = [];
+    for (let i = 0; i < 40; i++) runIds.push((await startTurn(db, { ownerId: 'u', text: `race ${i}` })).runId);
+    const rt = testRuntime(db);
+    const reports = await Promise.all([
+      drainQueue(rt, { runSegment: nullTurn(closeWith('a', 5)), concurrency: 4, owner: 'drain-a' }),
+      drainQueue(rt, { runSegment: nullTurn(closeWith('b', 5)), concurrency: 4, owner: 'drain-b' }),
+    ]);
+    expect(reports[0]!.closed + reports[1]!.closed).toBe(40);
+    expect(reports[0]!.claimed + reports[1]!.claimed).toBe(40);
+    for (const runId of runIds) expect(await runState(runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
+    expect(await count(db, `select count(*) as n from agent_kit_thread_events
+      where run_id = any($1) and type = 'run-closed'`, [runIds])).toBe(40);
+  });
+});

@@ -1,0 +1,199 @@
+// The queue drain: one invocation's worth of work (a cron call) or, with `waitForWork`, a worker's
+// endless one. It takes due jobs in batches with SKIP LOCKED, runs their segments several at once,
+// and settles every job it could not use, so no job is lost and two drains at once are safe: the
+// claim (one SQL statement, the next fence) decides who runs a run. No leader election.
+import { coerceError, InvalidArgumentError } from '../errors.js';
+import type { RunSegment, Runtime, SegmentOutcome } from '../turn/types.js';
+import { backoffMs, neverAborted, sleep } from './pace.js';
+import { settleJob, takeJobs, type SettleOutcome, type TakenJob } from './jobs.js';
+
+export interface DrainOptions {
+  /**
+   * The invocation's whole budget (its platform time limit); default config.invocationBudgetMs.
+   * A worker passes Infinity. Each segment gets min(remaining budget, config.invocationBudgetMs).
+   */
+  budgetMs?: number;
+  /** Segments in flight at once, and the most jobs taken per query. Default 4. */
+  concurrency?: number;
+  /** Lease owner prefix; each segment's owner is `<owner>-<n>`. Default `drain-<pid>-<random>`. */
+  owner?: string;
+  /** Stop taking jobs; running segments get it too and park at their next step boundary. */
+  stopSignal?: AbortSignal;
+  /** The segment runner; default the turn engine's runSegment. Tests inject their own. */
+  runSegment?: RunSegment;
+  /**
+   * Long-running mode: called when no job is due, resolves when there may be work (NOTIFY, a
+   * timer). Without it the drain returns once nothing is due and nothing is in flight.
+   */
+  waitForWork?: (signal: AbortSignal) => Promise<void>;
+  /** While segments run and nothing is due, look for new jobs this often. Default 1000 ms. */
+  pollMs?: number;
+}
+
+export interface DrainReport {
+  /** Jobs taken from the queue. */
+  taken: number;
+  /** Segments that claimed their run (closed + parked + lost + stopped). */
+  claimed: number;
+  closed: number;
+  parked: number;
+  lost: number;
+  stopped: number;
+  /** Jobs whose run could not be claimed (busy, closed, missing, waiting, blocked). */
+  notClaimed: number;
+  /** Of those: jobs deleted (closed, waiting, blocked run) and jobs moved to a lease expiry. */
+  dropped: number;
+  rescheduled: number;
+  /** Segments or takes that threw; each is logged with its run. */
+  errors: number;
+  durationMs: number;
+}
+
+export const defaultDrainConcurrency = 4;
+const concurrencyMax = 100; // each segment holds a connection at times; pools are ~10
+const defaultPollMs = 1_000;
+
+/**
+ * Stop taking jobs when less than this is left of the budget: 10 % of it, at least 1 s and at most
+ * 15 s. A segment started later would barely claim before it has to slice, burning a fence (and
+ * a model call) for nothing; the time left goes to finishing or slicing the segments in flight.
+ */
+export function takeMarginMs(budgetMs: number): number {
+  return Math.min(15_000, Math.max(1_000, budgetMs * 0.1));
+}
+
+/**
+ * The visibility timeout of a taken job: a drain claims right after taking, so this only matters
+ * when it dies in between; then the job comes due again as soon as a dead lease would (the TTL),
+ * within 1–60 s.
+ */
+export function jobLockMs(leaseTtlMs: number): number {
+  return Math.min(60_000, Math.max(1_000, leaseTtlMs));
+}
+
+/**
+ * Drain the queue: take due jobs, claim and run their segments (`concurrency` at a time) until
+ * the budget's margin, the stop signal, or (without waitForWork) an empty queue.
+ * @throws InvalidArgumentError for a non-positive budget or a concurrency outside 1..100.
+ */
+export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promise<DrainReport> {
+  const startedMs = Date.now();
+  const budgetMs = options.budgetMs ?? rt.config.invocationBudgetMs;
+  const concurrency = options.concurrency ?? defaultDrainConcurrency;
+  if (!(budgetMs > 0)) throw new InvalidArgumentError(`drain budget must be positive, got ${budgetMs} ms`);
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > concurrencyMax) {
+    throw new InvalidArgumentError(`drain concurrency must be an integer 1..${concurrencyMax}, got ${concurrency}`);
+  }
+  const runSegment = options.runSegment ?? (await loadRunSegment());
+  const signal = options.stopSignal ?? neverAborted;
+  const ownerPrefix = options.owner ?? `drain-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+  const report = emptyReport();
+  const remainingMs = () => startedMs + budgetMs - Date.now();
+  const margin = takeMarginMs(budgetMs);
+  const inFlight = new Set<Promise<void>>();
+  let segmentNo = 0;
+  let takeFailures = 0;
+
+  const start = (job: TakenJob) => {
+    const owner = `${ownerPrefix}-${++segmentNo}`;
+    const segmentBudgetMs = Math.max(1, Math.min(remainingMs(), rt.config.invocationBudgetMs));
+    const running = runJob(rt, runSegment, job, { owner, budgetMs: segmentBudgetMs, stopSignal: signal }, report)
+      .finally(() => inFlight.delete(running));
+    inFlight.add(running);
+  };
+
+  while (!signal.aborted && remainingMs() >= margin) {
+    const free = concurrency - inFlight.size;
+    if (free <= 0) {
+      await Promise.race(inFlight);
+      continue;
+    }
+    let jobs: TakenJob[];
+    try {
+      jobs = await takeJobs(rt.db, free, jobLockMs(rt.config.leaseTtlMs));
+      takeFailures = 0;
+    } catch (raw) {
+      report.errors++;
+      takeFailures++;
+      rt.log?.({ msg: 'drain: taking jobs failed', error: coerceError(raw).message, failures: takeFailures });
+      if (!options.waitForWork) break; // one invocation: report it; the jobs are still queued
+      await sleep(backoffMs(takeFailures), signal);
+      continue;
+    }
+    report.taken += jobs.length;
+    for (const job of jobs) start(job);
+    if (jobs.length === free) continue;
+    // Nothing more is due now.
+    if (options.waitForWork) {
+      await options.waitForWork(signal);
+    } else if (inFlight.size === 0) {
+      break;
+    } else {
+      // A finishing segment may enqueue its thread's next run; look again when one ends or soon.
+      await firstOf(inFlight, options.pollMs ?? defaultPollMs);
+    }
+  }
+  await Promise.all(inFlight);
+  report.durationMs = Date.now() - startedMs;
+  return report;
+}
+
+/** Run one job's segment and account for it; a job whose run was not claimed is settled. */
+async function runJob(
+  rt: Runtime, runSegment: RunSegment, job: TakenJob,
+  segment: { owner: string; budgetMs: number; stopSignal: AbortSignal }, report: DrainReport,
+): Promise<void> {
+  let outcome: SegmentOutcome | undefined;
+  try {
+    outcome = await runSegment(rt, { runId: job.runId, ...segment });
+    countOutcome(report, outcome);
+    if (outcome.kind === 'not-claimed') countSettle(report, await settleJob(rt.db, job.jobId));
+  } catch (raw) {
+    // The job is still queued (its due time was pushed by the take) or the run holds our lease
+    // and the reaper hands it back after expiry: either way nothing is lost.
+    report.errors++;
+    const error = coerceError(raw);
+    const fence = outcome && 'fence' in outcome ? outcome.fence : undefined;
+    rt.log?.({
+      msg: 'drain: segment failed', runId: job.runId, fence, attempt: job.tries, owner: segment.owner,
+      error: error.message, code: (error as { code?: unknown }).code,
+    });
+  }
+}
+
+/** Resolve when one of `running` settles or after `ms`, clearing the timer either way. */
+async function firstOf(running: Set<Promise<void>>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([...running, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function countOutcome(report: DrainReport, outcome: SegmentOutcome) {
+  if (outcome.kind === 'not-claimed') {
+    report.notClaimed++;
+    return;
+  }
+  report.claimed++;
+  report[outcome.kind]++;
+}
+
+function countSettle(report: DrainReport, settled: SettleOutcome) {
+  if (settled === 'dropped') report.dropped++;
+  if (settled === 'rescheduled') report.rescheduled++;
+}
+
+function emptyReport(): DrainReport {
+  return {
+    taken: 0, claimed: 0, closed: 0, parked: 0, lost: 0, stopped: 0, notClaimed: 0,
+    dropped: 0, rescheduled: 0, errors: 0, durationMs: 0,
+  };
+}
+
+/** The turn engine's runSegment, imported only when no runner is injected. */
+async function loadRunSegment(): Promise<RunSegment> {
+  const { runSegment } = await import('../turn/index.js');
+  return runSegment;
+}

@@ -1,0 +1,56 @@
+// The queue's SQL: take due jobs (SKIP LOCKED, with a visibility timeout), settle a job whose run
+// could not be claimed, and requeue a run. No job is ever lost: a taken job comes due again unless
+// a claim or a settle removed it, and a settle never drops a job that was re-enqueued meanwhile.
+import { InvalidArgumentError } from '../errors.js';
+import { msInterval } from '../lease/lease.js';
+import type { Queryable } from '../store/db.js';
+import { toNumber } from '../store/db.js';
+
+/** A job taken from the queue: the run to claim, and how often it was taken before. */
+export interface TakenJob {
+  jobId: number;
+  runId: string;
+  /** Takes of this job so far, this one included. */
+  tries: number;
+}
+
+/** The most jobs one take may return (the SQL function's own limit). */
+export const takeJobsMax = 1000;
+
+/**
+ * Take up to `limit` due jobs, pushing their due time `lockMs` forward: a drain that dies after
+ * taking loses nothing, the jobs come due again.
+ * @throws InvalidArgumentError for a limit outside 1..1000 or a non-positive lock.
+ */
+export async function takeJobs(db: Queryable, limit: number, lockMs: number): Promise<TakenJob[]> {
+  if (!Number.isInteger(limit) || limit < 1 || limit > takeJobsMax) {
+    throw new InvalidArgumentError(`job limit must be an integer 1..${takeJobsMax}, got ${limit}`);
+  }
+  const rows = await db.query<{ job_id: number; run_id: string; tries: number }>(
+    'select * from agent_kit_take_jobs($1, $2::interval)',
+    [limit, msInterval(lockMs)],
+  );
+  return rows.map((row) => ({ jobId: toNumber(row.job_id), runId: row.run_id, tries: toNumber(row.tries) }));
+}
+
+export type SettleOutcome = 'gone' | 'dropped' | 'rescheduled' | 'due';
+
+/**
+ * Settle a job whose run was not claimed (agent_kit_settle_job): drop it for a closed, waiting or
+ * blocked run, move it to the lease expiry of a busy one, make it due again if the run turned
+ * out claimable. Decided under the run's row lock, so a concurrent re-enqueue is never undone.
+ */
+export async function settleJob(db: Queryable, jobId: number): Promise<SettleOutcome> {
+  const rows = await db.query<{ outcome: SettleOutcome }>('select agent_kit_settle_job($1) as outcome', [jobId]);
+  return rows[0]!.outcome;
+}
+
+/**
+ * Give a run a job due now and wake the workers. With `fence`, only while the run is still
+ * running under that fence with an expired lease (the reaper's requeue). False = nothing queued.
+ * @throws NotFoundError for an unknown run.
+ */
+export async function enqueueRun(db: Queryable, runId: string, fence?: number): Promise<boolean> {
+  const rows = await db.query<{ ok: boolean }>('select agent_kit_enqueue_run($1, $2) as ok', [runId, fence ?? null]);
+  return rows[0]?.ok === true;
+}

@@ -1,0 +1,28 @@
+// Pacing for the background loops (drain, reaper, worker): abortable sleeps and jittered backoff,
+// so a fleet that failed together (a Postgres restart) does not retry in lock step.
+
+/** Resolve after `ms`, or at once when `signal` aborts (never rejects). */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  if (signal?.aborted || ms <= 0) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+const backoffBaseMs = 100; // a dropped connection usually comes back within a few hundred ms
+const backoffMaxMs = 5_000; // a Postgres restart takes seconds; polling faster only adds load
+
+/** Delay before retry number `failures` (1, 2, …): doubling from 100 ms up to 5 s, times 0.5–1. */
+export function backoffMs(failures: number): number {
+  const ceiling = Math.min(backoffMaxMs, backoffBaseMs * 2 ** Math.max(0, failures - 1));
+  return Math.round(ceiling * (0.5 + Math.random() / 2));
+}
+
+/** A signal that never aborts, for callers that pass none. */
+export const neverAborted: AbortSignal = new AbortController().signal;

@@ -1,0 +1,135 @@
+// The reaper: finds running runs whose lease expired and hands them back. It never kills: with
+// attempts left the run stays `running` under its expired lease and gets a job (the partial is not
+// promoted); at the crash budget it is taken with the next fence and closed as aborted with its
+// partial salvaged. Either way the dead segment's `started` effects are reconciled first. Two
+// reapers, or a reaper and a drain, are safe together: every write is guarded by the fence seen.
+import { finishEffect, reconcileWithTool } from '../effect-ledger/index.js';
+import { coerceError, InvalidArgumentError } from '../errors.js';
+import { appendEvent, closeRun, msInterval, type Lease } from '../lease/lease.js';
+import { toRun, type RunRow } from '../lease/run-row.js';
+import { enqueueRun } from '../queue/jobs.js';
+import { toNumber } from '../store/db.js';
+import type { Runtime } from '../turn/types.js';
+
+export interface ReapOptions {
+  /** Expired runs handled per pass, oldest expiry first. Default 100. */
+  limit?: number;
+  /** Lease owner for salvage. Default `reaper-<pid>-<random>`. */
+  owner?: string;
+}
+
+export interface ReapReport {
+  /** Expired runs found by the scan. */
+  scanned: number;
+  /** Runs with attempts left that got a job (resume path). */
+  requeued: number;
+  /** Runs closed as aborted with their partial salvaged (give-up path). */
+  salvaged: number;
+  /** Started effects the tool's reconcile hook found done (now `completed`). */
+  reconciled: number;
+  /** Started effects that could not be confirmed (now `in_doubt`). */
+  inDoubt: number;
+  /** Runs that failed with an error (logged with runId, fence, attempt); retried next pass. */
+  errors: number;
+  durationMs: number;
+}
+
+const limitMax = 1_000;
+
+interface ExpiredRun {
+  id: string;
+  fence: number;
+  attempts: number;
+}
+
+/**
+ * One reaper pass over running runs whose lease expired (an index scan on lease_expires_at).
+ * @throws InvalidArgumentError for a limit outside 1..1000; StoreUnavailableError when the scan fails.
+ */
+export async function reapExpiredRuns(rt: Runtime, options: ReapOptions = {}): Promise<ReapReport> {
+  const startedMs = Date.now();
+  const limit = options.limit ?? 100;
+  if (!Number.isInteger(limit) || limit < 1 || limit > limitMax) {
+    throw new InvalidArgumentError(`reap limit must be an integer 1..${limitMax}, got ${limit}`);
+  }
+  const owner = options.owner ?? `reaper-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+  const report: ReapReport = { scanned: 0, requeued: 0, salvaged: 0, reconciled: 0, inDoubt: 0, errors: 0, durationMs: 0 };
+  const rows = await rt.db.query<{ id: string; fence: number; attempts: number }>(
+    `select id, fence, attempts from agent_kit_runs
+     where status = 'running' and lease_expires_at <= agent_kit_now()
+     order by lease_expires_at limit $1`,
+    [limit],
+  );
+  report.scanned = rows.length;
+  for (const row of rows) {
+    const run: ExpiredRun = { id: row.id, fence: toNumber(row.fence), attempts: toNumber(row.attempts) };
+    try {
+      if (run.attempts >= rt.config.maxRunAttempts) await salvageRun(rt, run, owner, report);
+      else await requeueRun(rt, run, report);
+    } catch (raw) {
+      report.errors++;
+      const error = coerceError(raw);
+      rt.log?.({ msg: 'reap: run failed', runId: run.id, fence: run.fence, attempt: run.attempts, error: error.message });
+    }
+  }
+  report.durationMs = Date.now() - startedMs;
+  return report;
+}
+
+/**
+ * Resume path: reconcile the dead segment's started effects under the fence seen, then give the
+ * run a job. The run row is not changed; a drain that claimed it meanwhile makes both no-ops.
+ */
+async function requeueRun(rt: Runtime, run: ExpiredRun, report: ReapReport): Promise<void> {
+  const effects = await startedEffects(rt, run.id);
+  for (const effect of effects) {
+    const outcome = await reconcileWithTool(rt.tools[effect.tool], effect.key);
+    const rows = await rt.db.query<{ ok: boolean }>(
+      'select agent_kit_reconcile_effect($1, $2, $3, $4, $5::jsonb) as ok',
+      [run.id, run.fence, effect.key, outcome.status, JSON.stringify(outcome.result ?? null)],
+    );
+    if (rows[0]?.ok !== true) continue; // settled by another reaper, or the run changed hands
+    if (outcome.status === 'completed') report.reconciled++;
+    else report.inDoubt++;
+  }
+  if (await enqueueRun(rt.db, run.id, run.fence)) report.requeued++;
+}
+
+/**
+ * Give-up path: take the run with the next fence (no attempt counted), reconcile its started
+ * effects under that lease, tell viewers, and close it as aborted with its partial as a message
+ * marked partial. A reaper that dies midway leaves a lease that expires; the next pass retries.
+ */
+async function salvageRun(rt: Runtime, run: ExpiredRun, owner: string, report: ReapReport): Promise<void> {
+  const rows = await rt.db.query<RunRow>(
+    'select * from agent_kit_take_for_salvage($1, $2, $3::interval, $4)',
+    [run.id, owner, msInterval(rt.config.leaseTtlMs), rt.config.maxRunAttempts],
+  );
+  if (!rows[0]) return; // another reaper or a drain got there first
+  const taken = toRun(rows[0]);
+  const lease: Lease = {
+    runId: taken.id, threadId: taken.threadId, owner, fence: taken.fence, attempts: taken.attempts,
+    expiresAt: taken.leaseExpiresAt!, deadlineAt: taken.deadlineAt!,
+  };
+  for (const effect of await startedEffects(rt, run.id)) {
+    const outcome = await reconcileWithTool(rt.tools[effect.tool], effect.key);
+    if (!(await finishEffect(rt.db, lease, effect.key, outcome.status, outcome.result))) return; // lost
+    if (outcome.status === 'completed') report.reconciled++;
+    else report.inDoubt++;
+  }
+  const seq = await appendEvent(rt.db, lease, 'run-salvaged', {
+    runId: taken.id, fence: taken.fence, attempts: taken.attempts, text: taken.partial,
+    reason: `the run's segments died ${taken.attempts} times in a row (AGENT_KIT_MAX_RUN_ATTEMPTS=${rt.config.maxRunAttempts})`,
+  });
+  if (seq === null) return;
+  const messageId = await closeRun(rt.db, lease, 'aborted', { text: taken.partial, salvaged: true });
+  if (messageId !== null) report.salvaged++;
+  rt.log?.({ msg: 'reap: salvaged', runId: taken.id, fence: taken.fence, attempt: taken.attempts, closed: messageId !== null });
+}
+
+async function startedEffects(rt: Runtime, runId: string) {
+  return rt.db.query<{ key: string; tool: string }>(
+    `select key, tool from agent_kit_effects where run_id = $1 and status = 'started' order by started_at, key`,
+    [runId],
+  );
+}

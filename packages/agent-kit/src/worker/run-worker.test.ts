@@ -1,0 +1,122 @@
+// The worker on both stores, with real short leases (the wake-up timers are what is tested, so
+// time is not faked): NOTIFY wakes it for a new job with the poll set far away, a dead run is
+// retaken right after its lease expires, the stop signal parks running segments and ends it,
+// and a failing segment is retried, not lost. Bounds are generous; no tight timing is asserted.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { onPostgres, openTestDb } from '../../test/harness/test-db.js';
+import {
+  closeWith, count, eventually, nullTurn, parkOnStop, testRuntime,
+} from '../../test/chaos/null-turn.js';
+import { claimRun } from '../lease/lease.js';
+import { startTurn } from '../queue/start-turn.js';
+import type { Db } from '../store/db.js';
+import type { RunSegment } from '../turn/types.js';
+import { runWorker } from './run-worker.js';
+
+let db: Db;
+beforeAll(async () => {
+  db = await openTestDb({ poolMax: 20 });
+});
+afterAll(async () => {
+  await db.close();
+});
+
+const farPollMs = 60_000; // so that only NOTIFY or the expiry timer can wake the worker in time
+
+async function status(runId: string) {
+  const [row] = await db.query<{ status: string; fence: number }>('select status, fence from agent_kit_runs where id = $1', [runId]);
+  return { status: row!.status, fence: Number(row!.fence) };
+}
+
+/** On Postgres the LISTEN connection comes up in the background: wait until it listens. */
+async function listenerReady() {
+  if (!onPostgres) return;
+  await eventually(async () => (await count(db, `select count(*) as n from pg_stat_activity
+    where datname = current_database() and application_name = 'agent-kit-listen' and query ilike 'listen%'`)) > 0,
+  10_000, 'the LISTEN connection');
+}
+
+function startWorker(runSegment: RunSegment, config = {}, pollMs = farPollMs) {
+  const controller = new AbortController();
+  const logged: Record<string, unknown>[] = [];
+  const done = runWorker(testRuntime(db, config, {}, (e) => logged.push(e)), {
+    signal: controller.signal, pollMs, runSegment, concurrency: 2,
+  });
+  return { controller, done, logged, stop: async () => { controller.abort(); await done; } };
+}
+
+describe('runWorker', () => {
+  it('picks up a newly enqueued job at once, woken by NOTIFY rather than its poll', async () => {
+    const worker = startWorker(nullTurn(closeWith('hi')));
+    try {
+      await listenerReady();
+      await new Promise((r) => setTimeout(r, 100)); // let the first drain pass go idle
+      const { runId } = await startTurn(db, { ownerId: 'u', text: 'wake up' });
+      const tookMs = await eventually(async () => (await status(runId)).status === 'completed', 10_000, 'the run to close');
+      expect(tookMs).toBeLessThan(farPollMs);
+      expect(await status(runId)).toEqual({ status: 'completed', fence: 1 });
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it('retakes a dead run soon after its lease expires, not at the next poll', async () => {
+    const { runId } = await startTurn(db, { ownerId: 'u', text: 'orphaned' });
+    const dead = await claimRun(db, { runId, owner: 'dead-worker', leaseTtlMs: 300 });
+    expect(dead.claimed).toBe(true);
+    const worker = startWorker(nullTurn(closeWith('taken over')), { leaseTtlMs: 300, invocationBudgetMs: 5_000 });
+    try {
+      await eventually(async () => (await status(runId)).status === 'completed', 10_000, 'the takeover');
+      expect(await status(runId)).toEqual({ status: 'completed', fence: 2 });
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it('on the stop signal takes no new work, lets running segments park, and resolves', async () => {
+    let started = 0;
+    const worker = startWorker(nullTurn(parkOnStop(() => started++)), {}, 200);
+    const first = await startTurn(db, { ownerId: 'u', text: 'long one' });
+    await eventually(async () => started === 1, 10_000, 'the segment to start');
+    worker.controller.abort();
+    const later = await startTurn(db, { ownerId: 'u', text: 'too late' });
+    await worker.done;
+    expect(await status(first.runId)).toEqual({ status: 'waiting_input', fence: 1 });
+    expect(await status(later.runId)).toEqual({ status: 'queued', fence: 0 });
+    expect(started).toBe(1);
+    await db.query('delete from agent_kit_jobs where run_id = $1', [later.runId]); // not for the next test
+  });
+
+  it('logs a failing segment with its run and retries the job until it runs', async () => {
+    let calls = 0;
+    const flaky = nullTurn(closeWith('second time lucky'));
+    const runSegment: RunSegment = async (rt, options) => {
+      calls++;
+      if (calls === 1) throw new Error('transient');
+      return flaky(rt, options);
+    };
+    const worker = startWorker(runSegment, { leaseTtlMs: 1_000 }, 200);
+    try {
+      const { runId } = await startTurn(db, { ownerId: 'u', text: 'flaky' });
+      await eventually(async () => (await status(runId)).status === 'completed', 15_000, 'the retry');
+      expect(worker.logged).toContainEqual(expect.objectContaining({ msg: 'drain: segment failed', runId, attempt: 1 }));
+    } finally {
+      await worker.stop();
+    }
+  });
+});
+
+describe.runIf(onPostgres)('runWorker, connections killed (Postgres)', () => {
+  it('keeps working after its connections are terminated', async () => {
+    const worker = startWorker(nullTurn(closeWith('still here')), {}, 200);
+    try {
+      await listenerReady();
+      await db.query(`select pg_terminate_backend(pid) from pg_stat_activity
+        where datname = current_database() and pid <> pg_backend_pid()`);
+      const { runId } = await startTurn(db, { ownerId: 'u', text: 'after the cut' });
+      await eventually(async () => (await status(runId)).status === 'completed', 15_000, 'the run after reconnect');
+    } finally {
+      await worker.stop();
+    }
+  });
+});
