@@ -12,6 +12,9 @@ export default defineConfig({
     globalSetup: ['test/harness/global-setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    // CI adds a JSON report per run (AGENT_KIT_TEST_REPORT=<path prefix>) to sum up at the end.
+    reporters: process.env.AGENT_KIT_TEST_REPORT ? ['default', 'json'] : ['default'],
+    outputFile: process.env.AGENT_KIT_TEST_REPORT ? { json: `${process.env.AGENT_KIT_TEST_REPORT}-agent-kit.json` } : undefined,
     pool: 'forks',
     maxWorkers: 2,
   },

@@ -4,3 +4,18 @@ export * from './config.js';
 export * from './store/index.js';
 export * from './lease/index.js';
 export { startTurn, maxMessageChars, type StartTurnOptions, type StartTurnResult } from './queue/start-turn.js';
+export {
+  runSegment, createRuntime, newOwner, defaultTurnSettings, loadJournal, committedText, buildMessages,
+  type CreateRuntimeOptions, type TurnSettings, type Runtime, type SegmentOptions, type SegmentOutcome,
+  type RunSegment, type Step, type ModelStep, type ToolStep, type ToolCall,
+} from './turn/index.js';
+export {
+  effectKey, startEffect, finishEffect, listEffects, reconcileWithTool, reconcileDeadEffects,
+  type EffectRecord, type EffectStatus, type ReconcileOutcome,
+} from './effect-ledger/index.js';
+export {
+  resolveModel, supportsPrefill, createScriptedModel, scriptedReplyText, scriptedAskQuestion,
+  demoTools, recordEffectTool, transferFundsTool, askUserTool, ModelConfigError,
+  type AgentTool, type AgentToolContext, type ReconcileResult, type ScriptedModelOptions,
+} from './model/index.js';
+export * from './event-log/index.js';

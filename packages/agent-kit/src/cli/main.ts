@@ -1,10 +1,10 @@
 // The agent-kit command line. Each command opens the configured store (DATABASE_URL, else the
 // embedded folder), does one thing, closes it, and returns an exit code.
+import fs from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { configFromEnv } from '../config.js';
 import { coerceError } from '../errors.js';
 import { openDb } from '../store/open.js';
-import { migrate } from '../store/migrate.js';
 import type { Db } from '../store/db.js';
 
 /** Open the store from the environment, run `fn`, always close. */
@@ -18,39 +18,38 @@ export async function withDb<T>(fn: (db: Db) => Promise<T>): Promise<T> {
   }
 }
 
-export function buildProgram(): Command {
+/**
+ * Commands live one per file in ./commands/, each exporting `register(program)`; they are loaded
+ * in name order, so adding a command touches no shared file.
+ */
+async function registerCommands(program: Command) {
+  const dir = new URL('./commands/', import.meta.url);
+  const files = fs.readdirSync(dir).filter((f) => /\.(js|ts)$/.test(f) && !/\.(test|d)\.(js|ts)$/.test(f)).sort();
+  for (const file of files) {
+    const mod = (await import(new URL(file, dir).href)) as { register?: (p: Command) => void };
+    mod.register?.(program);
+  }
+}
+
+export async function buildProgram(): Promise<Command> {
   const program = new Command('agent-kit')
     .description('Durable AI-agent chat turns on plain PostgreSQL')
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+  await registerCommands(program);
 
-  program
-    .command('migrate')
-    .description('apply pending schema migrations (all, or up to --to N)')
-    .option('--to <n>', 'stop after migration N', (v) => {
-      if (!/^\d+$/.test(v)) throw new CommanderError(2, 'agent-kit.invalidTo', `--to takes a migration number, got "${v}"`);
-      return Number(v);
-    })
-    .action(async (options: { to?: number }) => {
-      const result = await withDb((db) => migrate(db, { to: options.to }));
-      console.log(
-        result.applied.length
-          ? `applied ${result.applied.map((v) => String(v).padStart(4, '0')).join(', ')}; schema at ${result.version}`
-          : `nothing to apply; schema at ${result.version}`,
-      );
-    });
   return program;
 }
 
 /** Run the CLI; resolves to the exit code. */
 export async function main(argv: string[]): Promise<number> {
-  const program = buildProgram();
+  const program = await buildProgram();
   try {
     await program.parseAsync(argv);
     return 0;
   } catch (raw) {
     if (raw instanceof CommanderError) {
-      if (raw.exitCode !== 0 && !raw.message.startsWith('error:') && raw.code === 'agent-kit.invalidTo') {
+      if (raw.exitCode !== 0 && !raw.message.startsWith('error:') && raw.code.startsWith('agent-kit.')) {
         console.error(`error: ${raw.message}`);
       }
       return raw.exitCode;

@@ -27,6 +27,8 @@ export interface StartTurnResult {
   kind: 'turn' | 'input' | 'duplicate';
 }
 
+const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 /** Maximum accepted message size, in characters. */
 export const maxMessageChars = 32_000;
 
@@ -37,6 +39,9 @@ export const maxMessageChars = 32_000;
 export async function startTurn(db: Queryable, options: StartTurnOptions): Promise<StartTurnResult> {
   if (typeof options.text !== 'string' || options.text.trim() === '') {
     throw new InvalidArgumentError('message text must be a non-empty string');
+  }
+  if (options.threadId !== undefined && !uuidPattern.test(options.threadId)) {
+    throw new InvalidArgumentError(`thread id must be a uuid, got ${JSON.stringify(options.threadId.slice(0, 80))}`);
   }
   if (options.text.length > maxMessageChars) {
     throw new InvalidArgumentError(`message is ${options.text.length} characters; the limit is ${maxMessageChars}`);

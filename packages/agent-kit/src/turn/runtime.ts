@@ -6,7 +6,7 @@ import type { LanguageModel } from 'ai';
 import type { AgentKitConfig } from '../config.js';
 import { demoTools, resolveModel, type AgentTool } from '../model/index.js';
 import type { Db } from '../store/db.js';
-import { checkSchema } from '../store/migrate.js';
+import { checkSchema, migrate } from '../store/migrate.js';
 import { openDb } from '../store/open.js';
 import type { Runtime } from './types.js';
 
@@ -21,6 +21,11 @@ export interface CreateRuntimeOptions {
   turnSettings?: Runtime['turnSettings'];
   /** Skip the schema check (the caller migrates first). */
   skipSchemaCheck?: boolean;
+  /**
+   * Apply pending migrations before the check. Default: on for the embedded store (one process
+   * owns it), off for a Postgres server, where deploys must not migrate (run `agent-kit migrate`).
+   */
+  autoMigrate?: boolean;
 }
 
 /**
@@ -30,6 +35,7 @@ export interface CreateRuntimeOptions {
 export async function createRuntime(config: AgentKitConfig, options: CreateRuntimeOptions = {}): Promise<Runtime> {
   const db = options.db ?? (await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }));
   try {
+    if (options.autoMigrate ?? !config.databaseUrl) await migrate(db);
     if (!options.skipSchemaCheck) await checkSchema(db);
   } catch (error) {
     if (!options.db) await db.close();

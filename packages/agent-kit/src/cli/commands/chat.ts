@@ -1,0 +1,89 @@
+// `agent-kit chat "text" [--thread ID]`: run one turn in this process and stream its text to
+// stdout, the way the chat request does: start the turn, follow the thread's events, run the
+// segment. A question or approval the turn waits for is printed with the command that answers it.
+import type { Command } from 'commander';
+import { followEvents } from '../../event-log/index.js';
+import { startTurn } from '../../queue/start-turn.js';
+import { newOwner, runSegment } from '../../turn/index.js';
+import type { Runtime } from '../../turn/types.js';
+import type { SegmentOutcome } from '../../turn/types.js';
+import { defaultCliOwner } from './enqueue.js';
+import { configFromEnv } from '../../config.js';
+import { createRuntime } from '../../turn/index.js';
+
+export function register(program: Command) {
+  program
+    .command('chat')
+    .description('run one turn here and stream its reply to stdout')
+    .argument('<text>', 'the user message')
+    .option('--thread <id>', 'continue this thread (default: a new thread)')
+    .option('--owner <user>', 'the thread owner', defaultCliOwner)
+    .action(async (text: string, options: { thread?: string; owner: string }) => {
+      // No log lines: stdout is the reply and stderr the few notes a person needs.
+      const code = await withQuietRuntime(async (rt) => {
+        const [{ seq: afterSeq } = { seq: 0 }] = options.thread
+          ? await rt.db.query<{ seq: number }>('select last_seq as seq from agent_kit_threads where id = $1', [options.thread])
+          : [];
+        const turn = await startTurn(rt.db, { threadId: options.thread, ownerId: options.owner, text });
+        process.stderr.write(`thread ${turn.threadId} · run ${turn.runId}\n`);
+        const follower = followEvents(rt.db, {
+          threadId: turn.threadId,
+          afterSeq: Number(afterSeq),
+          until: (e) => e.runId === turn.runId && (e.type === 'run-closed' || e.type === 'run-parked'),
+        });
+        const printing = printRun(follower, turn.runId);
+        const outcome = await runSegment(rt, { runId: turn.runId, owner: newOwner('cli') });
+        if (outcome.kind !== 'closed' && outcome.kind !== 'parked') follower.close();
+        await printing;
+        return report(outcome, turn.runId);
+      });
+      process.exitCode = code;
+    });
+}
+
+async function printRun(events: AsyncIterable<{ runId: string | null; type: string; data: Record<string, unknown> }>, runId: string) {
+  let shown = '';
+  for await (const event of events) {
+    if (event.runId !== runId) continue;
+    if (event.type === 'segment-started') {
+      const text = String(event.data.text ?? '');
+      // A resumed segment restarts from this text: print only what the terminal does not have.
+      if (text.startsWith(shown)) process.stdout.write(text.slice(shown.length));
+      else process.stdout.write(`\n[resumed]\n${text}`);
+      shown = text;
+    } else if (event.type === 'text-delta') {
+      const delta = String(event.data.text ?? '');
+      process.stdout.write(delta);
+      shown += delta;
+    } else if (event.type === 'tool-result') {
+      process.stderr.write(`\n[tool ${String(event.data.toolName)}: ${String(event.data.outcome)}]\n`);
+    } else if (event.type === 'input-requested') {
+      const d = event.data;
+      process.stderr.write(d.kind === 'approval'
+        ? `\n[approval needed for ${String(d.toolName)} ${JSON.stringify(d.input)}]\n`
+        : `\n[question] ${String(d.question)}\n`);
+    }
+  }
+  process.stdout.write('\n');
+}
+
+function report(outcome: SegmentOutcome, runId: string): number {
+  if (outcome.kind === 'closed') return outcome.status === 'completed' ? 0 : 1;
+  if (outcome.kind === 'parked' && outcome.status === 'waiting_input') {
+    process.stderr.write(
+      `run ${runId} waits for input: answer with \`agent-kit chat "<answer>" --thread <thread id>\`\n`,
+    );
+    return 0;
+  }
+  process.stderr.write(`run ${runId} did not finish here (${JSON.stringify(outcome)}); the drain will continue it\n`);
+  return 1;
+}
+
+async function withQuietRuntime<T>(fn: (rt: Runtime) => Promise<T>): Promise<T> {
+  const rt = await createRuntime(configFromEnv());
+  try {
+    return await fn(rt);
+  } finally {
+    await rt.db.close();
+  }
+}

@@ -1,0 +1,22 @@
+// `agent-kit migrate [--to N]`: apply pending migrations, each in its own transaction.
+import { type Command, CommanderError } from 'commander';
+import { migrate } from '../../store/migrate.js';
+import { withDb } from '../main.js';
+
+export function register(program: Command) {
+  program
+    .command('migrate')
+    .description('apply pending schema migrations (all, or up to --to N)')
+    .option('--to <n>', 'stop after migration N', (v) => {
+      if (!/^\d+$/.test(v)) throw new CommanderError(2, 'agent-kit.invalidArgument', `--to takes a migration number, got "${v}"`);
+      return Number(v);
+    })
+    .action(async (options: { to?: number }) => {
+      const result = await withDb((db) => migrate(db, { to: options.to }));
+      console.log(
+        result.applied.length
+          ? `applied ${result.applied.map((v) => String(v).padStart(4, '0')).join(', ')}; schema at ${result.version}`
+          : `nothing to apply; schema at ${result.version}`,
+      );
+    });
+}
