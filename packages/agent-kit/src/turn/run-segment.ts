@@ -81,6 +81,11 @@ function renewOnTimer(rt: Runtime, lease: Lease, leaseTtlMs: number, controller:
 async function driveSegment(s: Segment): Promise<SegmentOutcome> {
   const { rt, lease } = s;
   if ((await reconcileDeadEffects(rt.db, lease, rt.tools)) === null) return lost(s);
+  if (lease.attempts > rt.config.maxRunAttempts) {
+    // The crash budget is spent (whoever enqueued this claim): give up here as the reaper would,
+    // salvaging what viewers saw. Effects were reconciled just above.
+    return close(s, 'aborted', { text: s.run.partial, salvaged: true });
+  }
   const journal = await loadJournal(rt.db, lease.runId);
   const history = await loadHistory(rt.db, lease.threadId, s.run.turnNo);
   const model = typeof rt.model === 'function' ? rt.model(lease.runId) : rt.model;

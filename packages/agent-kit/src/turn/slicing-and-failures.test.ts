@@ -123,3 +123,18 @@ describe('stream mirror', () => {
     expect((await finalMessage(db, turn.runId))[0]!.text).toBe(scriptedReplyText(['fast tokens'], 2_000));
   });
 });
+
+describe('crash budget', () => {
+  it('salvages instead of running when a claim would exceed MAX_RUN_ATTEMPTS', async () => {
+    const runtime = makeRuntime(db, { tokens: 10, config: { maxRunAttempts: 2 } });
+    const turn = await startTurn(db, { ownerId: 'u', text: 'doomed' });
+    // Two segments died after streaming some text (their leases ran out).
+    await db.query(
+      `update agent_kit_runs set status = 'running', owner = 'dead', fence = 2, attempts = 2, partial = 'half an ans',
+         lease_expires_at = agent_kit_now() - interval '1 second', deadline_at = agent_kit_now() where id = $1`,
+      [turn.runId],
+    );
+    expect(await runSegment(runtime, { runId: turn.runId, owner: 'w3' })).toMatchObject({ kind: 'closed', status: 'aborted' });
+    expect(await finalMessage(db, turn.runId)).toEqual([{ text: 'half an ans', partial: true }]);
+  });
+});
