@@ -93,6 +93,17 @@ export async function findMessageSeq(db: Queryable, threadId: string, messageId:
   return rows[0] ? toNumber(rows[0].seq) : null;
 }
 
+/** The seq of a run's first event (its user message), or null when it has none. */
+export async function findRunFirstSeq(db: Queryable, runId: string): Promise<number | null> {
+  const rows = await db.query<{ seq: number | string | null }>(
+    `select min(seq) as seq from agent_kit_thread_events
+     where thread_id = (select thread_id from agent_kit_runs where id = $1) and run_id = $1`,
+    [runId],
+  );
+  const seq = rows[0]?.seq;
+  return seq === null || seq === undefined ? null : toNumber(seq);
+}
+
 /** One claim's worth of a run, reconstructed from its events. */
 export interface RunSegmentView {
   fence: number;
@@ -105,14 +116,16 @@ export interface RunSegmentView {
   endedSeq: number | null;
 }
 
-// Segment boundaries are few per run (one start and at most one end per claim): bounded.
+// Segment boundaries are few per run (one start and at most one end per claim): bounded. The
+// thread_id condition lets both reads use the (thread_id, seq) key: there is no run_id index.
 const maxSegmentEvents = 2_000;
 
 /** The run's segments, derived from segment-started / run-parked / run-closed / segment-failed events. */
 export async function readRunSegments(db: Queryable, runId: string): Promise<RunSegmentView[]> {
   const rows = await db.query<ThreadEventRow>(
     `select thread_id, seq, run_id, fence, type, data, created_at from agent_kit_thread_events
-     where run_id = $1 and type in ('segment-started', 'run-parked', 'run-closed', 'segment-failed')
+     where thread_id = (select thread_id from agent_kit_runs where id = $1) and run_id = $1
+       and type in ('segment-started', 'run-parked', 'run-closed', 'segment-failed')
      order by seq limit $2`,
     [runId, maxSegmentEvents],
   );

@@ -128,3 +128,12 @@ export async function listThreadRuns(db: Queryable, threadId: string): Promise<R
   );
   return rows.map(toRun);
 }
+
+/** The id of the thread's latest run, or null when it has none. */
+export async function findLatestRunId(db: Queryable, threadId: string): Promise<string | null> {
+  const rows = await db.query<{ id: string }>(
+    'select id from agent_kit_runs where thread_id = $1 order by turn_no desc limit 1',
+    [threadId],
+  );
+  return rows[0]?.id ?? null;
+}

@@ -1,0 +1,211 @@
+// The AI SDK UI message stream (protocol v1, what `useChat` reads) for one run, translated from
+// the run's thread events. The log stays the source of truth: this is a view of one assistant
+// message. A segment that resumes from different text cannot retract what a client already
+// shows (the protocol has no "replace"), so the new segment's text starts a new text part and a
+// transient `data-agent-kit-segment` chunk names the part it supersedes.
+import type { UIMessageChunk } from 'ai';
+import type { ThreadEvent } from '../event-log/read-events.js';
+import { eventPayload, type SseEncoder } from './sse.js';
+
+/** Response headers of a UI message stream (the AI SDK client checks the version header). */
+export const uiMessageStreamHeaders: Readonly<Record<string, string>> = {
+  'x-vercel-ai-ui-message-stream': 'v1',
+};
+
+type Chunk = UIMessageChunk;
+
+/** Turns one run's events into UI message chunks; events of other runs become transient data. */
+export class UIMessageTranslator {
+  private started = false;
+  private finished = false;
+  private stepOpen = false;
+  private textId: string | null = null;
+  private parts = 0;
+  /** The run's text as the client shows it, since the last superseded part. */
+  private shown = '';
+  private readonly toolCalls = new Set<string>();
+
+  constructor(private readonly runId: string) {}
+
+  translate(event: ThreadEvent): Chunk[] {
+    const out: Chunk[] = [];
+    if (this.finished) return out;
+    if (event.runId !== this.runId) {
+      out.push(this.note(event));
+      return out;
+    }
+    const data = event.data;
+    switch (event.type) {
+      case 'segment-started':
+        this.begin(out, event);
+        break;
+      case 'text-delta':
+        this.appendText(out, String(data.text ?? ''));
+        break;
+      case 'step-finished':
+        this.stepFinished(out, event);
+        break;
+      case 'tool-call':
+        this.toolCall(out, event, event.data);
+        break;
+      case 'tool-result':
+        this.toolResult(out, event);
+        break;
+      case 'input-requested':
+        this.ensureStarted(out);
+        out.push({ type: 'data-agent-kit-input', id: String(data.id ?? data.questionId ?? event.seq), data: { ...data, runId: this.runId } });
+        break;
+      case 'run-parked':
+        this.finish(out, 'other', { status: data.status, waitingFor: data.waitingFor ?? null });
+        break;
+      case 'run-closed':
+        this.close(out, data);
+        break;
+      default:
+        out.push(this.note(event));
+    }
+    return out;
+  }
+
+  /** Chunks that end the message if the stream stops before the run closes or parks. */
+  end(): Chunk[] {
+    const out: Chunk[] = [];
+    if (this.started && !this.finished) this.endStep(out);
+    return out;
+  }
+
+  private note(event: ThreadEvent): Chunk {
+    return { type: 'data-agent-kit-event', data: eventPayload(event), transient: true };
+  }
+
+  private ensureStarted(out: Chunk[]) {
+    if (!this.started) {
+      this.started = true;
+      out.push({ type: 'start', messageId: this.runId, messageMetadata: { runId: this.runId } });
+    }
+    if (!this.stepOpen) {
+      this.stepOpen = true;
+      out.push({ type: 'start-step' });
+    }
+  }
+
+  private endText(out: Chunk[]) {
+    if (this.textId) out.push({ type: 'text-end', id: this.textId });
+    this.textId = null;
+  }
+
+  private endStep(out: Chunk[]) {
+    this.endText(out);
+    if (this.stepOpen) out.push({ type: 'finish-step' });
+    this.stepOpen = false;
+  }
+
+  private appendText(out: Chunk[], text: string) {
+    if (!text) return;
+    this.ensureStarted(out);
+    if (!this.textId) {
+      this.textId = `${this.runId}:text:${++this.parts}`;
+      out.push({ type: 'text-start', id: this.textId });
+    }
+    out.push({ type: 'text-delta', id: this.textId, delta: text });
+    this.shown += text;
+  }
+
+  /** Bring the shown text to `text`: extend it, or supersede it when it diverged. */
+  private reconcile(out: Chunk[], text: string, fence: number) {
+    if (text.startsWith(this.shown)) {
+      this.appendText(out, text.slice(this.shown.length));
+      return;
+    }
+    const superseded = this.textId;
+    this.endStep(out);
+    this.ensureStarted(out);
+    out.push({
+      type: 'data-agent-kit-segment',
+      transient: true,
+      data: { runId: this.runId, fence, supersededTextId: superseded, text },
+    });
+    this.shown = '';
+    this.appendText(out, text);
+  }
+
+  private begin(out: Chunk[], event: ThreadEvent) {
+    this.ensureStarted(out);
+    this.reconcile(out, String(event.data.text ?? ''), event.fence);
+  }
+
+  /** A model step was journaled: its text was already streamed; its tool calls are shown now. */
+  private stepFinished(out: Chunk[], event: ThreadEvent) {
+    const calls = Array.isArray(event.data.toolCalls) ? (event.data.toolCalls as Record<string, unknown>[]) : [];
+    for (const call of calls) this.toolCall(out, event, call);
+  }
+
+  private toolCall(out: Chunk[], event: ThreadEvent, call: Record<string, unknown>) {
+    const { toolCallId, toolName } = call;
+    if (typeof toolCallId !== 'string' || typeof toolName !== 'string') {
+      out.push(this.note(event));
+      return;
+    }
+    if (this.toolCalls.has(toolCallId)) return; // a resumed segment re-announces nothing twice
+    this.ensureStarted(out);
+    this.endText(out);
+    this.toolCalls.add(toolCallId);
+    out.push({ type: 'tool-input-available', toolCallId, toolName, input: call.input ?? {} });
+  }
+
+  private toolResult(out: Chunk[], event: ThreadEvent) {
+    const { toolCallId } = event.data;
+    // The client knows only calls it was shown; a result for another is kept as data.
+    if (typeof toolCallId !== 'string' || !this.toolCalls.has(toolCallId)) {
+      out.push(this.note(event));
+      return;
+    }
+    this.endText(out);
+    const failed = ['failed', 'denied', 'invalid'].includes(String(event.data.outcome ?? ''));
+    out.push(failed
+      ? { type: 'tool-output-error', toolCallId, errorText: String(event.data.output ?? event.data.error ?? 'tool failed') }
+      : { type: 'tool-output-available', toolCallId, output: event.data.output ?? null });
+  }
+
+  private close(out: Chunk[], data: Record<string, unknown>) {
+    this.ensureStarted(out);
+    if (typeof data.text === 'string') this.reconcile(out, data.text, Number(data.fence ?? 0));
+    const status = String(data.status);
+    const metadata = { status, messageId: data.messageId ?? null, partial: data.partial === true };
+    if (status === 'failed') {
+      this.endStep(out);
+      out.push({ type: 'error', errorText: 'the run failed; its partial answer was kept' });
+    }
+    if (status === 'aborted') {
+      this.endStep(out);
+      out.push({ type: 'abort', reason: 'cancelled' });
+    }
+    this.finish(out, status === 'completed' ? 'stop' : status === 'failed' ? 'error' : 'other', metadata);
+  }
+
+  private finish(out: Chunk[], finishReason: 'stop' | 'error' | 'other', metadata: Record<string, unknown>) {
+    this.ensureStarted(out);
+    this.endStep(out);
+    out.push({ type: 'finish', finishReason, messageMetadata: { runId: this.runId, ...metadata } });
+    this.finished = true;
+  }
+}
+
+/**
+ * An SSE encoder for the UI message stream of `runId`: `data: <chunk>` lines, the event's seq as
+ * `id:` on its last chunk (so Last-Event-ID still resumes), and `data: [DONE]` at the end.
+ */
+export function createUIMessageStreamEncoder(runId: string): SseEncoder {
+  const translator = new UIMessageTranslator(runId);
+  const lines = (chunks: Chunk[], id?: number) =>
+    chunks.map((chunk, i) => `${id !== undefined && i === chunks.length - 1 ? `id: ${id}\n` : ''}data: ${JSON.stringify(chunk)}\n\n`).join('');
+  return {
+    open: (retryMs) => `retry: ${retryMs}\n\n`,
+    encode: (event) => lines(translator.translate(event), event.seq),
+    close: (error) => {
+      const chunks = translator.end();
+      if (error) chunks.push({ type: 'error', errorText: `${error.code}: ${error.message}` });
+      return `${lines(chunks)}data: [DONE]\n\n`;
+    },
+  };
+}

@@ -1,0 +1,105 @@
+// What every route handler shares: the runtime, authentication, the background segments and
+// the limits, resolved once from createHandlers' dependencies.
+import type { Runtime, RunSegment } from '../turn/types.js';
+import type { Authenticate } from './auth.js';
+import { errorResponse } from './http-error.js';
+import { defaultMaxBodyBytes } from './request.js';
+import { createSegmentRegistry, type SegmentRegistry } from './segments.js';
+
+/** One queue drain invocation, as src/queue/drain-queue.ts exports it. */
+export type DrainQueue = (rt: Runtime, options: { budgetMs?: number }) => Promise<unknown>;
+/** One reaper pass, as src/reaper/reap-expired-runs.ts exports it. */
+export type ReapExpiredRuns = (rt: Runtime) => Promise<unknown>;
+
+export interface HandlerDeps {
+  rt: Runtime;
+  /** The app's authentication: the caller of a request, or null (401). */
+  authenticate: Authenticate;
+  /** Bearer secret of the cron routes; default rt.config.cronSecret. None = the routes answer 503. */
+  cronSecret?: string;
+  /** The turn engine; default the library's runSegment (imported on first use). */
+  runSegment?: RunSegment;
+  drainQueue?: DrainQueue;
+  reapExpiredRuns?: ReapExpiredRuns;
+  /** Keep the invocation alive for a background segment (e.g. Vercel's `waitUntil`). */
+  waitUntil?: (promise: Promise<unknown>) => void;
+  /**
+   * The drain's delay on a chat turn's job: the request runs the turn itself and the job is the
+   * fallback if it dies before claiming. Default 5 s: past a slow claim, short for a user.
+   */
+  chatJobDelayMs?: number;
+  /** Comment line while a stream is idle (default 15 s, under common 30–60 s proxy timeouts). */
+  keepAliveMs?: number;
+  /** EventSource reconnect delay hint (default 2 s). */
+  retryMs?: number;
+  /** Longest a stream stays open before ending (clients resume); default the invocation budget. */
+  maxStreamMs?: number;
+  /** Request body limit in bytes (default 64 KiB). */
+  maxBodyBytes?: number;
+}
+
+export interface HandlerContext {
+  rt: Runtime;
+  authenticate: Authenticate;
+  segments: SegmentRegistry;
+  cronSecret: string | undefined;
+  drainQueue: () => Promise<DrainQueue>;
+  reapExpiredRuns: () => Promise<ReapExpiredRuns>;
+  chatJobDelayMs: number;
+  keepAliveMs: number;
+  retryMs: number;
+  maxStreamMs: number;
+  maxBodyBytes: number;
+}
+
+/** A framework-free route handler: a Web Request (and its path parameters) to a Response. */
+export type RouteHandler = (request: Request, params?: Record<string, string | undefined>) => Promise<Response>;
+
+// Imported on first use: an app that injects its own parts never loads the defaults, and the
+// http adapter does not pull the engine, the drain or the reaper in at startup.
+async function loadRunSegment(): Promise<RunSegment> {
+  return (await import('../turn/index.js')).runSegment;
+}
+async function loadDrainQueue(): Promise<DrainQueue> {
+  return (await import('../queue/drain-queue.js')).drainQueue;
+}
+async function loadReapExpiredRuns(): Promise<ReapExpiredRuns> {
+  return (await import('../reaper/reap-expired-runs.js')).reapExpiredRuns;
+}
+
+export function createContext(deps: HandlerDeps): HandlerContext {
+  const { rt } = deps;
+  return {
+    rt,
+    authenticate: deps.authenticate,
+    segments: createSegmentRegistry({
+      rt,
+      loadRunSegment: deps.runSegment ? async () => deps.runSegment! : loadRunSegment,
+      waitUntil: deps.waitUntil,
+    }),
+    cronSecret: deps.cronSecret ?? rt.config.cronSecret,
+    drainQueue: deps.drainQueue ? async () => deps.drainQueue! : loadDrainQueue,
+    reapExpiredRuns: deps.reapExpiredRuns ? async () => deps.reapExpiredRuns! : loadReapExpiredRuns,
+    chatJobDelayMs: deps.chatJobDelayMs ?? 5_000,
+    keepAliveMs: deps.keepAliveMs ?? 15_000,
+    retryMs: deps.retryMs ?? 2_000,
+    maxStreamMs: deps.maxStreamMs ?? rt.config.invocationBudgetMs,
+    maxBodyBytes: deps.maxBodyBytes ?? defaultMaxBodyBytes,
+  };
+}
+
+// Without a log sink a 500 must still leave a trace for the operator.
+function logToStderr(entry: Record<string, unknown>) {
+  process.stderr.write(`${JSON.stringify(entry)}\n`);
+}
+
+/** Wrap a handler so anything it throws becomes the mapped JSON error response. */
+export function guard(ctx: HandlerContext, handler: RouteHandler): RouteHandler {
+  return async (request, params = {}) => {
+    try {
+      return await handler(request, params);
+    } catch (raw) {
+      return errorResponse(raw, ctx.rt.log ?? logToStderr);
+    }
+  };
+}

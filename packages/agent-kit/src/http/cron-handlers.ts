@@ -1,0 +1,31 @@
+// The cron routes: one queue drain, one reaper pass. A platform's scheduler calls them with
+// `Authorization: Bearer $CRON_SECRET`; Vercel Cron sends GET, so both GET and POST are routed.
+// They are safe to overlap: the claim and the fence decide, there is no leader. See ADR-0004.
+import { z } from 'zod';
+import { requireCronSecret } from './auth.js';
+import type { HandlerContext, RouteHandler } from './context.js';
+import { jsonResponse } from './http-error.js';
+import { parseWith } from './request.js';
+
+/** POST /api/cron/drain[?budget=SECONDS]: drain for at most the budget (default the invocation's). */
+export function createCronDrainHandler(ctx: HandlerContext): RouteHandler {
+  return async (request) => {
+    requireCronSecret(request, ctx.cronSecret);
+    const raw = new URL(request.url).searchParams.get('budget') ?? undefined;
+    const budgetSeconds = parseWith(z.coerce.number().positive().max(86_400).optional(), raw, 'query parameter "budget"');
+    const budgetMs = Math.min(budgetSeconds ? budgetSeconds * 1000 : Infinity, ctx.rt.config.invocationBudgetMs);
+    const drainQueue = await ctx.drainQueue();
+    const report = await drainQueue(ctx.rt, { budgetMs });
+    return jsonResponse({ drain: report });
+  };
+}
+
+/** POST /api/cron/reap: one reaper pass. */
+export function createCronReapHandler(ctx: HandlerContext): RouteHandler {
+  return async (request) => {
+    requireCronSecret(request, ctx.cronSecret);
+    const reapExpiredRuns = await ctx.reapExpiredRuns();
+    const report = await reapExpiredRuns(ctx.rt);
+    return jsonResponse({ reap: report });
+  };
+}

@@ -1,0 +1,68 @@
+// node:http glue for `handle`: turn an IncomingMessage into a Web Request and stream the Web
+// Response back with backpressure. A client that goes away aborts the request's signal and
+// cancels the response body, which closes a stream's follower; it never stops a turn.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
+
+/** Adapt `handle(request)` to a node:http request listener. */
+export function toNodeListener(
+  handle: (request: Request) => Promise<Response>,
+): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    void serve(handle, req, res).catch(() => {
+      if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
+      res.end(res.headersSent ? undefined : '{"error":{"code":"INTERNAL","message":"internal error"}}');
+    });
+  };
+}
+
+async function serve(handle: (request: Request) => Promise<Response>, req: IncomingMessage, res: ServerResponse) {
+  const controller = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) controller.abort();
+  });
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value === undefined) continue;
+    for (const item of Array.isArray(value) ? value : [value]) headers.append(name, item);
+  }
+  const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
+  const request = new Request(`http://${req.headers.host ?? 'localhost'}${req.url ?? '/'}`, {
+    method: req.method,
+    headers,
+    body: hasBody ? (Readable.toWeb(req) as ReadableStream<Uint8Array>) : undefined,
+    signal: controller.signal,
+    // Required by fetch for a streamed request body.
+    ...(hasBody ? { duplex: 'half' } : {}),
+  } as RequestInit);
+  const response = await handle(request);
+  const outgoing: Record<string, string | string[]> = {};
+  response.headers.forEach((value, name) => {
+    if (name !== 'set-cookie') outgoing[name] = value;
+  });
+  const cookies = response.headers.getSetCookie();
+  if (cookies.length) outgoing['set-cookie'] = cookies;
+  res.writeHead(response.status, outgoing);
+  if (!response.body) {
+    res.end();
+    return;
+  }
+  res.flushHeaders();
+  const reader = response.body.getReader();
+  controller.signal.addEventListener('abort', () => void reader.cancel().catch(() => {}), { once: true });
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      if (!res.write(value)) await new Promise<void>((resolve) => {
+        res.once('drain', resolve);
+        res.once('close', resolve);
+      });
+      if (controller.signal.aborted) break;
+    }
+  } catch {
+    // The body failed or was cancelled because the client left; nothing more to send.
+  } finally {
+    res.end();
+  }
+}

@@ -1,0 +1,77 @@
+// The read routes: a caller's threads, one thread's messages and runs, the run list and one run
+// in detail. A thread or run the caller may not see is "not found", never "forbidden".
+import { z } from 'zod';
+import { listRuns, maxRunListSize, readRunDetail } from '../event-log/read-runs.js';
+import {
+  listThreadMessages, listThreadRuns, listThreads, maxThreadItems, readThread,
+} from '../event-log/read-threads.js';
+import { runStatuses } from '../lease/run-row.js';
+import { requireCaller, requireRunAccess, requireThreadAccess } from './auth.js';
+import type { HandlerContext, RouteHandler } from './context.js';
+import { HttpError, jsonResponse } from './http-error.js';
+import { parseWith, readIdParam, readLimit } from './request.js';
+
+const defaultListSize = 50;
+
+const allFlag = z.enum(['0', '1', 'false', 'true']).optional().transform((v) => v === '1' || v === 'true');
+
+/** `?all=1` (operators): everyone's threads instead of the caller's own. */
+function readAll(url: URL): boolean {
+  return parseWith(allFlag, url.searchParams.get('all') ?? undefined, 'query parameter "all"');
+}
+
+/** GET /api/threads: the caller's threads, newest first; operators may ask for all with ?all=1. */
+export function createThreadsHandler(ctx: HandlerContext): RouteHandler {
+  return async (request) => {
+    const caller = await requireCaller(ctx.authenticate, request);
+    const url = new URL(request.url);
+    const all = readAll(url);
+    if (all && !caller.isOperator) throw new HttpError('FORBIDDEN', 'only an operator may list every thread');
+    const limit = readLimit(url, defaultListSize, maxThreadItems);
+    const threads = await listThreads(ctx.rt.db, { ownerId: all ? null : caller.userId, limit });
+    return jsonResponse({ threads });
+  };
+}
+
+/** GET /api/threads/:id: the thread, its messages and its runs. */
+export function createThreadHandler(ctx: HandlerContext): RouteHandler {
+  return async (request, params = {}) => {
+    const caller = await requireCaller(ctx.authenticate, request);
+    const threadId = readIdParam(params, 'id');
+    await requireThreadAccess(ctx.rt.db, caller, threadId);
+    const thread = await readThread(ctx.rt.db, threadId);
+    if (!thread) throw new HttpError('NOT_FOUND', `thread ${threadId} not found`);
+    const messages = await listThreadMessages(ctx.rt.db, threadId);
+    const runs = await listThreadRuns(ctx.rt.db, threadId);
+    return jsonResponse({ thread, messages, runs });
+  };
+}
+
+/**
+ * GET /api/runs: runs newest first with status, lease holder, fence, attempts, lease expiry and
+ * effect count. Operators see every run; other callers the runs of their own threads.
+ */
+export function createRunsHandler(ctx: HandlerContext): RouteHandler {
+  return async (request) => {
+    const caller = await requireCaller(ctx.authenticate, request);
+    const url = new URL(request.url);
+    const limit = readLimit(url, defaultListSize, maxRunListSize);
+    const status = parseWith(z.enum(runStatuses).optional(), url.searchParams.get('status') ?? undefined,
+      'query parameter "status"');
+    const mine = !caller.isOperator || url.searchParams.get('mine') === '1';
+    const runs = await listRuns(ctx.rt.db, { ownerId: mine ? caller.userId : null, status, limit });
+    return jsonResponse({ runs });
+  };
+}
+
+/** GET /api/runs/:id: the run, its effects, journal steps, segments and messages. */
+export function createRunHandler(ctx: HandlerContext): RouteHandler {
+  return async (request, params = {}) => {
+    const caller = await requireCaller(ctx.authenticate, request);
+    const runId = readIdParam(params, 'id');
+    await requireRunAccess(ctx.rt.db, caller, runId);
+    const detail = await readRunDetail(ctx.rt.db, runId);
+    if (!detail) throw new HttpError('NOT_FOUND', `run ${runId} not found`);
+    return jsonResponse(detail);
+  };
+}

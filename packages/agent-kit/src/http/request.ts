@@ -1,0 +1,115 @@
+// Input at the HTTP edge: every body and parameter is checked before anything is written. Bodies
+// are JSON, at most maxBodyBytes (checked while reading, before parsing), and validated with zod.
+import { z } from 'zod';
+import { maxMessageChars } from '../queue/start-turn.js';
+import { HttpError } from './http-error.js';
+
+/** Default body limit: a 32 000-character message in UTF-8 plus its envelope fits. */
+export const defaultMaxBodyBytes = 64 * 1024;
+
+/** Read the body as text, refusing a wrong content type (415) or more than `maxBytes` (413). */
+export async function readBodyText(request: Request, maxBytes: number): Promise<string> {
+  const type = request.headers.get('content-type') ?? '';
+  if (!/^application\/json\s*(;|$)/i.test(type)) {
+    throw new HttpError('UNSUPPORTED_MEDIA_TYPE', `send the body as application/json, not "${type || 'nothing'}"`);
+  }
+  const declared = Number(request.headers.get('content-length') ?? NaN);
+  if (declared > maxBytes) throw tooLarge(maxBytes);
+  if (!request.body) return '';
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > maxBytes) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge(maxBytes);
+    }
+    chunks.push(value);
+  }
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks));
+  } catch {
+    throw new HttpError('INVALID_ARGUMENT', 'the body is not valid UTF-8');
+  }
+}
+
+function tooLarge(maxBytes: number) {
+  return new HttpError('PAYLOAD_TOO_LARGE', `the body is larger than ${maxBytes} bytes`);
+}
+
+/** Read, parse and validate a JSON body. */
+export async function readJsonBody<T>(request: Request, schema: z.ZodType<T>, maxBytes: number): Promise<T> {
+  const text = await readBodyText(request, maxBytes);
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new HttpError('INVALID_ARGUMENT', 'the body is not valid JSON');
+  }
+  return parseWith(schema, value, 'body');
+}
+
+/** Validate `value`; a failure is a 400 naming the first problems. */
+export function parseWith<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  const problems = parsed.error.issues.slice(0, 3).map((issue) => {
+    const path = issue.path.length ? issue.path.join('.') : what;
+    return `${path}: ${issue.message}`;
+  });
+  throw new HttpError('INVALID_ARGUMENT', `invalid ${what}: ${problems.join('; ')}`);
+}
+
+/** A uuid path parameter (any 8-4-4-4-12 hex id, as Postgres accepts). */
+export const idParam = z.guid();
+
+/** Validate a uuid path parameter by name. */
+export function readIdParam(params: Record<string, string | undefined>, name: string): string {
+  return parseWith(idParam, params[name], `path parameter "${name}"`);
+}
+
+// Seqs stay below 2^53: JSON and JS numbers carry them exactly.
+const cursor = z.string().regex(/^\d{1,15}$/, 'must be a non-negative integer').transform(Number);
+
+/**
+ * The replay cursor: the Last-Event-ID header (an EventSource reconnect) wins over `?after=`,
+ * because a reconnect keeps the original URL. Default 0: the whole log.
+ */
+export function readCursor(request: Request, url: URL): number {
+  const header = request.headers.get('last-event-id');
+  if (header !== null && header.trim() !== '') return parseWith(cursor, header.trim(), 'Last-Event-ID');
+  const after = url.searchParams.get('after');
+  if (after !== null) return parseWith(cursor, after, 'query parameter "after"');
+  return 0;
+}
+
+/** A bounded `?limit=` (default `fallback`). */
+export function readLimit(url: URL, fallback: number, max: number): number {
+  const raw = url.searchParams.get('limit');
+  if (raw === null) return fallback;
+  return parseWith(z.coerce.number().int().min(1).max(max), raw, 'query parameter "limit"');
+}
+
+export const streamFormats = ['sse', 'ai-sdk'] as const;
+export type StreamFormat = (typeof streamFormats)[number];
+
+/** `?format=sse` (default, agent-kit events) or `?format=ai-sdk` (the AI SDK UI message stream). */
+export function readStreamFormat(url: URL): StreamFormat {
+  return parseWith(z.enum(streamFormats).default('sse'), url.searchParams.get('format') ?? undefined, 'query parameter "format"');
+}
+
+export const chatBodySchema = z.object({
+  threadId: z.guid().optional(),
+  message: z.string().min(1).max(maxMessageChars).refine((s) => s.trim() !== '', 'must not be blank'),
+  clientMessageId: z.string().min(1).max(200).optional(),
+});
+export type ChatBody = z.infer<typeof chatBodySchema>;
+
+export const inputBodySchema = z.union([
+  z.object({ questionId: z.string().min(1).max(200), answer: z.string().min(1).max(maxMessageChars) }).strict(),
+  z.object({ questionId: z.string().min(1).max(200), approved: z.boolean() }).strict(),
+]);
+export type InputBody = z.infer<typeof inputBodySchema>;

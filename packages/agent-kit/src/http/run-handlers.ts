@@ -1,0 +1,72 @@
+// The run actions: answer a waiting run, cancel (a stored intent), and an operator's takeover
+// and release. Each is one SQL function that decides under the run's row lock; when the run is
+// left queued, a background segment picks it up at once instead of waiting for the drain.
+import type { Queryable } from '../store/db.js';
+import { requireCaller, requireOperator, requireRunAccess } from './auth.js';
+import type { HandlerContext, RouteHandler } from './context.js';
+import { HttpError, jsonResponse } from './http-error.js';
+import { inputBodySchema, readIdParam, readJsonBody } from './request.js';
+
+const closed = new Set(['completed', 'failed', 'aborted']);
+
+async function callStatusFunction(db: Queryable, sql: string, params: unknown[]): Promise<string> {
+  const rows = await db.query<{ status: string }>(sql, params);
+  return rows[0]!.status;
+}
+
+/** POST /api/runs/:id/input {questionId, answer | approved}: a second answer is a 409. */
+export function createRunInputHandler(ctx: HandlerContext): RouteHandler {
+  return async (request, params = {}) => {
+    const caller = await requireCaller(ctx.authenticate, request);
+    const runId = readIdParam(params, 'id');
+    const body = await readJsonBody(request, inputBodySchema, ctx.maxBodyBytes);
+    await requireRunAccess(ctx.rt.db, caller, runId);
+    const data = 'answer' in body ? { answer: body.answer } : { approved: body.approved };
+    const status = await callStatusFunction(ctx.rt.db, 'select agent_kit_submit_input($1, $2, $3::jsonb) as status', [
+      runId, body.questionId, JSON.stringify({ ...data, by: caller.userId }),
+    ]);
+    if (status === 'queued') ctx.segments.start(runId);
+    return jsonResponse({ runId, status });
+  };
+}
+
+/** POST /api/runs/:id/cancel: stored; the run's segment closes it as aborted. */
+export function createRunCancelHandler(ctx: HandlerContext): RouteHandler {
+  return async (request, params = {}) => {
+    const caller = await requireCaller(ctx.authenticate, request);
+    const runId = readIdParam(params, 'id');
+    await requireRunAccess(ctx.rt.db, caller, runId);
+    const status = await callStatusFunction(ctx.rt.db, 'select agent_kit_request_cancel($1) as status', [runId]);
+    if (closed.has(status)) throw new HttpError('CONFLICT', `run ${runId} is already ${status}`);
+    // A running segment sees the intent at its next write; any other run needs a segment to close it.
+    if (status !== 'running') ctx.segments.start(runId);
+    return jsonResponse({ runId, status, cancelRequested: true }, 202);
+  };
+}
+
+/** POST /api/runs/:id/takeover (operator): park the run for a human, now or at its next write. */
+export function createRunTakeoverHandler(ctx: HandlerContext): RouteHandler {
+  return async (request, params = {}) => {
+    const caller = await requireCaller(ctx.authenticate, request);
+    const runId = readIdParam(params, 'id');
+    await requireRunAccess(ctx.rt.db, caller, runId);
+    requireOperator(caller);
+    const status = await callStatusFunction(ctx.rt.db, 'select agent_kit_takeover_run($1, $2) as status', [
+      runId, caller.userId,
+    ]);
+    return jsonResponse({ runId, status });
+  };
+}
+
+/** POST /api/runs/:id/release (operator): hand the run back; it continues where it stopped. */
+export function createRunReleaseHandler(ctx: HandlerContext): RouteHandler {
+  return async (request, params = {}) => {
+    const caller = await requireCaller(ctx.authenticate, request);
+    const runId = readIdParam(params, 'id');
+    await requireRunAccess(ctx.rt.db, caller, runId);
+    requireOperator(caller);
+    const status = await callStatusFunction(ctx.rt.db, 'select agent_kit_release_run($1) as status', [runId]);
+    if (status === 'queued') ctx.segments.start(runId);
+    return jsonResponse({ runId, status });
+  };
+}

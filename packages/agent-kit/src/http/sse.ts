@@ -1,0 +1,128 @@
+// Server-sent events from a thread's log: `id:` is the event's seq, so a browser that reconnects
+// sends Last-Event-ID and resumes exactly after what it saw. The stream is pulled: it reads the
+// log only as fast as the client takes bytes, and sends a keep-alive comment while idle.
+// Closing the connection closes the follower and nothing else: the turn goes on.
+import { coerceError } from '../errors.js';
+import type { EventFollower } from '../event-log/follow-events.js';
+import type { ThreadEvent } from '../event-log/read-events.js';
+import { describeError } from './http-error.js';
+
+/** Headers that keep proxies and compressors from buffering the stream. */
+export const sseHeaders: Readonly<Record<string, string>> = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache, no-transform',
+  'x-accel-buffering': 'no',
+};
+
+/** How a stream turns events into SSE text. */
+export interface SseEncoder {
+  /** Sent first. */
+  open(retryMs: number): string;
+  /** One event's SSE text ('' to send nothing for it). */
+  encode(event: ThreadEvent): string;
+  /** Sent last; `error` is set when reading the log failed. */
+  close(error?: { code: string; message: string }): string;
+}
+
+/** The wire shape of one event's `data:`. */
+export function eventPayload(event: ThreadEvent) {
+  return {
+    seq: event.seq,
+    runId: event.runId,
+    fence: event.fence,
+    type: event.type,
+    data: event.data,
+    createdAt: event.createdAt.toISOString(),
+  };
+}
+
+/** `id: <seq>`, `event: <type>`, `data: <json>`. JSON has no raw newlines, so one data line. */
+export function formatSseEvent(event: ThreadEvent): string {
+  const type = event.type.replace(/[\r\n]/g, '');
+  return `id: ${event.seq}\nevent: ${type}\ndata: ${JSON.stringify(eventPayload(event))}\n\n`;
+}
+
+/** agent-kit's own event stream (the default format). */
+export function createEventEncoder(): SseEncoder {
+  return {
+    open: (retryMs) => `retry: ${retryMs}\n\n`,
+    encode: formatSseEvent,
+    close: (error) => (error ? `event: error\ndata: ${JSON.stringify({ error })}\n\n` : ''),
+  };
+}
+
+export interface EventStreamOptions {
+  encoder: SseEncoder;
+  /** A comment line this often while no event comes, so proxies keep the connection open. */
+  keepAliveMs: number;
+  /** The reconnect delay suggested to EventSource clients. */
+  retryMs: number;
+  /** End the stream after this long (the client reconnects with Last-Event-ID). */
+  maxStreamMs: number;
+  headers?: Record<string, string>;
+  log?: (entry: Record<string, unknown>) => void;
+}
+
+const textEncoder = new TextEncoder();
+
+/** A streaming SSE Response fed by `follower`; cancelling the body closes the follower. */
+export function eventStreamResponse(follower: EventFollower, options: EventStreamOptions): Response {
+  const { encoder } = options;
+  const deadline = Date.now() + options.maxStreamMs;
+  let pending: Promise<IteratorResult<ThreadEvent, undefined>> | undefined;
+  let timer: NodeJS.Timeout | undefined;
+
+  const waitForEvent = () => {
+    pending ??= follower.next();
+    const waitMs = Math.max(0, Math.min(options.keepAliveMs, deadline - Date.now()));
+    return Promise.race([
+      pending.then((result) => ({ kind: 'event' as const, result })),
+      new Promise<{ kind: 'idle' }>((resolve) => {
+        timer = setTimeout(() => resolve({ kind: 'idle' }), waitMs);
+      }),
+    ]).finally(() => clearTimeout(timer));
+  };
+
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(textEncoder.encode(encoder.open(options.retryMs)));
+    },
+    // Loop until something is enqueued: a pull that enqueues nothing is not called again.
+    async pull(controller) {
+      try {
+        for (;;) {
+          const outcome = await waitForEvent();
+          if (outcome.kind === 'idle') {
+            if (Date.now() >= deadline) return end(controller);
+            controller.enqueue(textEncoder.encode(': keep-alive\n\n'));
+            return;
+          }
+          pending = undefined;
+          if (outcome.result.done) return end(controller);
+          const text = encoder.encode(outcome.result.value);
+          if (text) {
+            controller.enqueue(textEncoder.encode(text));
+            return;
+          }
+        }
+      } catch (raw) {
+        const { code, status, message } = describeError(raw);
+        options.log?.({ msg: 'event stream failed', code, status, error: coerceError(raw).message });
+        end(controller, { code, message });
+      }
+    },
+    cancel() {
+      clearTimeout(timer);
+      follower.close();
+    },
+  });
+
+  function end(controller: ReadableStreamDefaultController<Uint8Array>, error?: { code: string; message: string }) {
+    follower.close();
+    const text = encoder.close(error);
+    if (text) controller.enqueue(textEncoder.encode(text));
+    controller.close();
+  }
+
+  return new Response(body, { status: 200, headers: { ...sseHeaders, ...options.headers } });
+}

@@ -1,0 +1,186 @@
+// The streaming routes through `handle(new Request(...))` on both stores: the chat POST runs its
+// turn in the background and streams it (SSE ids = seqs) until the run closes; the events route
+// resumes from Last-Event-ID or ?after=; a client that goes away never stops the turn; idle
+// streams send keep-alives and end at their budget; ?format=ai-sdk is read by the AI SDK itself.
+import { DefaultChatTransport, readUIMessageStream, type UIMessage } from 'ai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  makeRequest, openHttpTest, payload, readSse, type HttpTest,
+} from '../../test/harness/http-harness.js';
+import { readEvents } from '../event-log/read-events.js';
+import { createHandlers } from './handlers.js';
+import { headerAuth } from '../../test/harness/http-harness.js';
+import { fakeRunSegment } from '../../test/harness/fake-segment.js';
+
+let t: HttpTest;
+beforeAll(async () => {
+  t = await openHttpTest({ segment: { deltas: ['The ', 'answer ', 'is ', '42.'], delayMs: 5 } });
+});
+afterAll(async () => {
+  await t.close();
+});
+
+async function chat(body: Record<string, unknown>, options: { user?: string; signal?: AbortSignal; query?: string } = {}) {
+  return t.handlers.handle(makeRequest('POST', `/api/chat${options.query ?? ''}`, {
+    user: options.user ?? 'alice', body, signal: options.signal,
+  }));
+}
+
+async function runStatus(runId: string) {
+  await t.handlers.segments.settle();
+  const [row] = await t.db.query<{ status: string }>('select status from agent_kit_runs where id = $1', [runId]);
+  return row?.status;
+}
+
+describe('POST /api/chat', () => {
+  it('streams the turn from the user message to the closed run, with ids equal to seqs', async () => {
+    const response = await chat({ message: 'What is the answer?' });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    expect(response.headers.get('cache-control')).toBe('no-cache, no-transform');
+    expect(response.headers.get('x-accel-buffering')).toBe('no');
+    const threadId = response.headers.get('x-agent-kit-thread-id')!;
+    const runId = response.headers.get('x-agent-kit-run-id')!;
+    const read = await readSse(response);
+    expect(read.ended).toBe(true);
+    expect(read.retry).toBe(2000);
+    const types = read.events.map((e) => e.event);
+    expect(types[0]).toBe('message');
+    expect(types.at(-1)).toBe('run-closed');
+    expect(payload(read.events.at(-1)!).data).toMatchObject({ status: 'completed', text: 'The answer is 42.' });
+    const log = await readEvents(t.db, { threadId, limit: 1000 });
+    expect(read.events.map((e) => Number(e.id))).toEqual(log.map((e) => e.seq));
+    expect(read.events.map((e) => payload(e))).toEqual(log.map((e) => ({
+      seq: e.seq, runId: e.runId, fence: e.fence, type: e.type, data: e.data, createdAt: e.createdAt.toISOString(),
+    })));
+    expect(await runStatus(runId)).toBe('completed');
+    expect(t.runner.calls).toContain(runId);
+  });
+
+  it('a retried POST with the same client message id creates nothing and replays the same turn', async () => {
+    const response = await chat({ message: 'once', clientMessageId: 'c-1' });
+    const threadId = response.headers.get('x-agent-kit-thread-id')!;
+    const first = await readSse(response);
+    const [before] = await t.db.query<{ n: number }>('select count(*)::int as n from agent_kit_runs');
+    const retry = await chat({ message: 'once', clientMessageId: 'c-1', threadId });
+    const replay = await readSse(retry);
+    const [after] = await t.db.query<{ n: number }>('select count(*)::int as n from agent_kit_runs');
+    expect(after!.n).toBe(before!.n);
+    expect(replay.events.map((e) => e.id)).toEqual(first.events.map((e) => e.id));
+  });
+
+  it('a client that aborts mid-stream does not stop the turn: the run still closes', async () => {
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const local = await openHttpTest({ segment: { deltas: ['still ', 'here'], gate } });
+    try {
+      const controller = new AbortController();
+      const response = await local.handlers.handle(makeRequest('POST', '/api/chat', {
+        user: 'alice', body: { message: 'abort me' }, signal: controller.signal,
+      }));
+      const runId = response.headers.get('x-agent-kit-run-id')!;
+      await readSse(response, { until: (e) => e.event === 'segment-started' });
+      controller.abort();
+      expect(local.handlers.segments.active()).toEqual([runId]);
+      open();
+      await local.handlers.segments.settle();
+      const [row] = await local.db.query<{ status: string; text: string }>(
+        `select r.status, m.content->>'text' as text from agent_kit_runs r
+         join agent_kit_messages m on m.id = r.message_id where r.id = $1`, [runId]);
+      expect(row).toEqual({ status: 'completed', text: 'still here' });
+    } finally {
+      await local.close();
+    }
+  });
+});
+
+describe('GET /api/threads/:id/events', () => {
+  it('resumes after Last-Event-ID, and after ?after=, with Last-Event-ID winning', async () => {
+    const response = await chat({ message: 'resume' });
+    const threadId = response.headers.get('x-agent-kit-thread-id')!;
+    const all = (await readSse(response)).events;
+    const events = (path: string, headers: Record<string, string> = {}) =>
+      t.handlers.handle(makeRequest('GET', path, { user: 'alice', headers }));
+    const byHeader = await readSse(await events(`/api/threads/${threadId}/events`, { 'last-event-id': '3' }),
+      { max: all.length - 3 });
+    expect(byHeader.events.map((e) => e.id)).toEqual(all.slice(3).map((e) => e.id));
+    const byQuery = await readSse(await events(`/api/threads/${threadId}/events?after=5`), { max: all.length - 5 });
+    expect(byQuery.events.map((e) => e.id)).toEqual(all.slice(5).map((e) => e.id));
+    const both = await readSse(await events(`/api/threads/${threadId}/events?after=1`, { 'last-event-id': '6' }),
+      { max: 1 });
+    expect(both.events[0]!.id).toBe('7');
+  });
+
+  it('many viewers of one thread all receive the same gapless sequence', async () => {
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const local = await openHttpTest({ segment: { deltas: Array.from({ length: 15 }, (_, i) => `d${i} `), gate } });
+    try {
+      const response = await local.handlers.handle(makeRequest('POST', '/api/chat', { user: 'bob', body: { message: 'crowd' } }));
+      const threadId = response.headers.get('x-agent-kit-thread-id')!;
+      const isClose = (e: { event?: string }) => e.event === 'run-closed';
+      const viewers = await Promise.all(Array.from({ length: 20 }, () =>
+        local.handlers.handle(makeRequest('GET', `/api/threads/${threadId}/events`, { user: 'bob' }))));
+      const reads = Promise.all([response, ...viewers].map((r) => readSse(r, { until: isClose })));
+      open();
+      const seen = await reads;
+      const ids = seen[0]!.events.map((e) => Number(e.id));
+      expect(ids).toEqual(ids.map((_, i) => i + 1));
+      for (const read of seen) expect(read.events.map((e) => e.data)).toEqual(seen[0]!.events.map((e) => e.data));
+    } finally {
+      await local.close();
+    }
+  });
+
+  it('sends a retry hint, keep-alive comments while idle, and ends at its stream budget', async () => {
+    const response = await chat({ message: 'quiet' });
+    const threadId = response.headers.get('x-agent-kit-thread-id')!;
+    await readSse(response);
+    const quiet = createHandlers({ rt: t.rt, authenticate: headerAuth, runSegment: fakeRunSegment(), keepAliveMs: 40, maxStreamMs: 300 });
+    const startedAt = Date.now();
+    const read = await readSse(await quiet.handle(makeRequest('GET', `/api/threads/${threadId}/events?after=1000`, { user: 'alice' })));
+    expect(read.ended).toBe(true);
+    expect(Date.now() - startedAt).toBeGreaterThanOrEqual(250);
+    expect(read.retry).toBe(2000);
+    expect(read.comments.filter((c) => c.trim() === 'keep-alive').length).toBeGreaterThanOrEqual(3);
+    expect(read.events).toEqual([]);
+  });
+});
+
+describe('?format=ai-sdk', () => {
+  it('the AI SDK chat transport reads the turn as one assistant message', async () => {
+    const transport = new DefaultChatTransport<UIMessage>({
+      api: 'http://agent-kit.test/api/chat?format=ai-sdk',
+      headers: { 'x-user': 'alice' },
+      fetch: (input, init) => t.handlers.handle(new Request(input as string, init)),
+      prepareSendMessagesRequest: ({ messages }) => ({
+        body: { message: messages.at(-1)!.parts.map((p) => (p.type === 'text' ? p.text : '')).join('') },
+      }),
+    });
+    const chunks = await transport.sendMessages({
+      chatId: 'c1', trigger: 'submit-message', messageId: undefined, abortSignal: undefined,
+      messages: [{ id: 'u1', role: 'user', parts: [{ type: 'text', text: 'Tell me' }] }],
+    });
+    let last: UIMessage | undefined;
+    for await (const message of readUIMessageStream<UIMessage>({ stream: chunks, terminateOnError: true })) last = message;
+    expect(last!.role).toBe('assistant');
+    const text = last!.parts.filter((p) => p.type === 'text').map((p) => (p as { text: string }).text).join('');
+    expect(text).toBe('The answer is 42.');
+    expect(last!.metadata).toMatchObject({ status: 'completed' });
+  });
+
+  it('replays a finished run as a UI message stream from the events route', async () => {
+    const response = await chat({ message: 'again' });
+    const threadId = response.headers.get('x-agent-kit-thread-id')!;
+    await readSse(response);
+    const replay = await t.handlers.handle(makeRequest('GET', `/api/threads/${threadId}/events?format=ai-sdk`, { user: 'alice' }));
+    expect(replay.headers.get('x-vercel-ai-ui-message-stream')).toBe('v1');
+    const read = await readSse(replay);
+    expect(read.ended).toBe(true);
+    expect(read.events.at(-1)!.data).toBe('[DONE]');
+    const chunks = read.events.slice(0, -1).map((e) => JSON.parse(e.data) as { type: string; delta?: string });
+    expect(chunks[0]!.type).toBe('data-agent-kit-event');
+    expect(chunks.filter((c) => c.type === 'text-delta').map((c) => c.delta).join('')).toBe('The answer is 42.');
+    expect(chunks.at(-1)!.type).toBe('finish');
+  });
+});

@@ -1,0 +1,97 @@
+// The two streaming routes. POST /api/chat stores the message, starts the turn's segment in the
+// background (not tied to the request: a disconnect never stops a turn) and streams the thread
+// from just before the message until the run closes or parks. GET /api/threads/:id/events
+// replays from Last-Event-ID or ?after= and follows. See ADR-0003.
+import { followEvents } from '../event-log/follow-events.js';
+import { findMessageSeq, findRunFirstSeq, type ThreadEvent } from '../event-log/read-events.js';
+import { readRunAccess } from '../event-log/read-runs.js';
+import { findLatestRunId } from '../event-log/read-threads.js';
+import { startTurn } from '../queue/start-turn.js';
+import { createUIMessageStreamEncoder, uiMessageStreamHeaders } from './ai-sdk-stream.js';
+import { requireCaller, requireRunAccess, requireThreadAccess } from './auth.js';
+import type { HandlerContext, RouteHandler } from './context.js';
+import { HttpError } from './http-error.js';
+import {
+  chatBodySchema, readCursor, readIdParam, readJsonBody, readStreamFormat, parseWith, idParam, type StreamFormat,
+} from './request.js';
+import { createEventEncoder, eventStreamResponse } from './sse.js';
+
+/** The run's turn is over for this stream: it closed, or parked (a question, a takeover, a slice). */
+export function endsRun(runId: string) {
+  return (event: ThreadEvent) => event.runId === runId && (event.type === 'run-closed' || event.type === 'run-parked');
+}
+
+function streamResponse(
+  ctx: HandlerContext,
+  request: Request,
+  stream: { threadId: string; afterSeq: number; format: StreamFormat; runId: string | null; headers?: Record<string, string> },
+): Response {
+  const follower = followEvents(ctx.rt.db, {
+    threadId: stream.threadId,
+    afterSeq: stream.afterSeq,
+    signal: request.signal,
+    until: stream.runId ? endsRun(stream.runId) : undefined,
+  });
+  const aiSdk = stream.format === 'ai-sdk' && stream.runId !== null;
+  return eventStreamResponse(follower, {
+    encoder: aiSdk ? createUIMessageStreamEncoder(stream.runId!) : createEventEncoder(),
+    keepAliveMs: ctx.keepAliveMs,
+    retryMs: ctx.retryMs,
+    maxStreamMs: ctx.maxStreamMs,
+    headers: { ...(aiSdk ? uiMessageStreamHeaders : {}), ...stream.headers },
+    log: ctx.rt.log,
+  });
+}
+
+export function createChatHandler(ctx: HandlerContext): RouteHandler {
+  return async (request) => {
+    const caller = await requireCaller(ctx.authenticate, request);
+    const format = readStreamFormat(new URL(request.url));
+    const body = await readJsonBody(request, chatBodySchema, ctx.maxBodyBytes);
+    const turn = await startTurn(ctx.rt.db, {
+      threadId: body.threadId,
+      ownerId: caller.userId,
+      text: body.message,
+      clientMessageId: body.clientMessageId,
+      jobDelayMs: ctx.chatJobDelayMs,
+    });
+    // A retried POST runs the turn only if nobody has claimed it yet; the claim decides anyway.
+    const runnable = turn.created || (await readRunAccess(ctx.rt.db, turn.runId))?.status === 'queued';
+    if (runnable) ctx.segments.start(turn.runId);
+    const messageSeq = await findMessageSeq(ctx.rt.db, turn.threadId, turn.messageId);
+    return streamResponse(ctx, request, {
+      threadId: turn.threadId,
+      afterSeq: Math.max(0, (messageSeq ?? 1) - 1),
+      format,
+      runId: turn.runId,
+      headers: {
+        'x-agent-kit-thread-id': turn.threadId,
+        'x-agent-kit-run-id': turn.runId,
+        'x-agent-kit-message-id': turn.messageId,
+      },
+    });
+  };
+}
+
+export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
+  return async (request, params = {}) => {
+    const caller = await requireCaller(ctx.authenticate, request);
+    const threadId = readIdParam(params, 'id');
+    const url = new URL(request.url);
+    const format = readStreamFormat(url);
+    let afterSeq = readCursor(request, url);
+    await requireThreadAccess(ctx.rt.db, caller, threadId);
+    let runId: string | null = null;
+    if (format === 'ai-sdk') {
+      // One assistant message: a run of this thread (?runId=, default its latest), replayed
+      // from the run's first event unless the client resumes with a cursor.
+      const requested = url.searchParams.get('runId');
+      runId = requested ? parseWith(idParam, requested, 'query parameter "runId"') : await findLatestRunId(ctx.rt.db, threadId);
+      if (!runId) throw new HttpError('NOT_FOUND', `thread ${threadId} has no run`);
+      const access = await requireRunAccess(ctx.rt.db, caller, runId);
+      if (access.threadId !== threadId) throw new HttpError('NOT_FOUND', `run ${runId} not found`);
+      if (afterSeq === 0) afterSeq = Math.max(0, ((await findRunFirstSeq(ctx.rt.db, runId)) ?? 1) - 1);
+    }
+    return streamResponse(ctx, request, { threadId, afterSeq, format, runId });
+  };
+}
