@@ -1,0 +1,111 @@
+// Section 6: the claim path (take a due job, claim its run) as the queue grows: runs/s and p99
+// claim latency at 1k, 10k and 100k queued runs. Each measured run is parked back to `queued`
+// (a slice end), so the queue keeps its depth while it is measured; the plans of the take and
+// the claim are captured at each depth to show index scans, not sequential ones.
+import { claimRun, parkRun } from '../src/lease/lease.js';
+import { takeJobs } from '../src/queue/jobs.js';
+import type { Db } from '../src/store/db.js';
+import { seedQueuedRuns, vacuumAnalyze } from './lib/bench-db.js';
+import { measureThroughput, percentile } from './lib/measure.js';
+import { capturePlans } from './lib/plans.js';
+import type { Row } from './lib/report.js';
+
+export interface ScaleOptions {
+  concurrency: number;
+  depths: number[];
+  durationMs: number;
+  warmupMs: number;
+}
+
+const leaseTtlMs = 60_000;
+const jobLockMs = 30_000;
+
+/** Make exactly `depth` runs queued with due jobs: queue more, or abort the surplus (bench only). */
+export async function setQueueDepth(db: Db, depth: number): Promise<void> {
+  const rows = await db.query<{ n: number }>('select count(*)::int as n from agent_kit_jobs');
+  const current = Number(rows[0]!.n);
+  if (current < depth) {
+    await seedQueuedRuns(db, depth - current);
+  } else if (current > depth) {
+    await db.query(
+      `with surplus as (
+         delete from agent_kit_jobs where id in (
+           select id from agent_kit_jobs order by due_at desc limit $1) returning run_id)
+       update agent_kit_runs r set status = 'aborted' from surplus s where r.id = s.run_id`,
+      [current - depth],
+    );
+  }
+  await db.exec('update agent_kit_jobs set due_at = now() - interval \'1 second\' where due_at > now()');
+}
+
+/** One slice of work: take one due job, claim its run (timed), park it back to queued. */
+function claimCycle(db: Db, claimLatenciesMs: number[]) {
+  return async (worker: number) => {
+    const startAt = performance.now();
+    const [job] = await takeJobs(db, 1, jobLockMs);
+    if (!job) return false;
+    const claim = await claimRun(db, { runId: job.runId, owner: `bench-scale-${worker}`, leaseTtlMs });
+    claimLatenciesMs.push(performance.now() - startAt);
+    if (!claim.claimed) return;
+    if (!(await parkRun(db, claim.lease, 'queued'))) throw new Error('a fresh lease could not park its run');
+  };
+}
+
+/** Plans of one take and one claim at the current depth (Postgres only). */
+async function plansAtDepth(db: Db, url: string) {
+  const [job] = await db.query<{ run_id: string }>('select run_id from agent_kit_jobs order by due_at limit 1');
+  return capturePlans(url, [
+    ['select * from agent_kit_take_jobs(1, $1::interval)', ['30 seconds']],
+    ['select * from agent_kit_claim_run($1, $2, $3::interval, $4::interval)', [job!.run_id, 'bench-plan', '60 seconds', '60 seconds']],
+  ]);
+}
+
+/** Run section 6; `url` enables plan capture (Postgres). Plans go into `artifacts`. */
+export async function benchScale(
+  db: Db, o: ScaleOptions, artifacts: Record<string, unknown>, url?: string,
+): Promise<Row[]> {
+  const section = `6. Scale: take + claim as the queue grows (${o.concurrency} clients)`;
+  const rows: Row[] = [];
+  // Up and back down (1k, 10k, 100k, 10k, 1k): drift in the machine's speed during the section
+  // then falls on small and large queues alike instead of looking like a cost of depth.
+  const order = [...o.depths, ...o.depths.slice(0, -1).reverse()];
+  const samples = new Map<number, { ops: number; elapsedMs: number; latencies: number[] }>();
+  for (const depth of order) {
+    await setQueueDepth(db, depth);
+    await vacuumAnalyze(db);
+    if (url && !samples.has(depth)) {
+      const captured = await plansAtDepth(db, url);
+      artifacts[`plans-queue-${depth}`] = captured.plans;
+      if (captured.scans.length > 0) artifacts[`scans-queue-${depth}`] = captured.scans;
+    }
+    const sample = samples.get(depth) ?? { ops: 0, elapsedMs: 0, latencies: [] };
+    samples.set(depth, sample);
+    await measureThroughput({ concurrency: o.concurrency, durationMs: o.warmupMs, warmupMs: 0, op: claimCycle(db, []) });
+    const t = await measureThroughput({
+      concurrency: o.concurrency, durationMs: o.durationMs, warmupMs: 0, op: claimCycle(db, sample.latencies),
+    });
+    sample.ops += t.ops;
+    sample.elapsedMs += t.elapsedMs;
+  }
+  const results = o.depths.map((depth) => {
+    const s = samples.get(depth)!;
+    return { depth, perSecond: (s.ops * 1000) / s.elapsedMs, p99Ms: percentile(s.latencies, 0.99) };
+  });
+  const first = results[0]!;
+  const label = (depth: number) => (depth >= 1000 ? `${depth / 1000}k` : String(depth));
+  for (const r of results) {
+    rows.push({
+      section, metric: `runs/s, ${label(r.depth)} queued`, unit: 'runs/s', agentKit: r.perSecond,
+      baseline: first.perSecond, baselineName: `${label(first.depth)} queued`,
+      target: { kind: 'ratio-at-least', value: 0.8 },
+      note: 'take_jobs + claim_run + park (slice end) per run; flat = within 20 % of the smallest queue',
+    });
+    rows.push({
+      section, metric: `p99 claim latency, ${label(r.depth)} queued`, unit: 'ms', agentKit: r.p99Ms,
+      baseline: first.p99Ms, baselineName: `${label(first.depth)} queued`,
+      target: { kind: 'at-most', value: Math.max(first.p99Ms * 1.5, first.p99Ms + 2) },
+      note: 'take + claim round trips; flat = at most 1.5× (or +2 ms) the smallest queue',
+    });
+  }
+  return rows;
+}
