@@ -1,13 +1,17 @@
 // The thread event log, read side: pages after a cursor, live following with a shared listener,
 // and the thread/run read views that viewers need next to it. Appends live in SQL (lease/).
 export {
-  readEvents, findMessageSeq, findRunFirstSeq, readRunSegments, toThreadEvent, maxEventPageSize, defaultEventPageSize,
-  type ThreadEvent, type ThreadEventRow, type ReadEventsOptions, type RunSegmentView,
+  readEvents, findMessageSeq, findRunFirstSeq, readRunSegments, toThreadEvent, toEventJson,
+  maxEventPageSize, defaultEventPageSize,
+  type ThreadEvent, type ThreadEventRow, type ThreadEventJson, type ReadEventsOptions,
+  type RunSegmentView,
 } from './read-events.js';
-export { followEvents, eventsChannel, type FollowEventsOptions, type EventFollower } from './follow-events.js';
 export {
-  readThreadOwner, findLatestRunId, listThreads, readThread, listThreadMessages, listRunMessages, listThreadRuns, maxThreadItems,
-  type ThreadSummary, type MessageView,
+  followEvents, eventsChannel, type FollowEventsOptions, type EventFollower,
+} from './follow-events.js';
+export {
+  readThreadOwner, findLatestRunId, listThreads, readThread, listThreadMessages, listRunMessages,
+  listThreadRuns, maxThreadItems, type ThreadSummary, type MessageView,
 } from './read-threads.js';
 export {
   readRunAccess, listRuns, listRunEffects, listRunSteps, readRunDetail, maxRunListSize,

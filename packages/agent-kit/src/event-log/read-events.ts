@@ -40,6 +40,27 @@ export function toThreadEvent(row: ThreadEventRow): ThreadEvent {
   };
 }
 
+/** The wire shape of an event (SSE `data:`, `agent-kit events` lines): JSON-safe, no thread id. */
+export interface ThreadEventJson {
+  seq: number;
+  runId: string | null;
+  fence: number;
+  type: string;
+  data: Record<string, unknown>;
+  createdAt: string;
+}
+
+export function toEventJson(event: ThreadEvent): ThreadEventJson {
+  return {
+    seq: event.seq,
+    runId: event.runId,
+    fence: event.fence,
+    type: event.type,
+    data: event.data,
+    createdAt: event.createdAt.toISOString(),
+  };
+}
+
 /** Largest page a caller may ask for: a viewer holds one page, so this bounds its memory. */
 export const maxEventPageSize = 1_000;
 /** Default page: large enough to replay a long turn in a few round trips. */

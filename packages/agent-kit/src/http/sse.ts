@@ -4,7 +4,7 @@
 // Closing the connection closes the follower and nothing else: the turn goes on.
 import { coerceError } from '../errors.js';
 import type { EventFollower } from '../event-log/follow-events.js';
-import type { ThreadEvent } from '../event-log/read-events.js';
+import { toEventJson, type ThreadEvent } from '../event-log/read-events.js';
 import { describeError } from './http-error.js';
 
 /** Headers that keep proxies and compressors from buffering the stream. */
@@ -24,17 +24,8 @@ export interface SseEncoder {
   close(error?: { code: string; message: string }): string;
 }
 
-/** The wire shape of one event's `data:`. */
-export function eventPayload(event: ThreadEvent) {
-  return {
-    seq: event.seq,
-    runId: event.runId,
-    fence: event.fence,
-    type: event.type,
-    data: event.data,
-    createdAt: event.createdAt.toISOString(),
-  };
-}
+/** The wire shape of one event's `data:` (the same as `agent-kit events` prints). */
+export const eventPayload = toEventJson;
 
 /** `id: <seq>`, `event: <type>`, `data: <json>`. JSON has no raw newlines, so one data line. */
 export function formatSseEvent(event: ThreadEvent): string {

@@ -1,0 +1,80 @@
+// `agent-kit events THREAD_ID [--follow] [--after N]`: a thread's event log as JSON lines (the
+// same shape as the SSE `data:`), from a cursor; with --follow it keeps printing live events
+// until SIGINT/SIGTERM. Output waits for stdout to drain, so a slow pipe never piles events up.
+import { type Command, CommanderError } from 'commander';
+import { z } from 'zod';
+import { NotFoundError } from '../../errors.js';
+import { followEvents } from '../../event-log/follow-events.js';
+import { readEvents, toEventJson, maxEventPageSize } from '../../event-log/read-events.js';
+import { readThreadOwner } from '../../event-log/read-threads.js';
+import type { Db } from '../../store/db.js';
+import { withDb } from '../main.js';
+
+export interface EventsOptions {
+  follow?: boolean;
+  after?: number;
+}
+
+export function register(program: Command) {
+  program
+    .command('events')
+    .description("print a thread's events as JSON lines; --follow keeps printing live events until Ctrl-C")
+    .argument('<thread-id>', 'the thread id (a uuid)', (value) => {
+      if (!z.guid().safeParse(value).success) {
+        throw new CommanderError(2, 'agent-kit.invalidArgument', `THREAD_ID must be a uuid, got "${value}"`);
+      }
+      return value;
+    })
+    .option('--follow', 'keep following new events until interrupted')
+    .option('--after <seq>', 'start after this seq (default 0: the whole log)', (value) => {
+      if (!/^\d{1,15}$/.test(value)) {
+        throw new CommanderError(2, 'agent-kit.invalidArgument', `--after takes a non-negative integer, got "${value}"`);
+      }
+      return Number(value);
+    })
+    .action(async (threadId: string, options: EventsOptions) => {
+      const controller = new AbortController();
+      const stop = () => controller.abort();
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+      try {
+        await withDb((db) => printEvents(db, threadId, options, writeStdout, controller.signal));
+      } finally {
+        process.off('SIGINT', stop);
+        process.off('SIGTERM', stop);
+      }
+    });
+}
+
+/** Write to stdout, resolving when it can take more (backpressure for pipes). */
+function writeStdout(line: string): Promise<void> {
+  if (process.stdout.write(line)) return Promise.resolve();
+  return new Promise((resolve) => process.stdout.once('drain', resolve));
+}
+
+/**
+ * Print the events after `options.after` as JSON lines; with `follow`, keep going until `signal`.
+ * @throws NotFoundError when there is no such thread.
+ */
+export async function printEvents(
+  db: Db, threadId: string, options: EventsOptions, write: (line: string) => Promise<void>, signal?: AbortSignal,
+): Promise<number> {
+  if ((await readThreadOwner(db, threadId)) === null) throw new NotFoundError(`thread ${threadId} not found`);
+  let printed = 0;
+  if (options.follow) {
+    for await (const event of followEvents(db, { threadId, afterSeq: options.after ?? 0, signal })) {
+      await write(`${JSON.stringify(toEventJson(event))}\n`);
+      printed++;
+    }
+    return printed;
+  }
+  // Without --follow: page through what is there now and stop.
+  let cursor = options.after ?? 0;
+  for (;;) {
+    const page = await readEvents(db, { threadId, afterSeq: cursor, limit: maxEventPageSize });
+    for (const event of page) await write(`${JSON.stringify(toEventJson(event))}\n`);
+    printed += page.length;
+    if (page.length < maxEventPageSize || signal?.aborted) return printed;
+    cursor = page[page.length - 1]!.seq;
+  }
+}

@@ -1,0 +1,126 @@
+// The inspection commands (runs, show, events) on both stores: the table and JSON list the
+// run's lease and effect count, show prints segments, steps and messages, events prints one
+// JSON line per event from a cursor; on Postgres, the real CLI follows live until SIGINT.
+import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fakeRunSegment } from '../../../test/harness/fake-segment.js';
+import { adminQuery, onPostgres, openTestDb, templateName, urlForDatabase } from '../../../test/harness/test-db.js';
+import { configFromEnv } from '../../config.js';
+import { readEvents } from '../../event-log/read-events.js';
+import { startTurn } from '../../queue/start-turn.js';
+import { openPgDb } from '../../store/pg-driver.js';
+import type { Db } from '../../store/db.js';
+import { printEvents } from './events.js';
+import { formatRunsCommand } from './runs.js';
+import { formatShowCommand } from './show.js';
+
+let db: Db;
+let turn: Awaited<ReturnType<typeof startTurn>>;
+beforeAll(async () => {
+  db = await openTestDb();
+  const rt = { db, model: 'test-model', tools: {}, config: configFromEnv({}) };
+  turn = await startTurn(db, { ownerId: 'dora', text: 'inspect me' });
+  await fakeRunSegment({ askQuestionId: 'q1' })(rt, { runId: turn.runId, owner: 'cli-test-a' });
+  await db.query(`select agent_kit_submit_input($1, 'q1', '{"answer":"yes"}')`, [turn.runId]);
+  await fakeRunSegment({ deltas: ['All ', 'done.'] })(rt, { runId: turn.runId, owner: 'cli-test-b' });
+});
+afterAll(async () => {
+  await db.close();
+});
+
+describe('agent-kit runs', () => {
+  it('prints a table with the run, its fence, attempts and effect count', async () => {
+    const text = await formatRunsCommand(db, {}, new Date());
+    const [header, row] = text.trimEnd().split('\n');
+    expect(header).toMatch(/^RUN\s+STATUS\s+TURN\s+FENCE\s+ATT\s+LEASE HOLDER\s+LEASE\s+EFFECTS/);
+    expect(row!.split(/\s{2,}/)).toEqual([turn.runId, 'completed', '1', '2', '1', '-', '-', '0', expect.stringMatching(/ago$/), 'dora']);
+  });
+
+  it('prints JSON for scripts, filtered by status', async () => {
+    const runs = JSON.parse(await formatRunsCommand(db, { json: true }, new Date()));
+    expect(runs).toEqual([expect.objectContaining({ id: turn.runId, status: 'completed', fence: 2, effects: 0 })]);
+    expect(JSON.parse(await formatRunsCommand(db, { json: true, status: 'running' }, new Date()))).toEqual([]);
+    expect(await formatRunsCommand(db, { status: 'running' }, new Date())).toBe('no runs\n');
+  });
+});
+
+describe('agent-kit show', () => {
+  it('prints the run, its segments and its messages', async () => {
+    const text = await formatShowCommand(db, turn.runId, {}, new Date());
+    expect(text).toContain(`run ${turn.runId}`);
+    expect(text).toMatch(/status\s+completed\s+fence 2\s+attempts 1/);
+    expect(text).toMatch(/segments \(2\)\n.*FENCE.*\n\s+1\s+1\s+cli-test-a\s+\S+\s+waiting_input\n\s+2\s+1\s+cli-test-b\s+\S+\s+completed/);
+    expect(text).toContain('user: inspect me');
+    expect(text).toContain('assistant: All done.');
+    expect(text).toContain('effects: none');
+    const json = JSON.parse(await formatShowCommand(db, turn.runId, { json: true }, new Date()));
+    expect(json.run).toMatchObject({ id: turn.runId, status: 'completed' });
+  });
+
+  it('fails clearly for an unknown run', async () => {
+    await expect(formatShowCommand(db, crypto.randomUUID(), {}, new Date())).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+});
+
+describe('agent-kit events', () => {
+  it('prints one JSON line per event after the cursor', async () => {
+    const lines: string[] = [];
+    const count = await printEvents(db, turn.threadId, { after: 2 }, async (line) => void lines.push(line));
+    const log = await readEvents(db, { threadId: turn.threadId, afterSeq: 2, limit: 1000 });
+    expect(count).toBe(log.length);
+    expect(lines.every((l) => l.endsWith('\n'))).toBe(true);
+    expect(lines.map((l) => JSON.parse(l))).toEqual(log.map((e) => ({
+      seq: e.seq, runId: e.runId, fence: e.fence, type: e.type, data: e.data, createdAt: e.createdAt.toISOString(),
+    })));
+  });
+
+  it('fails clearly for an unknown thread', async () => {
+    await expect(printEvents(db, crypto.randomUUID(), {}, async () => {})).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+});
+
+const packageDir = fileURLToPath(new URL('../../../', import.meta.url));
+
+describe.runIf(onPostgres)('agent-kit events --follow (the real CLI)', () => {
+  it('prints live events as they are appended and exits 0 on SIGINT', async () => {
+    const name = `agent_kit_t_${crypto.randomBytes(6).toString('hex')}`;
+    await adminQuery(`create database ${name} template ${templateName}`);
+    const url = urlForDatabase(name);
+    const own = openPgDb({ connectionString: url, max: 2 });
+    try {
+      const started = await startTurn(own, { ownerId: 'erin', text: 'follow me' });
+      const child = spawn(process.execPath, [
+        '--import', 'tsx', '--input-type=module', '-e',
+        `import { main } from './src/cli/main.ts'; process.exitCode = await main(['node', 'agent-kit', ...process.argv.slice(1)]);`,
+        'events', started.threadId, '--follow', '--after', '1',
+      ], { cwd: packageDir, env: { ...process.env, DATABASE_URL: url }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const lines: string[] = [];
+      let buffered = '';
+      child.stdout.on('data', (chunk: Buffer) => {
+        const parts = (buffered + chunk.toString()).split('\n');
+        buffered = parts.pop()!;
+        lines.push(...parts);
+      });
+      const waitForLines = async (n: number) => {
+        for (let waitedMs = 0; lines.length < n; waitedMs += 20) {
+          if (child.exitCode !== null || waitedMs > 30_000) throw new Error(`cli gave ${lines.length} lines, exit ${child.exitCode}`);
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      };
+      await waitForLines(1);
+      expect(JSON.parse(lines[0]!)).toMatchObject({ seq: 2, type: 'run-queued' });
+      await own.query(`select agent_kit__append_event($1, $2, 0, 'note', '{"n":1}')`, [started.threadId, started.runId]);
+      await own.query(`select agent_kit__append_event($1, $2, 0, 'note', '{"n":2}')`, [started.threadId, started.runId]);
+      await waitForLines(3);
+      expect(lines.slice(1).map((l) => JSON.parse(l))).toMatchObject([{ seq: 3, data: { n: 1 } }, { seq: 4, data: { n: 2 } }]);
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      child.kill('SIGINT');
+      expect(await exited).toBe(0);
+    } finally {
+      await own.close();
+      await adminQuery(`drop database if exists ${name} with (force)`).catch(() => {});
+    }
+  });
+});

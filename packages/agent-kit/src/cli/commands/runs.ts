@@ -1,0 +1,86 @@
+// `agent-kit runs [--json] [--status S] [--limit N]`: the run list an operator reads, newest
+// first, with who holds each lease, its fence and attempts, its lease expiry and effect count.
+// A table for people; --json prints the same rows as one JSON array for scripts.
+import { type Command, CommanderError } from 'commander';
+import { listRuns, maxRunListSize, type RunSummary } from '../../event-log/read-runs.js';
+import { runStatuses } from '../../lease/run-row.js';
+import type { Queryable } from '../../store/db.js';
+import { withDb } from '../main.js';
+
+export interface RunsOptions {
+  json?: boolean;
+  status?: string;
+  limit?: number;
+}
+
+export function register(program: Command) {
+  program
+    .command('runs')
+    .description('list runs, newest first: status, lease holder, fence, attempts, lease expiry, effects')
+    .option('--json', 'print one JSON array instead of a table')
+    .option('--status <status>', `only runs with this status (${runStatuses.join(', ')})`, (value) => {
+      if (!(runStatuses as readonly string[]).includes(value)) {
+        throw new CommanderError(2, 'agent-kit.invalidArgument', `--status takes one of ${runStatuses.join(', ')}, got "${value}"`);
+      }
+      return value;
+    })
+    .option('--limit <n>', `at most this many runs (1..${maxRunListSize}, default 50)`, (value) => {
+      const n = Number(value);
+      if (!/^\d+$/.test(value) || n < 1 || n > maxRunListSize) {
+        throw new CommanderError(2, 'agent-kit.invalidArgument', `--limit takes an integer 1..${maxRunListSize}, got "${value}"`);
+      }
+      return n;
+    })
+    .action(async (options: RunsOptions) => {
+      const text = await withDb((db) => formatRunsCommand(db, options, new Date()));
+      process.stdout.write(text);
+    });
+}
+
+/** The command's whole output, for a store and a "now" (tests pass both). */
+export async function formatRunsCommand(db: Queryable, options: RunsOptions, now: Date): Promise<string> {
+  const runs = await listRuns(db, { ownerId: null, status: options.status, limit: options.limit ?? 50 });
+  if (options.json) return `${JSON.stringify(runs, null, 2)}\n`;
+  if (runs.length === 0) return 'no runs\n';
+  return formatTable(runsHeader, runs.map((run) => runRow(run, now)));
+}
+
+const runsHeader = ['RUN', 'STATUS', 'TURN', 'FENCE', 'ATT', 'LEASE HOLDER', 'LEASE', 'EFFECTS', 'UPDATED', 'THREAD OWNER'];
+
+function runRow(run: RunSummary, now: Date): string[] {
+  return [
+    run.id,
+    run.status,
+    String(run.turnNo),
+    String(run.fence),
+    String(run.attempts),
+    run.owner ?? '-',
+    run.leaseExpiresAt ? describeExpiry(run.leaseExpiresAt, now) : '-',
+    String(run.effects),
+    `${formatDuration(now.getTime() - run.updatedAt.getTime())} ago`,
+    run.ownerId,
+  ];
+}
+
+/** "expires in 12s" or "expired 3m ago" (lease time is the database's; close enough for people). */
+export function describeExpiry(at: Date, now: Date): string {
+  const ms = at.getTime() - now.getTime();
+  return ms > 0 ? `expires in ${formatDuration(ms)}` : `expired ${formatDuration(-ms)} ago`;
+}
+
+/** A short human duration: 850ms, 12s, 4m, 3h, 2d. */
+export function formatDuration(ms: number): string {
+  const abs = Math.max(0, ms);
+  if (abs < 1_000) return `${Math.round(abs)}ms`;
+  if (abs < 60_000) return `${Math.round(abs / 1_000)}s`;
+  if (abs < 3_600_000) return `${Math.round(abs / 60_000)}m`;
+  if (abs < 86_400_000) return `${Math.round(abs / 3_600_000)}h`;
+  return `${Math.round(abs / 86_400_000)}d`;
+}
+
+/** Left-aligned columns two spaces apart, header first. */
+export function formatTable(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd();
+  return `${[header, ...rows].map(line).join('\n')}\n`;
+}

@@ -1,0 +1,100 @@
+// `agent-kit show RUN_ID [--json]`: one run for a person debugging it: its row and lease, the
+// segments that held it (from its events), its journal steps, effects and messages.
+import { type Command, CommanderError } from 'commander';
+import { z } from 'zod';
+import { readRunDetail, type RunDetail } from '../../event-log/read-runs.js';
+import { NotFoundError } from '../../errors.js';
+import { isClosed } from '../../lease/run-row.js';
+import type { Queryable } from '../../store/db.js';
+import { withDb } from '../main.js';
+import { describeExpiry, formatTable } from './runs.js';
+
+export function register(program: Command) {
+  program
+    .command('show')
+    .description('show one run: lease, segments, journal steps, effects and messages')
+    .argument('<run-id>', 'the run id (a uuid)', (value) => {
+      if (!z.guid().safeParse(value).success) {
+        throw new CommanderError(2, 'agent-kit.invalidArgument', `RUN_ID must be a uuid, got "${value}"`);
+      }
+      return value;
+    })
+    .option('--json', 'print the run detail as JSON')
+    .action(async (runId: string, options: { json?: boolean }) => {
+      const text = await withDb((db) => formatShowCommand(db, runId, options, new Date()));
+      process.stdout.write(text);
+    });
+}
+
+/**
+ * The command's whole output.
+ * @throws NotFoundError when there is no such run.
+ */
+export async function formatShowCommand(db: Queryable, runId: string, options: { json?: boolean }, now: Date): Promise<string> {
+  const detail = await readRunDetail(db, runId);
+  if (!detail) throw new NotFoundError(`run ${runId} not found`);
+  if (options.json) return `${JSON.stringify(detail, null, 2)}\n`;
+  return [runSection(detail, now), segmentsSection(detail), stepsSection(detail), effectsSection(detail), messagesSection(detail)]
+    .join('\n');
+}
+
+function preview(value: unknown, max = 80): string {
+  const text = (typeof value === 'string' ? value : JSON.stringify(value) ?? '').replace(/\s+/g, ' ');
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+function runSection({ run, ownerId }: RunDetail, now: Date): string {
+  const lines = [
+    `run ${run.id}`,
+    `  thread    ${run.threadId} (owner ${ownerId}, turn ${run.turnNo})`,
+    `  status    ${run.status}   fence ${run.fence}   attempts ${run.attempts}`,
+    `  lease     ${run.owner ? `${run.owner}, ${run.leaseExpiresAt ? describeExpiry(run.leaseExpiresAt, now) : 'no expiry'}` : '-'}`,
+    `  created   ${run.createdAt.toISOString()}   updated ${run.updatedAt.toISOString()}`,
+  ];
+  if (run.waitingFor) lines.push(`  waiting   ${preview(run.waitingFor)}`);
+  if (run.cancelRequestedAt) lines.push(`  cancel    requested ${run.cancelRequestedAt.toISOString()}`);
+  if (run.takenOverBy) lines.push(`  takeover  by ${run.takenOverBy}`);
+  // A closed run's partial is history; while it is open it is what viewers see right now.
+  if (run.partial && !isClosed(run.status)) lines.push(`  partial   ${preview(run.partial)}`);
+  return `${lines.join('\n')}\n`;
+}
+
+function section(title: string, count: number, body: () => string): string {
+  return count === 0 ? `${title}: none\n` : `${title} (${count})\n${indent(body())}`;
+}
+
+function indent(text: string): string {
+  return text.split('\n').map((line) => (line ? `  ${line}` : line)).join('\n');
+}
+
+function segmentsSection({ segments }: RunDetail): string {
+  return section('segments', segments.length, () => formatTable(
+    ['FENCE', 'ATTEMPT', 'OWNER', 'STARTED', 'ENDED AS'],
+    segments.map((s) => [String(s.fence), String(s.attempt ?? '-'), s.owner ?? '-', s.startedAt.toISOString(), s.endedAs ?? 'running']),
+  ));
+}
+
+function stepsSection({ steps }: RunDetail): string {
+  return section('steps', steps.length, () => formatTable(
+    ['#', 'KIND', 'FENCE', 'SUMMARY'],
+    steps.map((s) => [String(s.stepNo), s.kind, String(s.fence), stepSummary(s.kind, s.data)]),
+  ));
+}
+
+function stepSummary(kind: string, data: Record<string, unknown>): string {
+  if (kind === 'tool') return `${String(data.toolName)} → ${String(data.outcome)}: ${preview(data.output, 50)}`;
+  const calls = Array.isArray(data.toolCalls) ? (data.toolCalls as { toolName?: string }[]).map((c) => c.toolName) : [];
+  return `${preview(data.text ?? '', 50)}${calls.length ? `  [calls ${calls.join(', ')}]` : ''}`;
+}
+
+function effectsSection({ effects }: RunDetail): string {
+  return section('effects', effects.length, () => formatTable(
+    ['KEY', 'TOOL', 'STATUS', 'FENCE', 'RESULT'],
+    effects.map((e) => [e.key, e.tool, e.status, String(e.fence), preview(e.result ?? '-', 40)]),
+  ));
+}
+
+function messagesSection({ messages }: RunDetail): string {
+  return section('messages', messages.length, () =>
+    `${messages.map((m) => `${m.role}${m.partial ? ' (partial)' : ''}: ${preview(m.text, 100)}`).join('\n')}\n`);
+}
