@@ -125,6 +125,23 @@ export async function findRunFirstSeq(db: Queryable, runId: string): Promise<num
   return seq === null || seq === undefined ? null : toNumber(seq);
 }
 
+/**
+ * The run's status and the seq of its latest park or close event (0 when none), read together
+ * so a replay knows which boundary is the run's current one.
+ */
+export async function readRunBoundary(
+  db: Queryable, runId: string,
+): Promise<{ status: string; lastBoundarySeq: number } | null> {
+  const rows = await db.query<{ status: string; seq: number | string | null }>(
+    `select r.status, (select max(e.seq) from agent_kit_thread_events e
+       where e.thread_id = r.thread_id and e.run_id = r.id and e.type in ('run-parked', 'run-closed')) as seq
+     from agent_kit_runs r where r.id = $1`,
+    [runId],
+  );
+  const row = rows[0];
+  return row ? { status: row.status, lastBoundarySeq: toNumber(row.seq ?? 0) } : null;
+}
+
 /** One claim's worth of a run, reconstructed from its events. */
 export interface RunSegmentView {
   fence: number;

@@ -24,6 +24,8 @@ export class UIMessageTranslator {
   /** The run's text as the client shows it, since the last superseded part. */
   private shown = '';
   private readonly toolCalls = new Set<string>();
+  /** The last park's status while the run has not gone on since. */
+  private parked: Record<string, unknown> | undefined;
 
   constructor(private readonly runId: string) {}
 
@@ -51,12 +53,18 @@ export class UIMessageTranslator {
       case 'tool-result':
         this.toolResult(out, event);
         break;
-      case 'input-requested':
+      case 'input-requested': {
         this.ensureStarted(out);
-        out.push({ type: 'data-agent-kit-input', id: String(data.id ?? data.questionId ?? event.seq), data: { ...data, runId: this.runId } });
+        const id = String(data.id ?? data.questionId ?? event.seq);
+        out.push({ type: 'data-agent-kit-input', id, data: { ...data, runId: this.runId } });
         break;
+      }
       case 'run-parked':
-        this.finish(out, 'other', { status: data.status, waitingFor: data.waitingFor ?? null });
+        // A park ends this stream's step; the message finishes when the stream ends (a replay
+        // of a run that went on continues with its next segment in the same message).
+        this.endStep(out);
+        this.parked = { status: data.status, waitingFor: data.waitingFor ?? null };
+        out.push(this.note(event));
         break;
       case 'run-closed':
         this.close(out, data);
@@ -67,10 +75,10 @@ export class UIMessageTranslator {
     return out;
   }
 
-  /** Chunks that end the message if the stream stops before the run closes or parks. */
+  /** Chunks that end the message when the stream stops: `finish` unless the run closed. */
   end(): Chunk[] {
     const out: Chunk[] = [];
-    if (this.started && !this.finished) this.endStep(out);
+    if (this.started && !this.finished) this.finish(out, 'other', this.parked ?? { status: 'streaming' });
     return out;
   }
 
@@ -79,6 +87,7 @@ export class UIMessageTranslator {
   }
 
   private ensureStarted(out: Chunk[]) {
+    this.parked = undefined;
     if (!this.started) {
       this.started = true;
       out.push({ type: 'start', messageId: this.runId, messageMetadata: { runId: this.runId } });
@@ -197,8 +206,10 @@ export class UIMessageTranslator {
  */
 export function createUIMessageStreamEncoder(runId: string): SseEncoder {
   const translator = new UIMessageTranslator(runId);
-  const lines = (chunks: Chunk[], id?: number) =>
-    chunks.map((chunk, i) => `${id !== undefined && i === chunks.length - 1 ? `id: ${id}\n` : ''}data: ${JSON.stringify(chunk)}\n\n`).join('');
+  const lines = (chunks: Chunk[], id?: number) => chunks.map((chunk, i) => {
+    const idLine = id !== undefined && i === chunks.length - 1 ? `id: ${id}\n` : '';
+    return `${idLine}data: ${JSON.stringify(chunk)}\n\n`;
+  }).join('');
   return {
     open: (retryMs) => `retry: ${retryMs}\n\n`,
     encode: (event) => lines(translator.translate(event), event.seq),

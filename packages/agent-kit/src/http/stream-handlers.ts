@@ -3,7 +3,7 @@
 // from just before the message until the run closes or parks. GET /api/threads/:id/events
 // replays from Last-Event-ID or ?after= and follows. See ADR-0003.
 import { followEvents } from '../event-log/follow-events.js';
-import { findMessageSeq, findRunFirstSeq, type ThreadEvent } from '../event-log/read-events.js';
+import { findMessageSeq, findRunFirstSeq, readRunBoundary, type ThreadEvent } from '../event-log/read-events.js';
 import { readRunAccess } from '../event-log/read-runs.js';
 import { findLatestRunId } from '../event-log/read-threads.js';
 import { startTurn } from '../queue/start-turn.js';
@@ -21,16 +21,22 @@ export function endsRun(runId: string) {
   return (event: ThreadEvent) => event.runId === runId && (event.type === 'run-closed' || event.type === 'run-parked');
 }
 
-function streamResponse(
-  ctx: HandlerContext,
-  request: Request,
-  stream: { threadId: string; afterSeq: number; format: StreamFormat; runId: string | null; headers?: Record<string, string> },
-): Response {
+interface StreamSpec {
+  threadId: string;
+  afterSeq: number;
+  format: StreamFormat;
+  /** The run an ai-sdk stream shows (and whose end ends the stream). */
+  runId: string | null;
+  until?: (event: ThreadEvent) => boolean;
+  headers?: Record<string, string>;
+}
+
+function streamResponse(ctx: HandlerContext, request: Request, stream: StreamSpec): Response {
   const follower = followEvents(ctx.rt.db, {
     threadId: stream.threadId,
     afterSeq: stream.afterSeq,
     signal: request.signal,
-    until: stream.runId ? endsRun(stream.runId) : undefined,
+    until: stream.until,
   });
   const aiSdk = stream.format === 'ai-sdk' && stream.runId !== null;
   return eventStreamResponse(follower, {
@@ -64,6 +70,7 @@ export function createChatHandler(ctx: HandlerContext): RouteHandler {
       afterSeq: Math.max(0, (messageSeq ?? 1) - 1),
       format,
       runId: turn.runId,
+      until: endsRun(turn.runId),
       headers: {
         'x-agent-kit-thread-id': turn.threadId,
         'x-agent-kit-run-id': turn.runId,
@@ -82,6 +89,7 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
     let afterSeq = readCursor(request, url);
     await requireThreadAccess(ctx.rt.db, caller, threadId);
     let runId: string | null = null;
+    let until: StreamSpec['until'];
     if (format === 'ai-sdk') {
       // One assistant message: a run of this thread (?runId=, default its latest), replayed
       // from the run's first event unless the client resumes with a cursor.
@@ -91,7 +99,21 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
       const access = await requireRunAccess(ctx.rt.db, caller, runId);
       if (access.threadId !== threadId) throw new HttpError('NOT_FOUND', `run ${runId} not found`);
       if (afterSeq === 0) afterSeq = Math.max(0, ((await findRunFirstSeq(ctx.rt.db, runId)) ?? 1) - 1);
+      until = await endsRunFromNow(ctx, runId);
     }
-    return streamResponse(ctx, request, { threadId, afterSeq, format, runId });
+    return streamResponse(ctx, request, { threadId, afterSeq, format, runId, until });
   };
+}
+
+/**
+ * A replay of one run ends at the run's current boundary: its close, the park it now waits in,
+ * or (while it runs) the next park or close. Earlier parks are passed, so a run that asked a
+ * question and went on replays as one message.
+ */
+async function endsRunFromNow(ctx: HandlerContext, runId: string): Promise<(event: ThreadEvent) => boolean> {
+  const boundary = await readRunBoundary(ctx.rt.db, runId);
+  const settled = boundary !== null && !['queued', 'running'].includes(boundary.status);
+  const stopAtSeq = (boundary?.lastBoundarySeq ?? 0) + (settled ? 0 : 1);
+  const ends = endsRun(runId);
+  return (event) => ends(event) && event.seq >= stopAtSeq;
 }

@@ -1,0 +1,91 @@
+// The handlers with the real turn engine (imported lazily, as an app gets it) and the scripted
+// model, on both stores: a chat turn streams to completion, a question parks the stream and the
+// answer route resumes the run in the background, and the AI SDK reads both the live turn and
+// the replay of a run that asked a question as one assistant message.
+import { DefaultChatTransport, readUIMessageStream, type UIMessage, type UIMessageChunk } from 'ai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { headerAuth, makeRequest, payload, readSse } from '../../test/harness/http-harness.js';
+import { makeRuntime } from '../../test/harness/turn-kit.js';
+import { openTestDb } from '../../test/harness/test-db.js';
+import { scriptedReplyText } from '../model/index.js';
+import type { Db } from '../store/db.js';
+import { createHandlers, type Handlers } from './handlers.js';
+
+const tokens = 8;
+let db: Db;
+let handlers: Handlers;
+beforeAll(async () => {
+  db = await openTestDb();
+  handlers = createHandlers({ rt: makeRuntime(db, { tokens }), authenticate: headerAuth });
+});
+afterAll(async () => {
+  await handlers.segments.settle();
+  await db.close();
+});
+
+function textOf(message: UIMessage): string {
+  return message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
+}
+
+async function lastMessage(stream: ReadableStream<UIMessageChunk>): Promise<UIMessage> {
+  let last: UIMessage | undefined;
+  for await (const message of readUIMessageStream<UIMessage>({ stream, terminateOnError: true })) last = message;
+  return last!;
+}
+
+describe('with the real turn engine', () => {
+  it('the AI SDK transport streams a scripted turn to its final text', async () => {
+    const transport = new DefaultChatTransport<UIMessage>({
+      api: 'http://agent-kit.test/api/chat?format=ai-sdk',
+      headers: { 'x-user': 'fay' },
+      fetch: (input, init) => handlers.handle(new Request(input as string, init)),
+      prepareSendMessagesRequest: ({ messages }) => ({ body: { message: textOf(messages.at(-1)!) } }),
+    });
+    const stream = await transport.sendMessages({
+      chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: undefined,
+      messages: [{ id: 'm1', role: 'user', parts: [{ type: 'text', text: 'hello engine' }] }],
+    });
+    const message = await lastMessage(stream);
+    expect(textOf(message)).toBe(scriptedReplyText(['hello engine'], tokens));
+    expect(message.metadata).toMatchObject({ status: 'completed', partial: false });
+  });
+
+  it('a question ends the chat stream; the answer route resumes the run; the replay is one message', async () => {
+    const response = await handlers.handle(makeRequest('POST', '/api/chat', { user: 'fay', body: { message: 'help #ask' } }));
+    const threadId = response.headers.get('x-agent-kit-thread-id')!;
+    const runId = response.headers.get('x-agent-kit-run-id')!;
+    const first = await readSse(response);
+    expect(first.ended).toBe(true);
+    expect(payload(first.events.at(-1)!)).toMatchObject({ type: 'run-parked', data: { status: 'waiting_input' } });
+    const asked = first.events.map(payload).find((e) => e.type === 'input-requested')!;
+    expect(asked.data).toMatchObject({ kind: 'question' });
+
+    const answer = await handlers.handle(makeRequest('POST', `/api/runs/${runId}/input`, {
+      user: 'fay', body: { questionId: String(asked.data.id), answer: 'blue' },
+    }));
+    expect(await answer.json()).toEqual({ runId, status: 'queued' });
+    await handlers.segments.settle();
+    const finalText = scriptedReplyText(['help #ask'], tokens);
+    const thread = await (await handlers.handle(makeRequest('GET', `/api/threads/${threadId}`, { user: 'fay' }))).json();
+    expect(thread.runs).toEqual([expect.objectContaining({ id: runId, status: 'completed' })]);
+    expect(thread.messages.map((m: { role: string; text: string }) => [m.role, m.text])).toEqual([
+      ['user', 'help #ask'], ['assistant', finalText],
+    ]);
+
+    const replay = await handlers.handle(makeRequest('GET', `/api/threads/${threadId}/events?format=ai-sdk`, { user: 'fay' }));
+    const read = await readSse(replay);
+    expect(read.ended).toBe(true);
+    const chunks = read.events.filter((e) => e.data !== '[DONE]').map((e) => JSON.parse(e.data) as UIMessageChunk);
+    const message = await lastMessage(new ReadableStream({
+      start(controller) {
+        for (const chunk of chunks) controller.enqueue(chunk);
+        controller.close();
+      },
+    }));
+    expect(textOf(message)).toBe(finalText);
+    const tool = message.parts.find((p) => p.type === 'tool-ask_user') as { state: string; output: unknown } | undefined;
+    expect(tool).toMatchObject({ state: 'output-available', output: { answer: 'blue' } });
+    expect(message.parts.some((p) => p.type === 'data-agent-kit-input')).toBe(true);
+    expect(message.metadata).toMatchObject({ status: 'completed' });
+  });
+});
