@@ -351,6 +351,29 @@ begin
   return v_data;
 end $function$
 
+-- function agent_kit_enqueue_run(p_run_id uuid, p_fence bigint)
+CREATE OR REPLACE FUNCTION agent_kit_enqueue_run(p_run_id uuid, p_fence bigint DEFAULT NULL::bigint)
+ RETURNS boolean
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_run agent_kit_runs;
+begin
+  select * into v_run from agent_kit_runs where id = p_run_id for share;
+  if not found then
+    raise exception 'run % not found', p_run_id using errcode = 'AK002';
+  end if;
+  if p_fence is not null then
+    if v_run.status <> 'running' or v_run.fence <> p_fence or v_run.lease_expires_at > agent_kit_now() then
+      return false;
+    end if;
+  elsif v_run.status in ('completed', 'failed', 'aborted') then
+    return false;
+  end if;
+  perform agent_kit__enqueue(p_run_id, agent_kit_now());
+  return true;
+end $function$
+
 -- function agent_kit_fail_segment(p_run_id uuid, p_owner text, p_fence bigint, p_error jsonb)
 CREATE OR REPLACE FUNCTION agent_kit_fail_segment(p_run_id uuid, p_owner text, p_fence bigint, p_error jsonb)
  RETURNS boolean
@@ -590,6 +613,47 @@ begin
     perform agent_kit__enqueue(p_run_id, agent_kit_now());
   end if;
   return v_run.status;
+end $function$
+
+-- function agent_kit_settle_job(p_job_id bigint)
+CREATE OR REPLACE FUNCTION agent_kit_settle_job(p_job_id bigint)
+ RETURNS text
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_run_id uuid;
+  v_run agent_kit_runs;
+begin
+  select run_id into v_run_id from agent_kit_jobs where id = p_job_id;
+  if not found then
+    return 'gone';
+  end if;
+  select * into v_run from agent_kit_runs where id = v_run_id for share;
+  if not found then
+    return 'gone';
+  end if;
+  if v_run.status in ('completed', 'failed', 'aborted') then
+    delete from agent_kit_jobs where id = p_job_id;
+    return 'dropped';
+  end if;
+  if v_run.status = 'running' and v_run.lease_expires_at > agent_kit_now() then
+    update agent_kit_jobs set due_at = v_run.lease_expires_at
+    where id = p_job_id and due_at > agent_kit_now();
+    return 'rescheduled';
+  end if;
+  if (v_run.status in ('queued', 'running') or v_run.cancel_requested_at is not null)
+      and not exists (
+        select 1 from agent_kit_runs e
+        where e.thread_id = v_run.thread_id and e.turn_no < v_run.turn_no
+          and e.status in ('queued', 'running', 'waiting_input', 'waiting_takeover')) then
+    update agent_kit_jobs set due_at = agent_kit_now() where id = p_job_id;
+    return 'due';
+  end if;
+  delete from agent_kit_jobs where id = p_job_id and due_at > agent_kit_now();
+  if not found then
+    return 'due'; -- re-enqueued since it was taken: whoever did so made it claimable
+  end if;
+  return 'dropped';
 end $function$
 
 -- function agent_kit_start_turn(p_thread_id uuid, p_owner_id text, p_text text, p_client_message_id text, p_job_delay interval)
