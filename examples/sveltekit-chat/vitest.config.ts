@@ -5,7 +5,10 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['tests/**/*.test.ts'],
-    // Starting the server and Chromium takes a few seconds on a 2-core machine.
+    // Each file runs its own server and Chromium; two at once on a 2-core box only slows both.
+    fileParallelism: false,
+    // Starting the server and Chromium takes a few seconds; a crash-and-takeover test waits
+    // out a 5 s lease on top.
     testTimeout: 60_000,
     hookTimeout: 60_000,
   },

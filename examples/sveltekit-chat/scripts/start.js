@@ -1,49 +1,22 @@
 // `npm start`: builds the app when build/ is missing or older than its sources, then runs the
-// built server (build/index.js) in this process with PORT 5173 and HOST 127.0.0.1 by default.
-import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+// built server (build/index.js) in this process with PORT 5173 and HOST 127.0.0.1 by default,
+// the embedded store in ./.agent-kit of the folder `npm start` was run from, and ORIGIN set to
+// the address it serves (adapter-node otherwise assumes https, which breaks form posts).
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { ensureBuild, serverEntry } from './ensure-build.js';
 
-const appDir = dirname(dirname(fileURLToPath(import.meta.url)));
-const serverEntry = join(appDir, 'build', 'index.js');
-
-// Everything whose change alters the build output. agent-kit is external to the bundle and
-// loaded from node_modules at run time, so rebuilding it needs no app rebuild.
-const buildInputs = ['src', 'static', 'svelte.config.js', 'vite.config.ts', 'package.json'];
-
-/** Newest modification time (ms) under `path`, or 0 when it does not exist. */
-function newestMtimeMs(path) {
-  if (!existsSync(path)) return 0;
-  const stat = statSync(path);
-  if (!stat.isDirectory()) return stat.mtimeMs;
-  let newest = stat.mtimeMs;
-  for (const entry of readdirSync(path)) {
-    newest = Math.max(newest, newestMtimeMs(join(path, entry)));
-  }
-  return newest;
-}
-
-function isBuildStale() {
-  if (!existsSync(serverEntry)) return true;
-  const builtAt = statSync(serverEntry).mtimeMs;
-  const sourcesAt = Math.max(...buildInputs.map((input) => newestMtimeMs(join(appDir, input))));
-  return sourcesAt > builtAt;
-}
-
-if (isBuildStale()) {
-  console.log('sveltekit-chat: build/ is missing or older than the sources; building…');
-  const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
-  const result = spawnSync(npm, ['run', 'build'], { cwd: appDir, stdio: 'inherit' });
-  if (result.status !== 0) {
-    console.error(`sveltekit-chat: build failed (exit ${result.status ?? result.signal}).`);
-    process.exit(result.status ?? 1);
-  }
-}
+if (!ensureBuild()) process.exit(1);
 
 process.env.PORT ||= '5173';
 process.env.HOST ||= '127.0.0.1';
 const url = `http://${process.env.HOST}:${process.env.PORT}`;
+process.env.ORIGIN ||= url;
+// npm runs workspace scripts inside the workspace; INIT_CWD is where the user typed `npm start`,
+// so a root `npm start` keeps its data in <repo>/.agent-kit, where the agent-kit CLI looks too.
+if (!process.env.DATABASE_URL) {
+  process.env.AGENT_KIT_DATA_DIR ||= join(process.env.INIT_CWD || process.cwd(), '.agent-kit');
+}
 console.log(`sveltekit-chat: starting build/index.js; open ${url}`);
 
 // Importing the entry runs the server here rather than in a child process: signals reach

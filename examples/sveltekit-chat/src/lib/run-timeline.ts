@@ -1,0 +1,128 @@
+// A run's segments as a picture: from the thread's events of one run, one bar per segment
+// (fence) from its segment-started to its last event, how it ended, and markers for tool
+// results, questions and operator intents. Pure, so the operator page redraws it on each event.
+import type { WireEvent } from './thread-view';
+
+export type SegmentEnd = 'closed' | 'parked' | 'failed' | 'lost' | 'live';
+
+export interface TimelineMarker {
+  atMs: number;
+  kind: 'tool' | 'question' | 'step' | 'intent';
+  label: string;
+}
+
+export interface SegmentBar {
+  fence: number;
+  attempt: number;
+  owner: string;
+  startMs: number;
+  endMs: number;
+  endedAs: SegmentEnd;
+  /** The park or close status, or why it was lost. */
+  detail: string;
+  markers: TimelineMarker[];
+}
+
+export interface RunTimeline {
+  startMs: number;
+  endMs: number;
+  bars: SegmentBar[];
+  /** Events that no segment wrote (fence 0): queued, answers, cancel, takeover, release. */
+  intents: TimelineMarker[];
+}
+
+function describeIntent(event: WireEvent): string {
+  switch (event.type) {
+    case 'run-queued': return 'queued';
+    case 'message': return 'user message';
+    case 'input-received': return 'answer received';
+    case 'cancel-requested': return 'cancel requested';
+    case 'takeover-requested': return 'takeover requested';
+    case 'run-released': return 'released';
+    case 'run-parked': return `parked: ${String(event.data.status ?? '')}`;
+    case 'run-closed': return `closed: ${String(event.data.status ?? '')}${event.data.partial ? ' (salvaged)' : ''}`;
+    default: return event.type;
+  }
+}
+
+function segmentMarker(event: WireEvent, atMs: number): TimelineMarker | null {
+  const { data } = event;
+  if (event.type === 'tool-result') {
+    return { atMs, kind: 'tool', label: `${String(data.toolName ?? 'tool')} → ${String(data.outcome ?? '')}` };
+  }
+  if (event.type === 'input-requested') {
+    return { atMs, kind: 'question', label: data.kind === 'approval' ? `approval: ${String(data.toolName ?? '')}` : 'question' };
+  }
+  if (event.type === 'step-finished') {
+    const calls = Array.isArray(data.toolCalls) ? data.toolCalls.length : 0;
+    return { atMs, kind: 'step', label: `step ${String(data.stepNo ?? '')}${calls ? ` · ${calls} tool call(s)` : ''}` };
+  }
+  return null;
+}
+
+function endSegment(bar: SegmentBar, event: WireEvent): void {
+  if (event.type === 'run-closed') {
+    bar.endedAs = 'closed';
+    bar.detail = String(event.data.status ?? '');
+  } else if (event.type === 'run-parked') {
+    bar.endedAs = 'parked';
+    bar.detail = String(event.data.status ?? '');
+  } else if (event.type === 'segment-failed') {
+    bar.endedAs = 'failed';
+    const error = event.data.error as { message?: unknown } | undefined;
+    bar.detail = typeof error?.message === 'string' ? error.message : 'failed';
+  }
+}
+
+/**
+ * Build the timeline of `runId` from its thread's events (in seq order). `nowMs` extends a live
+ * segment; `isRunning` says whether the run still holds a lease (else an open bar was lost).
+ */
+export function buildRunTimeline(events: readonly WireEvent[], runId: string, nowMs: number, isRunning: boolean): RunTimeline {
+  const bars: SegmentBar[] = [];
+  const intents: TimelineMarker[] = [];
+  let startMs = Number.POSITIVE_INFINITY;
+  let lastMs = 0;
+  for (const event of events) {
+    if (event.runId !== runId) continue;
+    const atMs = Date.parse(event.createdAt);
+    startMs = Math.min(startMs, atMs);
+    lastMs = Math.max(lastMs, atMs);
+    const open = bars.at(-1);
+    if (event.type === 'segment-started') {
+      if (open && open.endedAs === 'live') {
+        open.endedAs = 'lost';
+        open.detail = 'superseded by a takeover';
+      }
+      bars.push({
+        fence: event.fence, attempt: Number(event.data.attempt ?? 0), owner: String(event.data.owner ?? ''),
+        startMs: atMs, endMs: atMs, endedAs: 'live', detail: '', markers: [],
+      });
+      continue;
+    }
+    if (open && event.fence !== 0 && event.fence === open.fence) {
+      open.endMs = atMs;
+      const marker = segmentMarker(event, atMs);
+      if (marker) open.markers.push(marker);
+      if (open.endedAs === 'live') endSegment(open, event);
+      continue;
+    }
+    if (event.type !== 'text-delta') intents.push({ atMs, kind: 'intent', label: describeIntent(event) });
+    // A close without a segment is the reaper salvaging a run whose last segment died.
+    if (event.type === 'run-closed' && open && open.endedAs === 'live') {
+      open.endedAs = 'lost';
+      open.detail = 'died; salvaged by the reaper';
+    }
+  }
+  const last = bars.at(-1);
+  if (last && last.endedAs === 'live') {
+    if (isRunning) last.endMs = Math.max(last.endMs, nowMs);
+    else {
+      last.endedAs = 'lost';
+      last.detail = 'lease expired';
+    }
+  }
+  if (!Number.isFinite(startMs)) startMs = nowMs;
+  const endMs = Math.max(lastMs, last?.endMs ?? 0, startMs + 1_000);
+  return { startMs, endMs, bars, intents };
+}

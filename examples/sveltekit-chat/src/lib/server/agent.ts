@@ -1,0 +1,141 @@
+// The app's one agent-kit instance: store, runtime, HTTP handlers and the in-process worker
+// (drain + reap), started once from hooks.server.ts and stopped on SIGTERM/SIGINT. Shutdown is
+// ordered so nothing writes to a closed store: streams end, the worker and the request-started
+// segments park at their next step boundary and finish, and only then the store closes.
+import crypto from 'node:crypto';
+import * as agentKit from 'agent-kit';
+import { configFromEnv, createRuntime, migrate, openDb, type Db, type Runtime } from 'agent-kit';
+import { createHandlers, type Caller, type Handlers } from 'agent-kit/http';
+import { applyDemoDefaults, readOperators, resolveDataDir, shouldAutoMigrate } from './settings';
+import { loadSessionSecret, readCookie, sessionCookieName, verifySessionToken, type SessionUser } from './session';
+
+export interface AgentApp {
+  rt: Runtime;
+  handlers: Handlers;
+  /** Aborts when shutdown begins: open streams end so the HTTP server can close. */
+  shutdownSignal: AbortSignal;
+  /** The signed-in user of a session cookie value, or null. */
+  userFromToken(token: string | undefined): SessionUser | null;
+  sessionSecret: Buffer;
+}
+
+let starting: Promise<AgentApp> | undefined;
+
+/** Start the app's agent-kit once; later calls return the same instance. */
+export function startAgent(): Promise<AgentApp> {
+  starting ??= createAgentApp();
+  return starting;
+}
+
+/** One JSON object per line on stderr, the format the agent-kit CLI logs in too. */
+function log(entry: Record<string, unknown>) {
+  process.stderr.write(`${JSON.stringify({ at: new Date().toISOString(), pid: process.pid, ...entry })}\n`);
+}
+
+async function openStore(databaseUrl: string | undefined, dataDir: string): Promise<Db> {
+  const db = await openDb({ databaseUrl, dataDir });
+  try {
+    if (shouldAutoMigrate()) {
+      const { applied, version } = await migrate(db);
+      if (applied.length > 0) log({ msg: 'migrated', applied, version });
+    }
+    return db;
+  } catch (error) {
+    await db.close();
+    throw error;
+  }
+}
+
+async function createAgentApp(): Promise<AgentApp> {
+  applyDemoDefaults();
+  const config = configFromEnv();
+  const dataDir = resolveDataDir();
+  const operators = readOperators();
+  const sessionSecret = loadSessionSecret(dataDir);
+  if (config.databaseUrl && !process.env.AGENT_KIT_SESSION_SECRET) {
+    log({ msg: 'AGENT_KIT_SESSION_SECRET is unset: using a secret kept in the data folder; '
+      + 'several instances must share one AGENT_KIT_SESSION_SECRET' });
+  }
+  const db = await openStore(config.databaseUrl, dataDir);
+  // Schema check inside: a server not migrated yet stops here with "run `agent-kit migrate`".
+  const rt = await createRuntime(config, { db, log: process.env.AGENT_KIT_LOG === '1' ? log : undefined });
+
+  const userFromToken = (token: string | undefined): SessionUser | null => {
+    const name = verifySessionToken(sessionSecret, token);
+    return name ? { name, isOperator: operators.has(name) } : null;
+  };
+  const authenticate = async (request: Request): Promise<Caller | null> => {
+    const user = userFromToken(readCookie(request.headers.get('cookie'), sessionCookieName));
+    return user ? { userId: user.name, isOperator: user.isOperator } : null;
+  };
+  // Without the library's worker loop, the app drives its own cron routes in-process, so they
+  // need a secret even when CRON_SECRET is unset (an internal one; the routes stay closed).
+  const cronSecret = config.cronSecret ?? (findRunWorker() ? undefined : crypto.randomBytes(32).toString('hex'));
+  const handlers = createHandlers({ rt, authenticate, cronSecret });
+
+  const shutdown = new AbortController();
+  const worker = startWorker(rt, handlers, cronSecret ?? '', shutdown.signal);
+  registerShutdown(shutdown, async () => {
+    await Promise.all([worker, handlers.segments.stop()]);
+    await db.close();
+    log({ msg: 'agent-kit stopped' });
+  });
+  log({
+    msg: 'agent-kit started', store: config.databaseUrl ? 'postgres' : `pglite ${dataDir}`, model: config.model,
+    leaseTtlMs: config.leaseTtlMs,
+  });
+  return { rt, handlers, shutdownSignal: shutdown.signal, userFromToken, sessionSecret };
+}
+
+type RunWorker = (rt: Runtime, options: { signal: AbortSignal }) => Promise<void>;
+
+/** agent-kit's worker loop, when this version of the library exports it. */
+function findRunWorker(): RunWorker | undefined {
+  return (agentKit as unknown as { runWorker?: RunWorker }).runWorker;
+}
+
+const cronFallbackPollMs = 1_000; // how soon a dead run's expired lease is noticed
+
+/**
+ * The in-process cron: agent-kit's worker loop (drain + reap, woken by NOTIFY) until shutdown.
+ * TODO(#5): import runWorker directly once agent-kit's index exports it. Until then the same
+ * work runs through the app's own cron handlers on a one-second loop.
+ */
+function startWorker(rt: Runtime, handlers: Handlers, cronSecret: string, signal: AbortSignal): Promise<void> {
+  const runWorker = findRunWorker();
+  if (runWorker) {
+    return runWorker(rt, { signal }).catch((error: unknown) => log({ msg: 'worker crashed', error: String(error) }));
+  }
+  log({ msg: 'agent-kit exports no runWorker: draining and reaping through the cron handlers' });
+  const loop = async (route: 'cronDrain' | 'cronReap') => {
+    while (!signal.aborted) {
+      const request = new Request(`http://localhost/api/cron/${route === 'cronDrain' ? 'drain' : 'reap'}`, {
+        method: 'POST', headers: { authorization: `Bearer ${cronSecret}` },
+      });
+      const response = await handlers[route](request).catch((error: unknown) => {
+        log({ msg: 'in-process cron failed', route, error: String(error) });
+        return undefined;
+      });
+      await response?.body?.cancel();
+      await new Promise((resolve) => setTimeout(resolve, cronFallbackPollMs));
+    }
+  };
+  return Promise.all([loop('cronDrain'), loop('cronReap')]).then(() => undefined);
+}
+
+/**
+ * SIGTERM/SIGINT begin the shutdown at once (streams end, no new work is taken); adapter-node
+ * then closes the HTTP server and emits `sveltekit:shutdown`, after which `finish` waits for the
+ * segments and closes the store. The process exits when nothing is left to run.
+ */
+function registerShutdown(shutdown: AbortController, finish: () => Promise<void>) {
+  const begin = () => {
+    if (!shutdown.signal.aborted) shutdown.abort();
+  };
+  process.once('SIGTERM', begin);
+  process.once('SIGINT', begin);
+  process.once('sveltekit:shutdown', () => {
+    begin();
+    finish().catch((error: unknown) => log({ msg: 'shutdown failed', error: String(error) }));
+  });
+}

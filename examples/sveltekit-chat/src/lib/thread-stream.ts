@@ -1,0 +1,134 @@
+// The browser's side of agent-kit's streams: follow a thread's event log with reconnects from
+// the last applied seq (Last-Event-ID), and send a chat message whose POST answers with the
+// same events. Both feed one ThreadView, which applies each seq once (see thread-view.ts).
+import { readSse } from './sse';
+import type { WireEvent } from './thread-view';
+
+export type FollowState = 'connecting' | 'live' | 'reconnecting' | 'gone';
+
+export interface FollowThreadOptions {
+  threadId: string;
+  /** The seq to resume after: read on every (re)connect, so a reconnect never replays twice. */
+  cursor: () => number;
+  onEvent: (event: WireEvent) => void;
+  onState?: (state: FollowState) => void;
+  signal: AbortSignal;
+}
+
+const reconnectMinMs = 250;
+const reconnectMaxMs = 5_000; // a restarting server is back in ~1 s; never hammer a dead one
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+  });
+}
+
+/** Feed the SSE events of `response` to `onEvent`; false when the server sent an error event. */
+async function pumpEvents(response: Response, onEvent: (event: WireEvent) => void, signal: AbortSignal): Promise<boolean> {
+  if (!response.body) return true;
+  for await (const message of readSse(response.body, signal)) {
+    if (message.event === 'error') return false;
+    onEvent(JSON.parse(message.data) as WireEvent);
+  }
+  return true;
+}
+
+/**
+ * Follow a thread until `signal` aborts or the thread is gone (401/404). A stream that ends
+ * (the server restarted, a time limit, a proxy) is resumed after the last applied seq.
+ */
+export async function followThread(options: FollowThreadOptions): Promise<void> {
+  const { signal } = options;
+  let delayMs = reconnectMinMs;
+  while (!signal.aborted) {
+    const after = options.cursor();
+    try {
+      const response = await fetch(`/api/threads/${options.threadId}/events?after=${after}`, {
+        headers: { accept: 'text/event-stream', 'last-event-id': String(after) },
+        signal,
+        cache: 'no-store',
+      });
+      if (response.status === 401 || response.status === 404) {
+        options.onState?.('gone');
+        return;
+      }
+      if (response.ok) {
+        options.onState?.('live');
+        delayMs = reconnectMinMs;
+        await pumpEvents(response, options.onEvent, signal);
+      }
+    } catch {
+      // A dropped connection or a server that is down: retry below.
+    }
+    if (signal.aborted) return;
+    options.onState?.('reconnecting');
+    await sleep(delayMs, signal);
+    delayMs = Math.min(delayMs * 2, reconnectMaxMs);
+  }
+}
+
+export interface SendMessageOptions {
+  threadId: string | null;
+  message: string;
+  clientMessageId: string;
+  onEvent: (event: WireEvent) => void;
+  /** Called as soon as the server names the thread (a new thread's id comes from here). */
+  onThread: (threadId: string) => void;
+  signal: AbortSignal;
+}
+
+/** An error the server answered with: `{ error: { code, message } }`. */
+export class ApiError extends Error {
+  constructor(readonly status: number, readonly code: string, message: string) {
+    super(message);
+  }
+}
+
+/** Read an API error body into an ApiError. */
+export async function toApiError(response: Response): Promise<ApiError> {
+  const body = (await response.json().catch(() => ({}))) as { error?: { code?: string; message?: string } };
+  return new ApiError(response.status, body.error?.code ?? 'HTTP', body.error?.message ?? response.statusText);
+}
+
+/**
+ * POST /api/chat and stream the turn's events until the run closes or parks. A dropped stream
+ * is not an error: the turn goes on server-side and the thread follower picks it up.
+ * @throws ApiError when the server refuses the message.
+ */
+export async function sendMessage(options: SendMessageOptions): Promise<void> {
+  const response = await fetch('/api/chat', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+    body: JSON.stringify({
+      message: options.message, clientMessageId: options.clientMessageId,
+      ...(options.threadId ? { threadId: options.threadId } : {}),
+    }),
+    signal: options.signal,
+  });
+  if (!response.ok) throw await toApiError(response);
+  const threadId = response.headers.get('x-agent-kit-thread-id');
+  if (threadId) options.onThread(threadId);
+  try {
+    await pumpEvents(response, options.onEvent, options.signal);
+  } catch {
+    // The stream broke off; the follower resumes from the last applied seq.
+  }
+}
+
+/** POST a JSON body to an API route; the parsed answer, or an ApiError. */
+export async function postJson<T = unknown>(path: string, body: unknown = {}): Promise<T> {
+  const response = await fetch(path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  if (!response.ok) throw await toApiError(response);
+  return (await response.json()) as T;
+}

@@ -1,0 +1,228 @@
+// What the chat page shows, rebuilt from a thread's event log: a pure fold of events in seq
+// order. Applying only the next seq makes it safe to feed from two streams at once (the chat
+// POST and the GET replay) and to replay from 0 after a reload: the result is the same.
+
+/** One event as the server sends it in an SSE `data:` line. */
+export interface WireEvent {
+  seq: number;
+  runId: string | null;
+  fence: number;
+  type: string;
+  data: Record<string, unknown>;
+  createdAt: string;
+}
+
+/** A thread in the sidebar (a subset of GET /api/threads). */
+export interface ThreadLink {
+  id: string;
+  title: string | null;
+  lastRunStatus: string | null;
+}
+
+export interface InputRequest {
+  id: string;
+  kind: 'question' | 'approval';
+  question: string;
+  toolName: string;
+  input: unknown;
+}
+
+export interface ToolNote {
+  toolCallId: string;
+  toolName: string;
+  outcome: string;
+  output: unknown;
+}
+
+export interface UserItem {
+  kind: 'user';
+  key: string;
+  text: string;
+  runId: string | null;
+}
+
+export interface RunItem {
+  kind: 'run';
+  key: string;
+  runId: string;
+  /** queued, running, waiting_input, waiting_takeover, completed, failed, aborted. */
+  status: string;
+  text: string;
+  /** The latest segment's attempt and fence: above 1 means the run was resumed after a crash. */
+  attempt: number;
+  fence: number;
+  /** Some segment of this run took over from one that died (attempt above 1); sticky. */
+  resumedAfterCrash: boolean;
+  pending: InputRequest | null;
+  answered: { question: string; answer: string }[];
+  tools: ToolNote[];
+  cancelRequested: boolean;
+  takeoverRequested: boolean;
+  /** Set when the run closed: final, and whether the text was salvaged from a dead run. */
+  closed: { status: string; partial: boolean; cancelled: boolean } | null;
+}
+
+export type Item = UserItem | RunItem;
+
+export interface ThreadView {
+  /** The last applied seq: the replay cursor. */
+  cursor: number;
+  items: Item[];
+}
+
+export function emptyThreadView(): ThreadView {
+  return { cursor: 0, items: [] };
+}
+
+function str(value: unknown, fallback = ''): string {
+  return typeof value === 'string' ? value : fallback;
+}
+
+function num(value: unknown, fallback = 0): number {
+  return typeof value === 'number' && Number.isFinite(value) ? value : fallback;
+}
+
+function findRun(view: ThreadView, runId: string | null): RunItem | undefined {
+  if (!runId) return undefined;
+  for (let index = view.items.length - 1; index >= 0; index--) {
+    const item = view.items[index]!;
+    if (item.kind === 'run' && item.runId === runId) return item;
+  }
+  return undefined;
+}
+
+function ensureRun(view: ThreadView, runId: string): RunItem {
+  const found = findRun(view, runId);
+  if (found) return found;
+  const run: RunItem = {
+    kind: 'run', key: `run-${runId}`, runId, status: 'queued', text: '', attempt: 0, fence: 0,
+    resumedAfterCrash: false, pending: null, answered: [], tools: [], cancelRequested: false,
+    takeoverRequested: false, closed: null,
+  };
+  view.items.push(run);
+  return run;
+}
+
+/**
+ * Apply one event if it is the next in seq order. Returns false for an event already applied
+ * (a duplicate from the other stream) or one past a gap (the caller's follower fills the gap).
+ */
+export function applyEvent(view: ThreadView, event: WireEvent): boolean {
+  if (event.seq !== view.cursor + 1) return false;
+  view.cursor = event.seq;
+  const { data } = event;
+  const runId = event.runId ?? (str(data.runId) || null);
+  switch (event.type) {
+    case 'message':
+      applyMessage(view, event, runId);
+      break;
+    case 'run-queued':
+      if (runId) ensureRun(view, runId);
+      break;
+    case 'segment-started': {
+      if (!runId) break;
+      const run = ensureRun(view, runId);
+      // A resumed segment continues from its own text; what the dead segment streamed past it is
+      // replaced, never appended twice.
+      run.text = str(data.text);
+      run.attempt = num(data.attempt, 1);
+      run.fence = num(data.fence, event.fence);
+      // Attempts count claims since the last voluntary hand-off (a park, a slice), so attempt 2
+      // means the previous segment died; fence 2 with attempt 1 is a resume after a question.
+      run.resumedAfterCrash ||= run.attempt > 1;
+      run.status = 'running';
+      run.takeoverRequested = false;
+      break;
+    }
+    case 'text-delta': {
+      const run = findRun(view, runId);
+      if (run && !run.closed) run.text += str(data.text);
+      break;
+    }
+    default:
+      applyRunEvent(view, event, runId);
+  }
+  return true;
+}
+
+function applyMessage(view: ThreadView, event: WireEvent, runId: string | null) {
+  const { data } = event;
+  if (str(data.role) === 'assistant') return; // finals arrive as run-closed
+  const run = findRun(view, runId);
+  if (run && run.pending) {
+    // A message sent while the run waited is that run's answer (ADR-0001).
+    run.answered.push({ question: run.pending.question || run.pending.toolName, answer: str(data.text) });
+    run.pending = null;
+    return;
+  }
+  view.items.push({ kind: 'user', key: `msg-${str(data.messageId, String(event.seq))}`, text: str(data.text), runId });
+}
+
+function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null) {
+  const run = findRun(view, runId);
+  if (!run) return;
+  const { data } = event;
+  switch (event.type) {
+    case 'input-requested':
+      run.pending = {
+        id: str(data.id), kind: data.kind === 'approval' ? 'approval' : 'question', question: str(data.question),
+        toolName: str(data.toolName), input: data.input,
+      };
+      break;
+    case 'input-received': {
+      if (run.pending && run.pending.id === str(data.questionId)) {
+        const answer = (data.data ?? {}) as Record<string, unknown>;
+        const shown = typeof answer.approved === 'boolean' ? (answer.approved ? 'approved' : 'denied') : str(answer.answer, str(answer.text));
+        run.answered.push({ question: run.pending.question || run.pending.toolName, answer: shown });
+        run.pending = null;
+      }
+      break;
+    }
+    case 'tool-result':
+      run.tools.push({ toolCallId: str(data.toolCallId), toolName: str(data.toolName), outcome: str(data.outcome), output: data.output });
+      break;
+    case 'run-parked':
+      run.status = str(data.status, run.status);
+      break;
+    case 'run-released':
+      run.status = 'queued';
+      break;
+    case 'cancel-requested':
+      run.cancelRequested = true;
+      break;
+    case 'takeover-requested':
+      run.takeoverRequested = true;
+      break;
+    case 'run-closed':
+      run.status = str(data.status);
+      run.text = str(data.text);
+      run.pending = null;
+      run.closed = { status: run.status, partial: data.partial === true, cancelled: run.cancelRequested };
+      break;
+  }
+}
+
+/** The run the composer refers to: the thread's open one (for Cancel), if any. */
+export function openRun(view: ThreadView): RunItem | undefined {
+  for (let index = view.items.length - 1; index >= 0; index--) {
+    const item = view.items[index]!;
+    if (item.kind === 'run' && !item.closed) return item;
+  }
+  return undefined;
+}
+
+/** A short label for how a run ended or where it stands. */
+export function runBadge(run: RunItem): string | null {
+  if (run.closed) {
+    if (run.closed.status === 'aborted' && run.closed.cancelled) return 'cancelled';
+    if (run.closed.status === 'aborted' && run.closed.partial) return 'salvaged (partial)';
+    if (run.closed.status !== 'completed') return run.closed.status;
+    return null;
+  }
+  if (run.status === 'waiting_input') return run.pending?.kind === 'approval' ? 'waiting for approval' : 'waiting for your answer';
+  if (run.status === 'waiting_takeover') return 'held by an operator';
+  if (run.takeoverRequested) return 'operator taking over';
+  if (run.cancelRequested) return 'cancelling';
+  if (run.status === 'queued') return 'queued';
+  return null;
+}

@@ -1,0 +1,162 @@
+// The chat page in headless Chromium against the built app: sign-in, a streamed turn, a reload
+// mid-turn, two tabs on one turn, a question answered in the page, an approval, and another
+// user's thread refused. Expected replies come from the scripted model's own function.
+import { scriptedAskQuestion, scriptedReplyText } from 'agent-kit';
+import type { Browser, BrowserContext } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createTestStore, hasChromium, lastRunText, launchBrowser, sendChat, signIn, skipReason,
+  startServer, waitForRunStatus, waitForWords, type AppServer, type TestStore,
+} from './harness';
+
+// 100 words at 40 ms each: a 4 s turn, long enough to reload or open a second tab mid-turn.
+const replyTokens = 100;
+const expectedReply = (text: string) => scriptedReplyText([text], replyTokens).trim();
+
+describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${skipReason})`}`, () => {
+  let store: TestStore;
+  let server: AppServer;
+  let browser: Browser;
+  let alice: BrowserContext;
+
+  beforeAll(async () => {
+    store = await createTestStore();
+    server = await startServer({
+      store, env: { AGENT_KIT_SCRIPTED_TOKENS: String(replyTokens), AGENT_KIT_SCRIPTED_DELAY_MS: '40' },
+    });
+    browser = await launchBrowser();
+    alice = await signIn(browser, server.baseUrl, 'alice');
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.stop();
+    await store?.dispose();
+  });
+
+  it('sends a signed-out visitor to the sign-in page', async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${server.baseUrl}/`);
+    expect(new URL(page.url()).pathname).toBe('/login');
+    const api = await page.request.get(`${server.baseUrl}/api/threads`);
+    expect(api.status()).toBe(401);
+    await context.close();
+  });
+
+  it('streams a reply that grows word by word and ends with the full scripted text', async () => {
+    const page = await alice.newPage();
+    await page.goto(`${server.baseUrl}/`);
+    const message = `hello streaming ${Date.now()}`;
+    await sendChat(page, message);
+    const seenLengths = new Set<number>();
+    while (!(await page.locator('[data-testid="run"][data-status="completed"]').count())) {
+      seenLengths.add((await lastRunText(page)).length);
+      await page.waitForTimeout(150);
+    }
+    const partialLengths = [...seenLengths].filter((length) => length > 0 && length < expectedReply(message).length);
+    expect(partialLengths.length).toBeGreaterThanOrEqual(3);
+    expect((await lastRunText(page)).trim()).toBe(expectedReply(message));
+    await expect(page.getByTestId('user-message').textContent()).resolves.toBe(message);
+    await page.close();
+  });
+
+  it('shows the same turn finish after a reload in the middle of it', async () => {
+    const page = await alice.newPage();
+    await page.goto(`${server.baseUrl}/`);
+    const message = `reload me ${Date.now()}`;
+    const threadId = await sendChat(page, message);
+    await waitForWords(page, 5);
+    const before = await lastRunText(page);
+    expect(before.trim().length).toBeLessThan(expectedReply(message).length);
+    await page.reload();
+    expect(page.url()).toContain(`/t/${threadId}`);
+    await waitForRunStatus(page, 'completed');
+    expect((await lastRunText(page)).trim()).toBe(expectedReply(message));
+    expect(await page.getByTestId('run').count()).toBe(1);
+    expect(await page.getByTestId('user-message').count()).toBe(1);
+    await page.close();
+  });
+
+  it('lets two tabs watch one turn and both see the same final text', async () => {
+    const first = await alice.newPage();
+    await first.goto(`${server.baseUrl}/`);
+    const message = `two tabs ${Date.now()}`;
+    const threadId = await sendChat(first, message);
+    const second = await alice.newPage();
+    await second.goto(`${server.baseUrl}/t/${threadId}`);
+    await waitForWords(second, 1);
+    expect(await second.locator('[data-testid="run"][data-status="completed"]').count()).toBe(0);
+    await Promise.all([waitForRunStatus(first, 'completed'), waitForRunStatus(second, 'completed')]);
+    const [a, b] = [await lastRunText(first), await lastRunText(second)];
+    expect(a.trim()).toBe(expectedReply(message));
+    expect(b).toBe(a);
+    await first.close();
+    await second.close();
+  });
+
+  it('asks a question in the page and finishes the turn with the answer', async () => {
+    const page = await alice.newPage();
+    await page.goto(`${server.baseUrl}/`);
+    const message = `pick a colour #ask ${Date.now()}`;
+    await sendChat(page, message);
+    const request = page.getByTestId('input-request');
+    await request.waitFor();
+    await expect(request.textContent()).resolves.toContain(scriptedAskQuestion);
+    await waitForRunStatus(page, 'waiting_input');
+    await request.getByRole('textbox', { name: 'Answer' }).fill('blue');
+    await request.getByRole('button', { name: 'Answer' }).click();
+    await waitForRunStatus(page, 'completed');
+    const run = page.getByTestId('run').last();
+    await expect(run.textContent()).resolves.toContain('blue');
+    await expect(run.textContent()).resolves.toContain('ask_user → answered');
+    expect((await lastRunText(page)).trim().split(/\s+/)).toHaveLength(replyTokens);
+    expect(await page.getByTestId('input-request').count()).toBe(0);
+    await page.close();
+  });
+
+  it('asks for approval, runs the tool once approved and records its effect', async () => {
+    const page = await alice.newPage();
+    await page.goto(`${server.baseUrl}/`);
+    await sendChat(page, `send the money #approve ${Date.now()}`);
+    const request = page.getByTestId('input-request');
+    await request.getByRole('button', { name: 'Approve' }).click();
+    await waitForRunStatus(page, 'completed');
+    await expect(page.getByTestId('run').last().textContent()).resolves.toContain('transfer_funds → completed');
+    await page.close();
+  });
+
+  it("refuses another user's thread as not found, in the page and in the API", async () => {
+    const page = await alice.newPage();
+    await page.goto(`${server.baseUrl}/`);
+    const threadId = await sendChat(page, `private ${Date.now()}`);
+    await waitForRunStatus(page, 'completed');
+    await page.close();
+
+    const bob = await signIn(browser, server.baseUrl, 'bob');
+    const bobPage = await bob.newPage();
+    const response = await bobPage.goto(`${server.baseUrl}/t/${threadId}`);
+    expect(response?.status()).toBe(404);
+    expect(await bobPage.getByTestId('transcript').count()).toBe(0);
+    for (const path of [`/api/threads/${threadId}`, `/api/threads/${threadId}/events`]) {
+      expect((await bobPage.request.get(`${server.baseUrl}${path}`)).status()).toBe(404);
+    }
+    const list = (await (await bobPage.request.get(`${server.baseUrl}/api/threads`)).json()) as { threads: unknown[] };
+    expect(list.threads).toEqual([]);
+    const ops = await bobPage.goto(`${server.baseUrl}/ops`);
+    expect(ops?.status()).toBe(404);
+    await bob.close();
+  });
+
+  it('rejects a session cookie whose signature does not match', async () => {
+    const [cookie] = await alice.cookies(server.baseUrl);
+    expect(cookie?.name).toBe('ak_session');
+    expect(cookie?.httpOnly).toBe(true);
+    const [payload] = cookie!.value.split('.');
+    const forged = Buffer.from(JSON.stringify({ sub: 'operator', exp: 4_102_444_800 })).toString('base64url');
+    for (const value of [`${forged}.${cookie!.value.split('.')[1]}`, `${payload}.AAAA`, forged]) {
+      const response = await fetch(`${server.baseUrl}/api/runs`, { headers: { cookie: `ak_session=${value}` } });
+      expect(response.status).toBe(401);
+    }
+  });
+});

@@ -1,0 +1,112 @@
+// Takeover, seen from the browser: the server process SIGKILLed mid-turn and started again on
+// the same store finishes the same turn exactly once on the page; and on the operator page the
+// demo's "kill segment" expires the lease, a new segment (attempt 2) takes over and continues.
+import { scriptedReplyText } from 'agent-kit';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createTestStore, hasChromium, lastRunText, launchBrowser, saveScreenshot, sendChat, signIn, skipReason,
+  startServer, waitForRunStatus, waitForWords, type AppServer, type TestStore,
+} from './harness';
+
+// 150 words at 40 ms: a 6 s turn, so a kill early in it leaves most of the turn to the takeover.
+const replyTokens = 150;
+const serverEnv = { AGENT_KIT_SCRIPTED_TOKENS: String(replyTokens), AGENT_KIT_SCRIPTED_DELAY_MS: '40' };
+const takeoverMaxMs = 40_000; // lease (5 s) + reaper poll + restart + the rest of the turn
+const expectedReply = (text: string) => scriptedReplyText([text], replyTokens).trim();
+
+interface ThreadDetail {
+  messages: { role: string; text: string; partial: boolean }[];
+  runs: { id: string; status: string; attempts: number; fence: number }[];
+}
+
+async function readThread(page: Page, baseUrl: string, threadId: string): Promise<ThreadDetail> {
+  const response = await page.request.get(`${baseUrl}/api/threads/${threadId}`);
+  expect(response.status()).toBe(200);
+  return (await response.json()) as ThreadDetail;
+}
+
+describe.skipIf(!hasChromium)(`takeover in the browser${hasChromium ? '' : ` (skipped: ${skipReason})`}`, () => {
+  let store: TestStore;
+  let server: AppServer;
+  let browser: Browser;
+  let alice: BrowserContext;
+
+  beforeAll(async () => {
+    store = await createTestStore();
+    server = await startServer({ store, env: serverEnv });
+    browser = await launchBrowser();
+    alice = await signIn(browser, server.baseUrl, 'alice');
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.stop();
+    await store?.dispose();
+  });
+
+  it('finishes a turn exactly once after the server is SIGKILLed mid-turn and restarted', async () => {
+    const page = await alice.newPage();
+    await page.goto(`${server.baseUrl}/`);
+    const message = `survive a crash ${Date.now()}`;
+    const threadId = await sendChat(page, message);
+    await waitForWords(page, 5);
+    const port = Number(new URL(server.baseUrl).port);
+    await server.kill();
+    expect((await lastRunText(page)).trim().length).toBeLessThan(expectedReply(message).length);
+
+    server = await startServer({ store, port, env: serverEnv });
+    await waitForRunStatus(page, 'completed', takeoverMaxMs);
+    expect((await lastRunText(page)).trim()).toBe(expectedReply(message));
+    expect(await page.getByTestId('run').count()).toBe(1);
+    expect(await page.getByTestId('user-message').count()).toBe(1);
+    await expect(page.getByTestId('resumed').textContent()).resolves.toContain('attempt 2');
+
+    const thread = await readThread(page, server.baseUrl, threadId);
+    const answers = thread.messages.filter((m) => m.role === 'assistant');
+    expect(answers).toHaveLength(1);
+    expect(answers[0]!.partial).toBe(false);
+    expect(answers[0]!.text.trim()).toBe(expectedReply(message));
+    expect(thread.runs).toHaveLength(1);
+    expect(thread.runs[0]).toMatchObject({ status: 'completed', attempts: 2, fence: 2 });
+    await page.close();
+  });
+
+  it("shows the run to the operator, and the demo's kill-segment makes attempt 2 take over", async () => {
+    const chat = await alice.newPage();
+    await chat.goto(`${server.baseUrl}/`);
+    const message = `Hello agent-kit #effect ${Date.now()}`;
+    const threadId = await sendChat(chat, message);
+    await waitForWords(chat, 3);
+    const [run] = (await readThread(chat, server.baseUrl, threadId)).runs;
+
+    const operator = await signIn(browser, server.baseUrl, 'operator');
+    const ops = await operator.newPage();
+    await ops.goto(`${server.baseUrl}/ops?run=${run!.id}`);
+    const row = ops.locator(`[data-testid="run-row"][data-run-id="${run!.id}"]`);
+    await expect(row.getAttribute('data-status')).resolves.toBe('running');
+    await ops.getByRole('button', { name: 'Kill segment (demo)' }).click();
+    await ops.getByText('expired: watch the worker take over').waitFor();
+
+    await waitForRunStatus(chat, 'completed', takeoverMaxMs);
+    await expect(chat.getByTestId('resumed').textContent()).resolves.toContain('attempt 2');
+    expect((await lastRunText(chat)).trim()).toBe(expectedReply(message));
+    await expect(chat.getByTestId('run').textContent()).resolves.toContain('record_effect → completed');
+
+    await ops.locator(`[data-testid="run-row"][data-run-id="${run!.id}"][data-status="completed"]`).waitFor();
+    expect(await row.getAttribute('data-fence')).toBe('2');
+    const segments = ops.getByTestId('segment');
+    await segments.nth(1).waitFor();
+    expect(await segments.count()).toBe(2);
+    expect(await segments.nth(0).getAttribute('data-ended')).toBe('lost');
+    expect(await segments.nth(1).getAttribute('data-ended')).toBe('closed');
+    const ledger = ops.getByTestId('effects');
+    await expect(ledger.textContent()).resolves.toContain('record_effect');
+    await expect(ledger.textContent()).resolves.toContain('completed');
+    await ops.waitForTimeout(300); // let the countdown and timeline settle for the picture
+    await saveScreenshot(ops, 'operator.png');
+    await saveScreenshot(chat, 'chat.png');
+    await operator.close();
+    await chat.close();
+  });
+});
