@@ -3,7 +3,8 @@
 // pg-boss, same database, same concurrency, same drain-to-completion clock (lib/drain-measure).
 import { configFromEnv } from '../src/config.js';
 import { claimRun, closeRun } from '../src/lease/lease.js';
-import { createScriptedModel } from '../src/model/index.js';
+import type { LanguageModel } from 'ai';
+import { createScriptedModel, demoTools } from '../src/model/index.js';
 import type { Db } from '../src/store/db.js';
 import type { RunSegment, Runtime } from '../src/turn/types.js';
 import { runWorker } from '../src/worker/index.js';
@@ -21,9 +22,9 @@ export const nullTurn: RunSegment = async (rt, o) => {
   return { kind: 'closed', status: 'completed', messageId, fence: claim.lease.fence };
 };
 
-/** A runtime for the bench: the given store, the scripted model, no tools, default config. */
-export function benchRuntime(db: Db, overrides: Partial<Runtime['config']> = {}): Runtime {
-  return { db, model: createScriptedModel(), tools: {}, config: { ...configFromEnv({}), ...overrides } };
+/** A runtime for the bench: the given store, the scripted model, the demo tools, default config. */
+export function benchRuntime(db: Db, model: LanguageModel = createScriptedModel({})): Runtime {
+  return { db, model, tools: { ...demoTools }, config: configFromEnv({}) };
 }
 
 /** Close every open run and drop every job left by earlier sections (bench database only). */
@@ -60,11 +61,12 @@ export interface WorkerDrainResult extends DrainResult {
 
 /** Drain `jobs` runs through the worker loop running `segment`, at `concurrency`. */
 export async function drainWithWorker(
-  db: Db, segment: RunSegment, o: { concurrency: number; jobs: number; timeBoxMs: number; text?: string },
+  db: Db, segment: RunSegment,
+  o: { concurrency: number; jobs: number; timeBoxMs: number; text?: string; model?: LanguageModel },
 ): Promise<WorkerDrainResult> {
   await clearQueue(db);
   const counted: CountingDb = countingDb(db);
-  const rt = benchRuntime(counted);
+  const rt = benchRuntime(counted, o.model);
   const stop = new AbortController();
   const worker = runWorker(rt, { signal: stop.signal, concurrency: o.concurrency, runSegment: segment });
   const commits = () => db.kind === 'pg'

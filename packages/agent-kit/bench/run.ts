@@ -1,64 +1,102 @@
 // `npm run bench`: every measurement in one run on one fresh database, a table on stdout and
 // JSON under bench/results/. `--smoke` runs the same code with tiny sizes (CI: it still runs).
 // Not a test: targets are reported, never enforced by the exit code.
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { Db } from '../src/store/db.js';
 import { benchLeaseStatements } from './lease-statements.js';
-import { benchScale } from './scale.js';
-import { benchOrchestration } from './throughput.js';
-import { createPostgresBench } from './lib/bench-db.js';
+import { createEmbeddedBench, createPostgresBench, type BenchDatabase } from './lib/bench-db.js';
 import { formatTable, judge, machineInfo, writeReport, type Report, type Row } from './lib/report.js';
+import { benchReplay } from './replay.js';
+import { benchScale } from './scale.js';
+import { benchScriptedTurn, drainScriptedTurns } from './scripted-turn.js';
 import { sizesFor, type Sizes } from './sizes.js';
+import { benchStreamMirror } from './stream-mirror.js';
+import { benchTakeover } from './takeover.js';
+import { benchOrchestration } from './throughput.js';
+import { drainWithWorker, nullTurn } from './orchestration.js';
 
 const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
+const sectionNames = ['lease', 'orchestration', 'turn', 'takeover', 'mirror', 'replay', 'scale'] as const;
 
 interface Args {
   smoke: boolean;
   only?: Set<string>;
+  stores: Set<'postgres' | 'embedded'>;
   write: boolean;
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { smoke: false, write: true };
+  const args: Args = { smoke: false, write: true, stores: new Set(['postgres', 'embedded']) };
   for (const arg of argv) {
     if (arg === '--smoke') args.smoke = true;
     else if (arg === '--no-write') args.write = false;
     else if (arg.startsWith('--only=')) args.only = new Set(arg.slice(7).split(','));
-    else throw new Error(`unknown argument ${arg}; use --smoke, --no-write, --only=lease,scale,...`);
+    else if (arg.startsWith('--store=')) args.stores = new Set(arg.slice(8).split(',') as ('postgres' | 'embedded')[]);
+    else throw new Error(`unknown argument ${arg}; use --smoke, --no-write, --store=postgres,embedded, --only=${sectionNames}`);
   }
   return args;
 }
 
-type Section = (ctx: { sizes: Sizes; artifacts: Record<string, unknown> }) => Promise<Row[]>;
+type Section = () => Promise<Row[]>;
 
-async function runPostgres(url: string, args: Args): Promise<Report> {
-  const sizes = sizesFor(args.smoke);
-  const bench = await createPostgresBench(url, sizes.poolMax);
+/** Section 2a/2b on the embedded store: agent-kit alone (the peers do not run on PGlite). */
+async function embeddedThroughput(db: Db, sizes: Sizes): Promise<Row[]> {
+  const o = sizes.orchestration;
+  const nullRuns = await drainWithWorker(db, nullTurn, { concurrency: o.concurrency, jobs: o.jobs, timeBoxMs: o.timeBoxMs });
+  return [{
+    section: `2a. Orchestration alone (null turn, concurrency ${o.concurrency})`, metric: 'null turns through the worker loop',
+    unit: 'runs/s', agentKit: nullRuns.perSecond, note: `${nullRuns.roundTripsPerRun.total!.toFixed(2)} round trips/run`,
+  }];
+}
+
+async function embeddedTurns(db: Db, sizes: Sizes): Promise<Row[]> {
+  const turns = await drainScriptedTurns(db, sizes.scriptedTurn);
+  return [{
+    section: `2b. Scripted turn with one tool call (concurrency ${sizes.scriptedTurn.concurrency})`,
+    metric: 'turns through the worker loop', unit: 'turns/s', agentKit: turns.perSecond,
+  }];
+}
+
+function sectionsFor(store: 'postgres' | 'embedded', bench: BenchDatabase, sizes: Sizes, artifacts: Record<string, unknown>) {
+  const db = bench.db;
+  const onPostgres = store === 'postgres';
+  const sections: Record<(typeof sectionNames)[number], Section> = {
+    lease: () => benchLeaseStatements(db, sizes.lease),
+    orchestration: () => (onPostgres ? benchOrchestration(db, bench.url!, sizes.orchestration, artifacts) : embeddedThroughput(db, sizes)),
+    turn: () => (onPostgres ? benchScriptedTurn(db, bench.url!, sizes.scriptedTurn) : embeddedTurns(db, sizes)),
+    takeover: () => benchTakeover(db, sizes.takeover),
+    mirror: () => benchStreamMirror(db, sizes.mirror),
+    replay: () => benchReplay(db, sizes.replay),
+    // Last: it leaves up to 100k queued runs behind.
+    scale: () => benchScale(db, sizes.scale, artifacts, bench.url),
+  };
+  return sections;
+}
+
+async function runStore(store: 'postgres' | 'embedded', args: Args, url?: string): Promise<Report> {
+  const sizes = sizesFor(args.smoke, store);
+  const startedAt = new Date().toISOString();
+  const bench = store === 'postgres' ? await createPostgresBench(url!, sizes.poolMax) : await createEmbeddedBench();
   const artifacts: Record<string, unknown> = {};
   const rows: Row[] = [];
-  const sections: [string, Section][] = [
-    ['lease', () => benchLeaseStatements(bench.db, sizes.lease)],
-    ['scale', () => benchScale(bench.db, sizes.scale, artifacts, bench.url)],
-    ['orchestration', () => benchOrchestration(bench.db, bench.url!, sizes.orchestration, artifacts)],
-  ];
   try {
-    for (const [name, section] of sections) {
+    const sections = sectionsFor(store, bench, sizes, artifacts);
+    for (const name of sectionNames) {
       if (args.only && !args.only.has(name)) continue;
       const startAt = performance.now();
-      process.stderr.write(`[bench] ${name}…\n`);
-      rows.push(...(await section({ sizes, artifacts })));
-      process.stderr.write(`[bench] ${name} done in ${((performance.now() - startAt) / 1000).toFixed(1)} s\n`);
+      process.stderr.write(`[bench] ${store}: ${name}…\n`);
+      rows.push(...(await sections[name]()));
+      process.stderr.write(`[bench] ${store}: ${name} done in ${((performance.now() - startAt) / 1000).toFixed(1)} s\n`);
     }
   } finally {
     await bench.drop();
   }
   return {
-    store: 'postgres',
-    startedAt: new Date().toISOString(),
-    command: `npm run bench${args.smoke ? ':smoke' : ''}`,
-    machine: machineInfo(bench.serverVersion),
-    rows: rows.map(judge),
-    artifacts,
+    store, startedAt, command: `npm run bench${args.smoke ? ':smoke' : ''}`,
+    machine: { ...machineInfo(bench.serverVersion), loadAverageAtStart: os.loadavg() },
+    rows: rows.map(judge), artifacts,
   };
 }
 
@@ -67,13 +105,16 @@ async function main() {
   const startAt = performance.now();
   const url = process.env.DATABASE_URL;
   const reports: Report[] = [];
-  if (url) reports.push(await runPostgres(url, args));
-  else process.stderr.write('[bench] DATABASE_URL is not set: skipping the Postgres sections.\n');
+  if (args.stores.has('postgres')) {
+    if (url) reports.push(await runStore('postgres', args, url));
+    else process.stderr.write('[bench] DATABASE_URL is not set: skipping the Postgres store.\n');
+  }
+  if (args.stores.has('embedded')) reports.push(await runStore('embedded', args));
   for (const report of reports) {
-    process.stdout.write(`\n## ${report.store} (${report.command})\n\n${formatTable(report.rows)}\n`);
+    const title = report.store === 'postgres' ? 'Postgres' : '7. Embedded store (PGlite, in-process)';
+    process.stdout.write(`\n## ${title} — ${report.command}\n\n${formatTable(report.rows)}\n`);
     if (args.write && !args.smoke) {
-      const file = writeReport(resultsDir, report);
-      process.stdout.write(`\nwrote ${path.relative(process.cwd(), file)}\n`);
+      process.stdout.write(`\nwrote ${path.relative(process.cwd(), writeReport(resultsDir, report))}\n`);
     }
   }
   process.stdout.write(`\nmachine: ${JSON.stringify(reports[0]?.machine ?? machineInfo())}\n`);

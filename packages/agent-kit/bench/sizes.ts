@@ -1,7 +1,12 @@
-// How big each measurement is: the full run (under 10 minutes on a 2-core machine) and the smoke
-// run (about 30 s, CI), in one place so the two differ only in numbers, never in code paths.
+// How big each measurement is, per store: the full run (under 10 minutes on a 2-core machine)
+// and the smoke run (about 30 s, CI), in one place so the runs differ only in numbers, never in
+// code paths.
 import type { LeaseBenchOptions } from './lease-statements.js';
+import type { ReplayOptions } from './replay.js';
 import type { ScaleOptions } from './scale.js';
+import type { ScriptedTurnOptions } from './scripted-turn.js';
+import type { MirrorOptions } from './stream-mirror.js';
+import type { TakeoverOptions } from './takeover.js';
 import type { ThroughputOptions } from './throughput.js';
 
 export interface Sizes {
@@ -10,23 +15,48 @@ export interface Sizes {
   lease: LeaseBenchOptions;
   scale: ScaleOptions;
   orchestration: ThroughputOptions;
+  scriptedTurn: ScriptedTurnOptions;
+  takeover: TakeoverOptions;
+  mirror: MirrorOptions;
+  replay: ReplayOptions;
 }
 
 const concurrency = 8; // the "8 concurrent clients", used for every comparison
 
-export function sizesFor(smoke: boolean): Sizes {
-  if (smoke) {
-    return {
-      poolMax: concurrency + 2,
-      lease: { concurrency, sliceMs: 150, rounds: 2, warmupRounds: 1, seedRuns: 3_000, leasesPerCaller: 10 },
-      scale: { concurrency, depths: [100, 300], durationMs: 300, warmupMs: 100 },
-      orchestration: { concurrency, jobs: 300, timeBoxMs: 10_000, slowTimeBoxMs: 500, rounds: 1 },
-    };
-  }
-  return {
-    poolMax: concurrency + 2,
-    lease: { concurrency, sliceMs: 800, rounds: 5, warmupRounds: 1, seedRuns: 45_000, leasesPerCaller: 100 },
-    scale: { concurrency, depths: [1_000, 10_000, 100_000], durationMs: 3_000, warmupMs: 500 },
-    orchestration: { concurrency, jobs: 20_000, timeBoxMs: 60_000, slowTimeBoxMs: 5_000, rounds: 2 },
-  };
+const full: Sizes = {
+  poolMax: 20,
+  lease: { concurrency, sliceMs: 800, rounds: 5, warmupRounds: 1, seedRuns: 45_000, leasesPerCaller: 100 },
+  scale: { concurrency, depths: [1_000, 10_000, 100_000], durationMs: 3_000, warmupMs: 500 },
+  orchestration: { concurrency, jobs: 20_000, timeBoxMs: 60_000, slowTimeBoxMs: 5_000, rounds: 2 },
+  scriptedTurn: { concurrency, jobs: 3_000, timeBoxMs: 60_000, replyTokens: 12 },
+  takeover: { kills: 60, leaseTtlMs: 1_000, spacingMs: 50, concurrency },
+  mirror: { tokens: 10_000, tokensPerSecond: 2_000, many: [100, 1_000], manyTokens: 200, manyTokensPerSecond: 50 },
+  replay: { events: 10_000, repeats: 3 },
+};
+
+const smoke: Sizes = {
+  poolMax: 20,
+  lease: { concurrency, sliceMs: 150, rounds: 2, warmupRounds: 1, seedRuns: 3_000, leasesPerCaller: 10 },
+  scale: { concurrency, depths: [100, 300], durationMs: 300, warmupMs: 100 },
+  orchestration: { concurrency, jobs: 300, timeBoxMs: 10_000, slowTimeBoxMs: 500, rounds: 1 },
+  scriptedTurn: { concurrency, jobs: 100, timeBoxMs: 10_000, replyTokens: 12 },
+  takeover: { kills: 5, leaseTtlMs: 300, spacingMs: 20, concurrency },
+  mirror: { tokens: 400, tokensPerSecond: 2_000, many: [20], manyTokens: 20, manyTokensPerSecond: 100 },
+  replay: { events: 1_000, repeats: 1 },
+};
+
+/** The embedded store: one process, one connection; smaller where PGlite is slow to seed. */
+const embeddedFull: Sizes = {
+  ...full,
+  lease: { ...full.lease, rounds: 3, seedRuns: 12_000, leasesPerCaller: 50 },
+  scale: { concurrency, depths: [1_000, 10_000, 100_000], durationMs: 2_000, warmupMs: 300 },
+  orchestration: { ...full.orchestration, jobs: 5_000, rounds: 1 },
+  scriptedTurn: { ...full.scriptedTurn, jobs: 1_000 },
+  takeover: { ...full.takeover, kills: 50 },
+  mirror: { ...full.mirror, many: [100, 1_000] },
+};
+
+export function sizesFor(smokeRun: boolean, store: 'postgres' | 'embedded' = 'postgres'): Sizes {
+  if (smokeRun) return smoke;
+  return store === 'embedded' ? embeddedFull : full;
 }
