@@ -4,7 +4,7 @@ import tseslint from 'typescript-eslint';
 import globals from 'globals';
 
 export default tseslint.config(
-  { ignores: ['**/dist/**', '**/build/**', '**/.svelte-kit/**', '**/node_modules/**', '**/.agent-kit/**', 'web-docs/site/**', '**/*.svelte'] },
+  { ignores: ['**/dist/**', '**/build/**', '**/.svelte-kit/**', '**/node_modules/**', '**/.agent-kit/**', 'web-docs/site/**', '**/.scratch/**', '**/.scratch-*/**', '**/*.svelte'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
