@@ -64,13 +64,16 @@ class EventHub {
   }
 
   /** Read a page, sharing one query among viewers at the same cursor in the same generation. */
-  readShared(threadId: string, channel: ThreadChannel, afterSeq: number, limit: number): Promise<ThreadEvent[]> {
+  readShared(
+    threadId: string, channel: ThreadChannel, afterSeq: number, limit: number,
+  ): Promise<ThreadEvent[]> {
     const key = `${afterSeq}:${limit}:${channel.generation}`;
     let read = channel.reads.get(key);
     if (!read) {
       read = readEvents(this.db, { threadId, afterSeq, limit }).finally(() => {
         channel.reads.delete(key);
-        if (channel.waiters.size === 0 && channel.reads.size === 0 && this.threads.get(threadId) === channel) {
+        const idle = channel.waiters.size === 0 && channel.reads.size === 0;
+        if (idle && this.threads.get(threadId) === channel) {
           this.threads.delete(threadId);
         }
       });
@@ -189,7 +192,8 @@ class Follower implements EventFollower {
       const { waiter, channel } = this.subscription;
       waiter.dirty = false; // a notify from here on means "read again", even mid-read
       try {
-        this.page = await this.hub.readShared(this.options.threadId, channel, this.cursor, this.pageSize);
+        const { threadId } = this.options;
+        this.page = await this.hub.readShared(threadId, channel, this.cursor, this.pageSize);
       } catch (raw) {
         this.close();
         throw coerceError(raw);

@@ -95,7 +95,8 @@ export async function readEvents(db: Queryable, options: ReadEventsOptions): Pro
   );
   const events = rows.map(toThreadEvent);
   events.forEach((event, index) => {
-    assert(event.seq === afterSeq + index + 1, `thread ${options.threadId} event seq is gap-free after ${afterSeq}`);
+    const expected = afterSeq + index + 1;
+    assert(event.seq === expected, `thread ${options.threadId} event seq is gap-free after ${afterSeq}`);
   });
   return events;
 }
@@ -104,7 +105,9 @@ export async function readEvents(db: Queryable, options: ReadEventsOptions): Pro
  * The seq of the `message` event that carried a user message, or null if there is none. The chat
  * stream starts just before it, so the viewer sees its own message and everything after.
  */
-export async function findMessageSeq(db: Queryable, threadId: string, messageId: string): Promise<number | null> {
+export async function findMessageSeq(
+  db: Queryable, threadId: string, messageId: string,
+): Promise<number | null> {
   const rows = await db.query<{ seq: number | string }>(
     `select seq from agent_kit_thread_events
      where thread_id = $1 and type = 'message' and data->>'messageId' = $2
@@ -149,7 +152,10 @@ export interface RunSegmentView {
   owner: string | null;
   startedSeq: number;
   startedAt: Date;
-  /** How it ended: the park/close status, `failed` (gave its lease up), `superseded`, or null while live. */
+  /**
+   * How it ended: the park or close status, `failed` (gave its lease up), `superseded` (another
+   * segment started without it ending), or null while it is live.
+   */
   endedAs: string | null;
   endedSeq: number | null;
 }
@@ -158,7 +164,7 @@ export interface RunSegmentView {
 // thread_id condition lets both reads use the (thread_id, seq) key: there is no run_id index.
 const maxSegmentEvents = 2_000;
 
-/** The run's segments, derived from segment-started / run-parked / run-closed / segment-failed events. */
+/** The run's segments, from its segment-started, run-parked, run-closed, segment-failed events. */
 export async function readRunSegments(db: Queryable, runId: string): Promise<RunSegmentView[]> {
   const rows = await db.query<ThreadEventRow>(
     `select thread_id, seq, run_id, fence, type, data, created_at from agent_kit_thread_events
@@ -182,7 +188,8 @@ export async function readRunSegments(db: Queryable, runId: string): Promise<Run
         endedSeq: null,
       });
     } else if (current && current.endedAs === null && event.fence === current.fence) {
-      current.endedAs = event.type === 'segment-failed' ? 'failed' : String(event.data.status ?? event.type);
+      const failed = event.type === 'segment-failed';
+      current.endedAs = failed ? 'failed' : String(event.data.status ?? event.type);
       current.endedSeq = event.seq;
     }
   }

@@ -29,7 +29,10 @@ export const maxThreadItems = 1_000;
 
 /** The thread's owner, or null when there is no such thread. The access check of every route. */
 export async function readThreadOwner(db: Queryable, threadId: string): Promise<string | null> {
-  const rows = await db.query<{ owner_id: string }>('select owner_id from agent_kit_threads where id = $1', [threadId]);
+  const rows = await db.query<{ owner_id: string }>(
+    'select owner_id from agent_kit_threads where id = $1',
+    [threadId],
+  );
   return rows[0]?.owner_id ?? null;
 }
 
@@ -54,7 +57,8 @@ function toThreadSummary(row: ThreadRow): ThreadSummary {
 }
 
 const threadColumns = `t.id, t.owner_id, t.title, t.created_at, t.last_seq,
-  (select r.status from agent_kit_runs r where r.thread_id = t.id order by r.turn_no desc limit 1) as last_run_status`;
+  (select r.status from agent_kit_runs r where r.thread_id = t.id order by r.turn_no desc limit 1)
+    as last_run_status`;
 
 /** Threads, newest first: one owner's, or everyone's when `ownerId` is null (operators). */
 export async function listThreads(
@@ -71,7 +75,10 @@ export async function listThreads(
 
 /** One thread's summary, or null. */
 export async function readThread(db: Queryable, threadId: string): Promise<ThreadSummary | null> {
-  const rows = await db.query<ThreadRow>(`select ${threadColumns} from agent_kit_threads t where t.id = $1`, [threadId]);
+  const rows = await db.query<ThreadRow>(
+    `select ${threadColumns} from agent_kit_threads t where t.id = $1`,
+    [threadId],
+  );
   return rows[0] ? toThreadSummary(rows[0]) : null;
 }
 

@@ -78,7 +78,9 @@ export class UIMessageTranslator {
   /** Chunks that end the message when the stream stops: `finish` unless the run closed. */
   end(): Chunk[] {
     const out: Chunk[] = [];
-    if (this.started && !this.finished) this.finish(out, 'other', this.parked ?? { status: 'streaming' });
+    if (this.started && !this.finished) {
+      this.finish(out, 'other', this.parked ?? { status: 'streaming' });
+    }
     return out;
   }
 
@@ -145,7 +147,8 @@ export class UIMessageTranslator {
 
   /** A model step was journaled: its text was already streamed; its tool calls are shown now. */
   private stepFinished(out: Chunk[], event: ThreadEvent) {
-    const calls = Array.isArray(event.data.toolCalls) ? (event.data.toolCalls as Record<string, unknown>[]) : [];
+    const { toolCalls } = event.data;
+    const calls = Array.isArray(toolCalls) ? (toolCalls as Record<string, unknown>[]) : [];
     for (const call of calls) this.toolCall(out, event, call);
   }
 
@@ -172,7 +175,7 @@ export class UIMessageTranslator {
     this.endText(out);
     const failed = ['failed', 'denied', 'invalid'].includes(String(event.data.outcome ?? ''));
     out.push(failed
-      ? { type: 'tool-output-error', toolCallId, errorText: String(event.data.output ?? event.data.error ?? 'tool failed') }
+      ? { type: 'tool-output-error', toolCallId, errorText: String(event.data.output ?? 'tool failed') }
       : { type: 'tool-output-available', toolCallId, output: event.data.output ?? null });
   }
 
@@ -189,7 +192,8 @@ export class UIMessageTranslator {
       this.endStep(out);
       out.push({ type: 'abort', reason: 'cancelled' });
     }
-    this.finish(out, status === 'completed' ? 'stop' : status === 'failed' ? 'error' : 'other', metadata);
+    const reason = status === 'completed' ? 'stop' : status === 'failed' ? 'error' : 'other';
+    this.finish(out, reason, metadata);
   }
 
   private finish(out: Chunk[], finishReason: 'stop' | 'error' | 'other', metadata: Record<string, unknown>) {

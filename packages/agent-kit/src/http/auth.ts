@@ -31,9 +31,13 @@ function canSee(caller: Caller, ownerId: string) {
 }
 
 /** The thread's owner, or a 404 when it does not exist or the caller may not see it. */
-export async function requireThreadAccess(db: Queryable, caller: Caller, threadId: string): Promise<string> {
+export async function requireThreadAccess(
+  db: Queryable, caller: Caller, threadId: string,
+): Promise<string> {
   const ownerId = await readThreadOwner(db, threadId);
-  if (ownerId === null || !canSee(caller, ownerId)) throw new HttpError('NOT_FOUND', `thread ${threadId} not found`);
+  if (ownerId === null || !canSee(caller, ownerId)) {
+    throw new HttpError('NOT_FOUND', `thread ${threadId} not found`);
+  }
   return ownerId;
 }
 
@@ -42,7 +46,9 @@ export async function requireRunAccess(
   db: Queryable, caller: Caller, runId: string,
 ): Promise<{ threadId: string; ownerId: string; status: string }> {
   const access = await readRunAccess(db, runId);
-  if (access === null || !canSee(caller, access.ownerId)) throw new HttpError('NOT_FOUND', `run ${runId} not found`);
+  if (access === null || !canSee(caller, access.ownerId)) {
+    throw new HttpError('NOT_FOUND', `run ${runId} not found`);
+  }
   return access;
 }
 

@@ -53,7 +53,9 @@ export interface HandlerContext {
 }
 
 /** A framework-free route handler: a Web Request (and its path parameters) to a Response. */
-export type RouteHandler = (request: Request, params?: Record<string, string | undefined>) => Promise<Response>;
+export type RouteHandler = (
+  request: Request, params?: Record<string, string | undefined>,
+) => Promise<Response>;
 
 // Imported on first use: an app that injects its own parts never loads the defaults, and the
 // http adapter does not pull the engine, the drain or the reaper in at startup.

@@ -7,13 +7,16 @@ import type { HandlerContext, RouteHandler } from './context.js';
 import { jsonResponse } from './http-error.js';
 import { parseWith } from './request.js';
 
+const budgetSchema = z.coerce.number().positive().max(86_400).optional();
+
 /** POST /api/cron/drain[?budget=SECONDS]: drain for at most the budget (default the invocation's). */
 export function createCronDrainHandler(ctx: HandlerContext): RouteHandler {
   return async (request) => {
     requireCronSecret(request, ctx.cronSecret);
     const raw = new URL(request.url).searchParams.get('budget') ?? undefined;
-    const budgetSeconds = parseWith(z.coerce.number().positive().max(86_400).optional(), raw, 'query parameter "budget"');
-    const budgetMs = Math.min(budgetSeconds ? budgetSeconds * 1000 : Infinity, ctx.rt.config.invocationBudgetMs);
+    const budgetSeconds = parseWith(budgetSchema, raw, 'query parameter "budget"');
+    // Never more than one invocation's budget: the lease must not outlive this request.
+    const budgetMs = Math.min((budgetSeconds ?? Infinity) * 1000, ctx.rt.config.invocationBudgetMs);
     const drainQueue = await ctx.drainQueue();
     const report = await drainQueue(ctx.rt, { budgetMs });
     return jsonResponse({ drain: report });

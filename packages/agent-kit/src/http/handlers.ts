@@ -3,7 +3,9 @@
 // one handler; a plain server calls `handle`.
 import { createContext, guard, type HandlerDeps, type RouteHandler } from './context.js';
 import { createCronDrainHandler, createCronReapHandler } from './cron-handlers.js';
-import { createRunsHandler, createRunHandler, createThreadHandler, createThreadsHandler } from './read-handlers.js';
+import {
+  createRunsHandler, createRunHandler, createThreadHandler, createThreadsHandler,
+} from './read-handlers.js';
 import {
   createRunCancelHandler, createRunInputHandler, createRunReleaseHandler, createRunTakeoverHandler,
 } from './run-handlers.js';

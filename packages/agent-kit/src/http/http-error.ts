@@ -40,7 +40,9 @@ export function jsonResponse(body: unknown, status = 200, headers: Record<string
 }
 
 /** The code, status and client-safe message for anything thrown. */
-export function describeError(raw: unknown): { code: string; status: number; message: string; internal: boolean } {
+export function describeError(
+  raw: unknown,
+): { code: string; status: number; message: string; internal: boolean } {
   const error = coerceError(raw);
   const code = error instanceof AgentKitError ? error.code : undefined;
   const status = code ? statusByErrorCode[code] : undefined;
@@ -48,7 +50,8 @@ export function describeError(raw: unknown): { code: string; status: number; mes
     return { code: 'INTERNAL', status: 500, message: 'internal error', internal: true };
   }
   // Store errors carry driver text (hosts, ports); the client learns only that it is down.
-  const message = status === 503 && code !== 'NOT_CONFIGURED' ? 'the store is unavailable; retry later' : error.message;
+  const storeDown = status === 503 && code !== 'NOT_CONFIGURED';
+  const message = storeDown ? 'the store is unavailable; retry later' : error.message;
   return { code, status, message, internal: false };
 }
 

@@ -16,7 +16,9 @@ export function toNodeListener(
   };
 }
 
-async function serve(handle: (request: Request) => Promise<Response>, req: IncomingMessage, res: ServerResponse) {
+async function serve(
+  handle: (request: Request) => Promise<Response>, req: IncomingMessage, res: ServerResponse,
+) {
   const controller = new AbortController();
   res.on('close', () => {
     if (!res.writableFinished) controller.abort();

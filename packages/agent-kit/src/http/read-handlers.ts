@@ -13,7 +13,8 @@ import { parseWith, readIdParam, readLimit } from './request.js';
 
 const defaultListSize = 50;
 
-const allFlag = z.enum(['0', '1', 'false', 'true']).optional().transform((v) => v === '1' || v === 'true');
+const allFlag = z.enum(['0', '1', 'false', 'true']).optional()
+  .transform((v) => v === '1' || v === 'true');
 
 /** `?all=1` (operators): everyone's threads instead of the caller's own. */
 function readAll(url: URL): boolean {

@@ -11,7 +11,8 @@ export const defaultMaxBodyBytes = 64 * 1024;
 export async function readBodyText(request: Request, maxBytes: number): Promise<string> {
   const type = request.headers.get('content-type') ?? '';
   if (!/^application\/json\s*(;|$)/i.test(type)) {
-    throw new HttpError('UNSUPPORTED_MEDIA_TYPE', `send the body as application/json, not "${type || 'nothing'}"`);
+    throw new HttpError('UNSUPPORTED_MEDIA_TYPE',
+      `send the body as application/json, not "${type || 'nothing'}"`);
   }
   const declared = Number(request.headers.get('content-length') ?? NaN);
   if (declared > maxBytes) throw tooLarge(maxBytes);
@@ -98,7 +99,8 @@ export type StreamFormat = (typeof streamFormats)[number];
 
 /** `?format=sse` (default, agent-kit events) or `?format=ai-sdk` (the AI SDK UI message stream). */
 export function readStreamFormat(url: URL): StreamFormat {
-  return parseWith(z.enum(streamFormats).default('sse'), url.searchParams.get('format') ?? undefined, 'query parameter "format"');
+  const format = url.searchParams.get('format') ?? undefined;
+  return parseWith(z.enum(streamFormats).default('sse'), format, 'query parameter "format"');
 }
 
 export const chatBodySchema = z.object({
@@ -108,8 +110,11 @@ export const chatBodySchema = z.object({
 });
 export type ChatBody = z.infer<typeof chatBodySchema>;
 
+const questionId = z.string().min(1).max(200);
+
+/** An answer to a question (`answer`) or a tool approval (`approved`), never both. */
 export const inputBodySchema = z.union([
-  z.object({ questionId: z.string().min(1).max(200), answer: z.string().min(1).max(maxMessageChars) }).strict(),
-  z.object({ questionId: z.string().min(1).max(200), approved: z.boolean() }).strict(),
+  z.object({ questionId, answer: z.string().min(1).max(maxMessageChars) }).strict(),
+  z.object({ questionId, approved: z.boolean() }).strict(),
 ]);
 export type InputBody = z.infer<typeof inputBodySchema>;

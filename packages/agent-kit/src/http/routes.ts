@@ -54,7 +54,9 @@ export function matchPath(path: string, pathname: string): Record<string, string
 }
 
 /** A router over `handlers`: one function from Request to Response for plain servers. */
-export function createRouter(handlers: Record<RouteName, RouteHandler>): (request: Request) => Promise<Response> {
+export function createRouter(
+  handlers: Record<RouteName, RouteHandler>,
+): (request: Request) => Promise<Response> {
   return async (request) => {
     const { pathname } = new URL(request.url);
     let allowed: string[] | undefined;
@@ -65,7 +67,8 @@ export function createRouter(handlers: Record<RouteName, RouteHandler>): (reques
       allowed = [...(allowed ?? []), ...route.methods];
     }
     if (allowed) {
-      const response = errorResponse(new HttpError('METHOD_NOT_ALLOWED', `${request.method} is not allowed here`));
+      const error = new HttpError('METHOD_NOT_ALLOWED', `${request.method} is not allowed here`);
+      const response = errorResponse(error);
       response.headers.set('allow', allowed.join(', '));
       return response;
     }

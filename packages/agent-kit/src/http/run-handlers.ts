@@ -22,9 +22,9 @@ export function createRunInputHandler(ctx: HandlerContext): RouteHandler {
     const body = await readJsonBody(request, inputBodySchema, ctx.maxBodyBytes);
     await requireRunAccess(ctx.rt.db, caller, runId);
     const data = 'answer' in body ? { answer: body.answer } : { approved: body.approved };
-    const status = await callStatusFunction(ctx.rt.db, 'select agent_kit_submit_input($1, $2, $3::jsonb) as status', [
-      runId, body.questionId, JSON.stringify({ ...data, by: caller.userId }),
-    ]);
+    const status = await callStatusFunction(ctx.rt.db,
+      'select agent_kit_submit_input($1, $2, $3::jsonb) as status',
+      [runId, body.questionId, JSON.stringify({ ...data, by: caller.userId })]);
     if (status === 'queued') ctx.segments.start(runId);
     return jsonResponse({ runId, status });
   };
@@ -36,7 +36,8 @@ export function createRunCancelHandler(ctx: HandlerContext): RouteHandler {
     const caller = await requireCaller(ctx.authenticate, request);
     const runId = readIdParam(params, 'id');
     await requireRunAccess(ctx.rt.db, caller, runId);
-    const status = await callStatusFunction(ctx.rt.db, 'select agent_kit_request_cancel($1) as status', [runId]);
+    const status = await callStatusFunction(ctx.rt.db,
+      'select agent_kit_request_cancel($1) as status', [runId]);
     if (closed.has(status)) throw new HttpError('CONFLICT', `run ${runId} is already ${status}`);
     // A running segment sees the intent at its next write; any other run needs a segment to close it.
     if (status !== 'running') ctx.segments.start(runId);

@@ -108,7 +108,9 @@ export function eventStreamResponse(follower: EventFollower, options: EventStrea
     },
   });
 
-  function end(controller: ReadableStreamDefaultController<Uint8Array>, error?: { code: string; message: string }) {
+  function end(
+    controller: ReadableStreamDefaultController<Uint8Array>, error?: { code: string; message: string },
+  ) {
     follower.close();
     const text = encoder.close(error);
     if (text) controller.enqueue(textEncoder.encode(text));

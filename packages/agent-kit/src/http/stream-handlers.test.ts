@@ -132,6 +132,38 @@ describe('GET /api/threads/:id/events', () => {
     }
   });
 
+  it('reads the log only as fast as the client reads the stream (one page at a time)', async () => {
+    const deltas = Array.from({ length: 250 }, (_, i) => `x${i}`);
+    const local = await openHttpTest({ segment: { deltas } });
+    let reads = 0;
+    const counted = { ...local.db, query: (sql: string, params?: readonly unknown[]) => {
+      if (sql.includes('from agent_kit_thread_events') && sql.includes('seq >')) reads++;
+      return local.db.query(sql, params);
+    } } as typeof local.db;
+    try {
+      const response = await local.handlers.handle(makeRequest('POST', '/api/chat', { user: 'bob', body: { message: 'long' } }));
+      const threadId = response.headers.get('x-agent-kit-thread-id')!;
+      const total = (await readSse(response)).events.length;
+      const handlers = createHandlers({ rt: { ...local.rt, db: counted }, authenticate: headerAuth });
+      const stream = await handlers.handle(makeRequest('GET', `/api/threads/${threadId}/events`, { user: 'bob' }));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(reads).toBe(0); // nobody pulled: nothing was read ahead
+      const reader = stream.body!.getReader();
+      await reader.read(); // the retry hint, queued before any pull
+      await reader.read(); // the first event: one page of 200 is read
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(reads).toBe(1);
+      await reader.cancel();
+      const read = await readSse(await handlers.handle(makeRequest('GET', `/api/threads/${threadId}/events`, { user: 'bob' })), { max: total });
+      expect(read.events.length).toBe(total);
+      // One read per page, plus at most one more that finds the end (the stream pulls ahead by one).
+      expect(reads).toBeGreaterThanOrEqual(1 + Math.ceil(total / 200));
+      expect(reads).toBeLessThanOrEqual(2 + Math.ceil(total / 200));
+    } finally {
+      await local.close();
+    }
+  });
+
   it('sends a retry hint, keep-alive comments while idle, and ends at its stream budget', async () => {
     const response = await chat({ message: 'quiet' });
     const threadId = response.headers.get('x-agent-kit-thread-id')!;

@@ -3,7 +3,9 @@
 // from just before the message until the run closes or parks. GET /api/threads/:id/events
 // replays from Last-Event-ID or ?after= and follows. See ADR-0003.
 import { followEvents } from '../event-log/follow-events.js';
-import { findMessageSeq, findRunFirstSeq, readRunBoundary, type ThreadEvent } from '../event-log/read-events.js';
+import {
+  findMessageSeq, findRunFirstSeq, readRunBoundary, type ThreadEvent,
+} from '../event-log/read-events.js';
 import { readRunAccess } from '../event-log/read-runs.js';
 import { findLatestRunId } from '../event-log/read-threads.js';
 import { startTurn } from '../queue/start-turn.js';
@@ -12,13 +14,15 @@ import { requireCaller, requireRunAccess, requireThreadAccess } from './auth.js'
 import type { HandlerContext, RouteHandler } from './context.js';
 import { HttpError } from './http-error.js';
 import {
-  chatBodySchema, readCursor, readIdParam, readJsonBody, readStreamFormat, parseWith, idParam, type StreamFormat,
+  chatBodySchema, readCursor, readIdParam, readJsonBody, readStreamFormat, parseWith, idParam,
+  type StreamFormat,
 } from './request.js';
 import { createEventEncoder, eventStreamResponse } from './sse.js';
 
 /** The run's turn is over for this stream: it closed, or parked (a question, a takeover, a slice). */
 export function endsRun(runId: string) {
-  return (event: ThreadEvent) => event.runId === runId && (event.type === 'run-closed' || event.type === 'run-parked');
+  return (event: ThreadEvent) =>
+    event.runId === runId && (event.type === 'run-closed' || event.type === 'run-parked');
 }
 
 interface StreamSpec {
@@ -94,7 +98,9 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
       // One assistant message: a run of this thread (?runId=, default its latest), replayed
       // from the run's first event unless the client resumes with a cursor.
       const requested = url.searchParams.get('runId');
-      runId = requested ? parseWith(idParam, requested, 'query parameter "runId"') : await findLatestRunId(ctx.rt.db, threadId);
+      runId = requested
+        ? parseWith(idParam, requested, 'query parameter "runId"')
+        : await findLatestRunId(ctx.rt.db, threadId);
       if (!runId) throw new HttpError('NOT_FOUND', `thread ${threadId} has no run`);
       const access = await requireRunAccess(ctx.rt.db, caller, runId);
       if (access.threadId !== threadId) throw new HttpError('NOT_FOUND', `run ${runId} not found`);
@@ -110,7 +116,9 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
  * or (while it runs) the next park or close. Earlier parks are passed, so a run that asked a
  * question and went on replays as one message.
  */
-async function endsRunFromNow(ctx: HandlerContext, runId: string): Promise<(event: ThreadEvent) => boolean> {
+async function endsRunFromNow(
+  ctx: HandlerContext, runId: string,
+): Promise<(event: ThreadEvent) => boolean> {
   const boundary = await readRunBoundary(ctx.rt.db, runId);
   const settled = boundary !== null && !['queued', 'running'].includes(boundary.status);
   const stopAtSeq = (boundary?.lastBoundarySeq ?? 0) + (settled ? 0 : 1);

@@ -21,14 +21,16 @@ export function register(program: Command) {
     .description("print a thread's events as JSON lines; --follow keeps printing live events until Ctrl-C")
     .argument('<thread-id>', 'the thread id (a uuid)', (value) => {
       if (!z.guid().safeParse(value).success) {
-        throw new CommanderError(2, 'agent-kit.invalidArgument', `THREAD_ID must be a uuid, got "${value}"`);
+        throw new CommanderError(2, 'agent-kit.invalidArgument',
+          `THREAD_ID must be a uuid, got "${value}"`);
       }
       return value;
     })
     .option('--follow', 'keep following new events until interrupted')
     .option('--after <seq>', 'start after this seq (default 0: the whole log)', (value) => {
       if (!/^\d{1,15}$/.test(value)) {
-        throw new CommanderError(2, 'agent-kit.invalidArgument', `--after takes a non-negative integer, got "${value}"`);
+        throw new CommanderError(2, 'agent-kit.invalidArgument',
+          `--after takes a non-negative integer, got "${value}"`);
       }
       return Number(value);
     })
@@ -57,9 +59,15 @@ function writeStdout(line: string): Promise<void> {
  * @throws NotFoundError when there is no such thread.
  */
 export async function printEvents(
-  db: Db, threadId: string, options: EventsOptions, write: (line: string) => Promise<void>, signal?: AbortSignal,
+  db: Db,
+  threadId: string,
+  options: EventsOptions,
+  write: (line: string) => Promise<void>,
+  signal?: AbortSignal,
 ): Promise<number> {
-  if ((await readThreadOwner(db, threadId)) === null) throw new NotFoundError(`thread ${threadId} not found`);
+  if ((await readThreadOwner(db, threadId)) === null) {
+    throw new NotFoundError(`thread ${threadId} not found`);
+  }
   let printed = 0;
   if (options.follow) {
     for await (const event of followEvents(db, { threadId, afterSeq: options.after ?? 0, signal })) {

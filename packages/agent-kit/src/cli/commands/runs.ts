@@ -20,14 +20,16 @@ export function register(program: Command) {
     .option('--json', 'print one JSON array instead of a table')
     .option('--status <status>', `only runs with this status (${runStatuses.join(', ')})`, (value) => {
       if (!(runStatuses as readonly string[]).includes(value)) {
-        throw new CommanderError(2, 'agent-kit.invalidArgument', `--status takes one of ${runStatuses.join(', ')}, got "${value}"`);
+        throw new CommanderError(2, 'agent-kit.invalidArgument',
+          `--status takes one of ${runStatuses.join(', ')}, got "${value}"`);
       }
       return value;
     })
     .option('--limit <n>', `at most this many runs (1..${maxRunListSize}, default 50)`, (value) => {
       const n = Number(value);
       if (!/^\d+$/.test(value) || n < 1 || n > maxRunListSize) {
-        throw new CommanderError(2, 'agent-kit.invalidArgument', `--limit takes an integer 1..${maxRunListSize}, got "${value}"`);
+        throw new CommanderError(2, 'agent-kit.invalidArgument',
+          `--limit takes an integer 1..${maxRunListSize}, got "${value}"`);
       }
       return n;
     })
@@ -45,7 +47,9 @@ export async function formatRunsCommand(db: Queryable, options: RunsOptions, now
   return formatTable(runsHeader, runs.map((run) => runRow(run, now)));
 }
 
-const runsHeader = ['RUN', 'STATUS', 'TURN', 'FENCE', 'ATT', 'LEASE HOLDER', 'LEASE', 'EFFECTS', 'UPDATED', 'THREAD OWNER'];
+const runsHeader = [
+  'RUN', 'STATUS', 'TURN', 'FENCE', 'ATT', 'LEASE HOLDER', 'LEASE', 'EFFECTS', 'UPDATED', 'THREAD OWNER',
+];
 
 function runRow(run: RunSummary, now: Date): string[] {
   return [

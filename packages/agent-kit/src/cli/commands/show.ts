@@ -30,12 +30,17 @@ export function register(program: Command) {
  * The command's whole output.
  * @throws NotFoundError when there is no such run.
  */
-export async function formatShowCommand(db: Queryable, runId: string, options: { json?: boolean }, now: Date): Promise<string> {
+export async function formatShowCommand(
+  db: Queryable, runId: string, options: { json?: boolean }, now: Date,
+): Promise<string> {
   const detail = await readRunDetail(db, runId);
   if (!detail) throw new NotFoundError(`run ${runId} not found`);
   if (options.json) return `${JSON.stringify(detail, null, 2)}\n`;
-  return [runSection(detail, now), segmentsSection(detail), stepsSection(detail), effectsSection(detail), messagesSection(detail)]
-    .join('\n');
+  const sections = [
+    runSection(detail, now), segmentsSection(detail), stepsSection(detail), effectsSection(detail),
+    messagesSection(detail),
+  ];
+  return sections.join('\n');
 }
 
 function preview(value: unknown, max = 80): string {
@@ -48,7 +53,7 @@ function runSection({ run, ownerId }: RunDetail, now: Date): string {
     `run ${run.id}`,
     `  thread    ${run.threadId} (owner ${ownerId}, turn ${run.turnNo})`,
     `  status    ${run.status}   fence ${run.fence}   attempts ${run.attempts}`,
-    `  lease     ${run.owner ? `${run.owner}, ${run.leaseExpiresAt ? describeExpiry(run.leaseExpiresAt, now) : 'no expiry'}` : '-'}`,
+    `  lease     ${leaseLine(run, now)}`,
     `  created   ${run.createdAt.toISOString()}   updated ${run.updatedAt.toISOString()}`,
   ];
   if (run.waitingFor) lines.push(`  waiting   ${preview(run.waitingFor)}`);
@@ -57,6 +62,11 @@ function runSection({ run, ownerId }: RunDetail, now: Date): string {
   // A closed run's partial is history; while it is open it is what viewers see right now.
   if (run.partial && !isClosed(run.status)) lines.push(`  partial   ${preview(run.partial)}`);
   return `${lines.join('\n')}\n`;
+}
+
+function leaseLine(run: RunDetail['run'], now: Date): string {
+  if (!run.owner) return '-';
+  return `${run.owner}, ${run.leaseExpiresAt ? describeExpiry(run.leaseExpiresAt, now) : 'no expiry'}`;
 }
 
 function section(title: string, count: number, body: () => string): string {
@@ -70,7 +80,10 @@ function indent(text: string): string {
 function segmentsSection({ segments }: RunDetail): string {
   return section('segments', segments.length, () => formatTable(
     ['FENCE', 'ATTEMPT', 'OWNER', 'STARTED', 'ENDED AS'],
-    segments.map((s) => [String(s.fence), String(s.attempt ?? '-'), s.owner ?? '-', s.startedAt.toISOString(), s.endedAs ?? 'running']),
+    segments.map((s) => [
+      String(s.fence), String(s.attempt ?? '-'), s.owner ?? '-', s.startedAt.toISOString(),
+      s.endedAs ?? 'running',
+    ]),
   ));
 }
 
@@ -82,8 +95,11 @@ function stepsSection({ steps }: RunDetail): string {
 }
 
 function stepSummary(kind: string, data: Record<string, unknown>): string {
-  if (kind === 'tool') return `${String(data.toolName)} → ${String(data.outcome)}: ${preview(data.output, 50)}`;
-  const calls = Array.isArray(data.toolCalls) ? (data.toolCalls as { toolName?: string }[]).map((c) => c.toolName) : [];
+  if (kind === 'tool') {
+    return `${String(data.toolName)} → ${String(data.outcome)}: ${preview(data.output, 50)}`;
+  }
+  const toolCalls = Array.isArray(data.toolCalls) ? (data.toolCalls as { toolName?: string }[]) : [];
+  const calls = toolCalls.map((c) => c.toolName);
   return `${preview(data.text ?? '', 50)}${calls.length ? `  [calls ${calls.join(', ')}]` : ''}`;
 }
 
@@ -96,5 +112,5 @@ function effectsSection({ effects }: RunDetail): string {
 
 function messagesSection({ messages }: RunDetail): string {
   return section('messages', messages.length, () =>
-    `${messages.map((m) => `${m.role}${m.partial ? ' (partial)' : ''}: ${preview(m.text, 100)}`).join('\n')}\n`);
+    messages.map((m) => `${m.role}${m.partial ? ' (partial)' : ''}: ${preview(m.text, 100)}\n`).join(''));
 }
