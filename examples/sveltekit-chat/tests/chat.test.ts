@@ -126,6 +126,20 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await page.close();
   });
 
+  it('cancels a running turn from the page and marks it cancelled', async () => {
+    const page = await alice.newPage();
+    await page.goto(`${server.baseUrl}/`);
+    const message = `cancel me ${Date.now()}`;
+    await sendChat(page, message);
+    await waitForWords(page, 3);
+    await page.getByTestId('run').getByRole('button', { name: 'Cancel' }).click();
+    await waitForRunStatus(page, 'aborted');
+    await expect(page.getByTestId('run-badge').textContent()).resolves.toBe('cancelled');
+    expect((await lastRunText(page)).trim().length).toBeLessThan(expectedReply(message).length);
+    expect(await page.getByTestId('run').getByRole('button', { name: 'Cancel' }).count()).toBe(0);
+    await page.close();
+  });
+
   it("refuses another user's thread as not found, in the page and in the API", async () => {
     const page = await alice.newPage();
     await page.goto(`${server.baseUrl}/`);

@@ -48,7 +48,7 @@ describe.skipIf(!hasChromium)(`takeover in the browser${hasChromium ? '' : ` (sk
   it('finishes a turn exactly once after the server is SIGKILLed mid-turn and restarted', async () => {
     const page = await alice.newPage();
     await page.goto(`${server.baseUrl}/`);
-    const message = `survive a crash ${Date.now()}`;
+    const message = 'Please survive a crash';
     const threadId = await sendChat(page, message);
     await waitForWords(page, 5);
     const port = Number(new URL(server.baseUrl).port);
@@ -75,7 +75,7 @@ describe.skipIf(!hasChromium)(`takeover in the browser${hasChromium ? '' : ` (sk
   it("shows the run to the operator, and the demo's kill-segment makes attempt 2 take over", async () => {
     const chat = await alice.newPage();
     await chat.goto(`${server.baseUrl}/`);
-    const message = `Hello agent-kit #effect ${Date.now()}`;
+    const message = 'Hello agent-kit #effect';
     const threadId = await sendChat(chat, message);
     await waitForWords(chat, 3);
     const [run] = (await readThread(chat, server.baseUrl, threadId)).runs;
@@ -106,6 +106,31 @@ describe.skipIf(!hasChromium)(`takeover in the browser${hasChromium ? '' : ` (sk
     await ops.waitForTimeout(300); // let the countdown and timeline settle for the picture
     await saveScreenshot(ops, 'operator.png');
     await saveScreenshot(chat, 'chat.png');
+    await operator.close();
+    await chat.close();
+  });
+  it('lets an operator take a running turn over and release it, and the turn then finishes', async () => {
+    const chat = await alice.newPage();
+    await chat.goto(`${server.baseUrl}/`);
+    const message = `hold on ${Date.now()}`;
+    const threadId = await sendChat(chat, message);
+    await waitForWords(chat, 3);
+    const [run] = (await readThread(chat, server.baseUrl, threadId)).runs;
+
+    const operator = await signIn(browser, server.baseUrl, 'operator');
+    const ops = await operator.newPage();
+    await ops.goto(`${server.baseUrl}/ops?run=${run!.id}`);
+    await ops.getByRole('button', { name: 'Take over' }).click();
+    await waitForRunStatus(chat, 'waiting_takeover');
+    await expect(chat.getByTestId('run-badge').textContent()).resolves.toBe('held by an operator');
+    const heldText = await lastRunText(chat);
+    expect(heldText.trim().length).toBeLessThan(expectedReply(message).length);
+
+    await ops.getByRole('button', { name: 'Release' }).click();
+    await waitForRunStatus(chat, 'completed', takeoverMaxMs);
+    expect((await lastRunText(chat)).trim()).toBe(expectedReply(message));
+    const thread = await readThread(chat, server.baseUrl, threadId);
+    expect(thread.messages.filter((m) => m.role === 'assistant')).toHaveLength(1);
     await operator.close();
     await chat.close();
   });

@@ -1,0 +1,103 @@
+// Unit tests of the chat's event fold and the operator timeline: events apply once and in seq
+// order (so two streams and a replay agree), a resumed segment replaces the dead one's text,
+// and each way a run can end is labelled and drawn as such.
+import { describe, expect, it } from 'vitest';
+import { buildRunTimeline } from '../src/lib/run-timeline';
+import { applyEvent, emptyThreadView, openRun, runBadge, type RunItem, type WireEvent } from '../src/lib/thread-view';
+
+const runId = '11111111-1111-4111-8111-111111111111';
+const t0 = Date.parse('2030-01-01T00:00:00Z');
+
+function makeLog(specs: [type: string, fence: number, data: Record<string, unknown>][]): WireEvent[] {
+  return specs.map(([type, fence, data], index) => ({
+    seq: index + 1, runId, fence, type, data, createdAt: new Date(t0 + index * 1000).toISOString(),
+  }));
+}
+
+const crashedThenResumed = makeLog([
+  ['message', 0, { role: 'user', text: 'hi', messageId: 'm1', runId }],
+  ['run-queued', 0, { runId, turnNo: 1 }],
+  ['segment-started', 1, { text: '', attempt: 1, fence: 1, owner: 'a' }],
+  ['text-delta', 1, { text: 'one two ' }],
+  ['segment-started', 2, { text: 'one ', attempt: 2, fence: 2, owner: 'b' }],
+  ['text-delta', 2, { text: 'two three ' }],
+  ['run-closed', 2, { status: 'completed', text: 'one two three ', partial: false }],
+]);
+
+function fold(events: WireEvent[]) {
+  const view = emptyThreadView();
+  for (const event of events) applyEvent(view, event);
+  return view;
+}
+
+describe('the thread view', () => {
+  it('replaces a dead segment’s text with the resumed segment’s and shows the attempt', () => {
+    const view = fold(crashedThenResumed.slice(0, 6));
+    const run = view.items[1] as RunItem;
+    expect(run.text).toBe('one two three ');
+    expect(run.resumedAfterCrash).toBe(true);
+    expect(run.attempt).toBe(2);
+  });
+
+  it('applies each seq once, so a duplicate or early event from a second stream changes nothing', () => {
+    const view = emptyThreadView();
+    for (const event of crashedThenResumed.slice(0, 4)) applyEvent(view, event);
+    expect(applyEvent(view, crashedThenResumed[3]!)).toBe(false);
+    expect(applyEvent(view, crashedThenResumed[5]!)).toBe(false);
+    expect((view.items[1] as RunItem).text).toBe('one two ');
+    expect(view.cursor).toBe(4);
+  });
+
+  it('ends with one user message and one closed run whatever the streams delivered twice', () => {
+    const view = emptyThreadView();
+    for (const event of [...crashedThenResumed, ...crashedThenResumed]) applyEvent(view, event);
+    expect(view.items.map((item) => item.kind)).toEqual(['user', 'run']);
+    expect(openRun(view)).toBeUndefined();
+    expect(runBadge(view.items[1] as RunItem)).toBeNull();
+  });
+
+  it('labels a salvaged run, a cancelled run and a waiting question', () => {
+    const salvaged = fold(makeLog([
+      ['run-queued', 0, { runId, turnNo: 1 }],
+      ['segment-started', 1, { text: '', attempt: 1 }],
+      ['run-closed', 0, { status: 'aborted', text: 'half', partial: true }],
+    ]));
+    expect(runBadge(salvaged.items[0] as RunItem)).toBe('salvaged (partial)');
+
+    const cancelled = fold(makeLog([
+      ['run-queued', 0, { runId, turnNo: 1 }],
+      ['cancel-requested', 0, { runId }],
+      ['run-closed', 1, { status: 'aborted', text: '', partial: false }],
+    ]));
+    expect(runBadge(cancelled.items[0] as RunItem)).toBe('cancelled');
+
+    const asking = fold(makeLog([
+      ['run-queued', 0, { runId, turnNo: 1 }],
+      ['input-requested', 1, { id: 'q1', kind: 'question', question: 'Which?' }],
+      ['run-parked', 1, { status: 'waiting_input' }],
+    ]));
+    const run = asking.items[0] as RunItem;
+    expect(run.pending).toMatchObject({ id: 'q1', kind: 'question', question: 'Which?' });
+    expect(runBadge(run)).toBe('waiting for your answer');
+    applyEvent(asking, { ...crashedThenResumed[0]!, seq: 4, type: 'input-received', data: { questionId: 'q1', data: { answer: 'blue' } } });
+    expect(run.pending).toBeNull();
+    expect(run.answered).toEqual([{ question: 'Which?', answer: 'blue' }]);
+  });
+});
+
+describe('the run timeline', () => {
+  it('draws a lost segment and the segment that took over and closed the run', () => {
+    const timeline = buildRunTimeline(crashedThenResumed, runId, t0 + 10_000, false);
+    expect(timeline.bars.map((bar) => [bar.fence, bar.endedAs])).toEqual([[1, 'lost'], [2, 'closed']]);
+    expect(timeline.bars[0]!.endMs).toBe(t0 + 3000);
+    expect(timeline.bars[1]!.startMs).toBe(t0 + 4000);
+  });
+
+  it('extends a live segment to now, and calls it lost once its lease is gone', () => {
+    const events = crashedThenResumed.slice(0, 4);
+    const live = buildRunTimeline(events, runId, t0 + 9000, true);
+    expect(live.bars[0]).toMatchObject({ endedAs: 'live', endMs: t0 + 9000 });
+    const expired = buildRunTimeline(events, runId, t0 + 9000, false);
+    expect(expired.bars[0]).toMatchObject({ endedAs: 'lost', detail: 'lease expired', endMs: t0 + 3000 });
+  });
+});
