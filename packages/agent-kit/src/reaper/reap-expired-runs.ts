@@ -54,15 +54,22 @@ export async function reapExpiredRuns(rt: Runtime, options: ReapOptions = {}): P
   }
   const owner = options.owner ?? `reaper-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
   const report: ReapReport = { scanned: 0, requeued: 0, salvaged: 0, reconciled: 0, inDoubt: 0, errors: 0, durationMs: 0 };
-  const rows = await rt.db.query<{ id: string; fence: number; attempts: number }>(
-    `select id, fence, attempts from agent_kit_runs
-     where status = 'running' and lease_expires_at <= agent_kit_now()
-     order by lease_expires_at limit $1`,
+  const rows = await rt.db.query<{ id: string; fence: number; attempts: number; has_started: boolean }>(
+    `select r.id, r.fence, r.attempts, exists (select 1 from agent_kit_effects e
+       where e.run_id = r.id and e.status = 'started') as has_started
+     from agent_kit_runs r
+     where r.status = 'running' and r.lease_expires_at <= agent_kit_now()
+     order by r.lease_expires_at limit $1`,
     [limit],
   );
   report.scanned = rows.length;
+  const plain: ExpiredRun[] = [];
   for (const row of rows) {
     const run: ExpiredRun = { id: row.id, fence: toNumber(row.fence), attempts: toNumber(row.attempts) };
+    if (run.attempts < rt.config.maxRunAttempts && !row.has_started) {
+      plain.push(run); // nothing to reconcile: requeued below in one statement
+      continue;
+    }
     try {
       if (run.attempts >= rt.config.maxRunAttempts) await salvageRun(rt, run, owner, report);
       else await requeueRun(rt, run, report);
@@ -71,6 +78,12 @@ export async function reapExpiredRuns(rt: Runtime, options: ReapOptions = {}): P
       const error = coerceError(raw);
       rt.log?.({ msg: 'reap: run failed', runId: run.id, fence: run.fence, attempt: run.attempts, error: error.message });
     }
+  }
+  try {
+    report.requeued += await requeueAll(rt, plain);
+  } catch (raw) {
+    report.errors += plain.length;
+    rt.log?.({ msg: 'reap: requeue failed', runIds: plain.map((r) => r.id), error: coerceError(raw).message });
   }
   report.durationMs = Date.now() - startedMs;
   return report;
@@ -93,6 +106,22 @@ async function requeueRun(rt: Runtime, run: ExpiredRun, report: ReapReport): Pro
     else report.inDoubt++;
   }
   if (await enqueueRun(rt.db, run.id, run.fence)) report.requeued++;
+}
+
+/**
+ * Resume path for runs without started effects, one statement for all. Ids are sorted so that
+ * two reapers lock jobs in the same order (no deadlock); each enqueue is guarded by its fence.
+ */
+async function requeueAll(rt: Runtime, runs: ExpiredRun[]): Promise<number> {
+  if (runs.length === 0) return 0;
+  const sorted = [...runs].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const rows = await rt.db.query<{ n: number | string }>(
+    `select count(*) filter (where q.ok) as n from (
+       select agent_kit_enqueue_run(u.id, u.fence) as ok
+       from unnest($1::uuid[], $2::bigint[]) with ordinality as u(id, fence, nth) order by u.nth) q`,
+    [sorted.map((r) => r.id), sorted.map((r) => r.fence)],
+  );
+  return toNumber(rows[0]?.n);
 }
 
 /**
