@@ -112,7 +112,13 @@ async function killTarget(pool: pg.Pool, fleet: Fleet): Promise<{ child: Child; 
   return idle ? { child: idle, kind: 'idle' } : undefined;
 }
 
-async function injectFault(pool: pg.Pool, fleet: Fleet, dbName: string, lastRestartMs: { at: number }) {
+/** Restart the whole Postgres cluster (CHAOS_PG_RESTART=1 only: it hurts every database on it). */
+async function restartPostgres() {
+  counts.pgRestarts++;
+  await promisify(execFile)('pg_ctlcluster', ['--skip-systemctl-redirect', '15', 'main', 'restart']);
+}
+
+async function injectFault(pool: pg.Pool, fleet: Fleet, dbName: string) {
   const roll = random() * 100;
   if (roll < 32) {
     const target = await killTarget(pool, fleet);
@@ -134,15 +140,11 @@ async function injectFault(pool: pg.Pool, fleet: Fleet, dbName: string, lastRest
   } else if (roll < 76) {
     counts.reaps += 2;
     for (let i = 0; i < 2; i++) fleet.startHelper('reap', []);
-  } else if (roll < 92 || !pgRestarts || Date.now() - lastRestartMs.at < 15_000) {
+  } else {
     const killed = await pool.query(`select count(pg_terminate_backend(pid)) as n from pg_stat_activity
       where datname = $1 and application_name like 'agent-kit%' and application_name <> 'agent-kit-chaos'
         and pid <> pg_backend_pid() and random() < 0.6`, [dbName]);
     counts.connKills += Number(killed.rows[0].n);
-  } else {
-    lastRestartMs.at = Date.now();
-    counts.pgRestarts++;
-    await promisify(execFile)('pg_ctlcluster', ['--skip-systemctl-redirect', '15', 'main', 'restart']);
   }
 }
 
@@ -179,14 +181,17 @@ async function main() {
   const pool = new pg.Pool({ connectionString: url, max: 3, application_name: 'agent-kit-chaos' });
   pool.on('error', () => {});
   const startedMs = Date.now();
-  const lastRestart = { at: startedMs };
+  // The first restart comes early (3–8 s in), so that even a short run has one; then every 20–40 s.
+  let nextRestartMs = pgRestarts ? startedMs + 3_000 + random() * 5_000 : Number.POSITIVE_INFINITY;
   let open = runCount;
   let lastReportMs = startedMs;
   while (open > 0 && Date.now() - startedMs < timeoutMs) {
     await sleep(num('fault-every-ms') * (0.5 + random()));
     // Faults stop at 75 % of the time limit so that the last runs can settle.
     if (Date.now() - startedMs < timeoutMs * 0.75) {
-      await injectFault(pool, fleet, dbName, lastRestart).catch((e) => console.log(`chaos: fault failed: ${(e as Error).message}`));
+      const fault = Date.now() >= nextRestartMs ? restartPostgres() : injectFault(pool, fleet, dbName);
+      if (Date.now() >= nextRestartMs) nextRestartMs = Date.now() + 20_000 + random() * 20_000;
+      await fault.catch((e) => console.log(`chaos: fault failed: ${(e as Error).message}`));
     }
     open = await retrying(async () => Number((await pool.query(`select count(*) as n from agent_kit_runs
       where status not in ('completed', 'failed', 'aborted')`)).rows[0].n));

@@ -2,6 +2,8 @@
 // environment, a JSON-lines log on stderr, and strict parsing of numeric flags.
 import { CommanderError } from 'commander';
 import { configFromEnv } from '../../config.js';
+import { coerceError, StoreUnavailableError } from '../../errors.js';
+import { backoffMs, sleep } from '../../queue/pace.js';
 import { createRuntime } from '../../turn/index.js';
 import type { Runtime } from '../../turn/types.js';
 
@@ -13,6 +15,34 @@ export function logToStderr(entry: Record<string, unknown>): void {
 /** Build the Runtime from the environment, run `fn`, always close the store. */
 export async function withRuntime<T>(fn: (rt: Runtime) => Promise<T>): Promise<T> {
   const rt = await createRuntime(configFromEnv(), { log: logToStderr });
+  return runThenClose(rt, fn);
+}
+
+/**
+ * As withRuntime, but an unreachable database is waited out with backoff instead of failing: a
+ * worker started during a Postgres restart comes up when it is back. Aborting `signal` while
+ * waiting gives up quietly (undefined).
+ */
+export async function withRuntimeWhenAvailable<T>(
+  fn: (rt: Runtime) => Promise<T>, signal: AbortSignal,
+): Promise<T | undefined> {
+  for (let failures = 1; ; failures++) {
+    let rt: Runtime;
+    try {
+      rt = await createRuntime(configFromEnv(), { log: logToStderr });
+    } catch (raw) {
+      const error = coerceError(raw);
+      if (!(error instanceof StoreUnavailableError)) throw error;
+      logToStderr({ msg: 'waiting for the database', error: error.message, failures });
+      await sleep(backoffMs(failures), signal);
+      if (signal.aborted) return undefined;
+      continue;
+    }
+    return runThenClose(rt, fn);
+  }
+}
+
+async function runThenClose<T>(rt: Runtime, fn: (rt: Runtime) => Promise<T>): Promise<T> {
   try {
     return await fn(rt);
   } finally {

@@ -3,7 +3,7 @@
 // and exits 0. Logs JSON lines on stderr.
 import type { Command } from 'commander';
 import { runWorker } from '../../worker/run-worker.js';
-import { positiveNumber, withRuntime } from './with-runtime.js';
+import { positiveNumber, withRuntimeWhenAvailable } from './with-runtime.js';
 
 export function register(program: Command) {
   program
@@ -17,9 +17,9 @@ export function register(program: Command) {
       process.once('SIGTERM', stop);
       process.once('SIGINT', stop);
       try {
-        await withRuntime((rt) => runWorker(rt, {
+        await withRuntimeWhenAvailable((rt) => runWorker(rt, {
           signal: controller.signal, concurrency: options.concurrency, pollMs: options.pollMs,
-        }));
+        }), controller.signal);
       } finally {
         process.off('SIGTERM', stop);
         process.off('SIGINT', stop);
