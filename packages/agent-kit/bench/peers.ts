@@ -28,11 +28,16 @@ export function graphilePreset(name: GraphileConfigName, concurrency: number): G
   if (name === 'defaults') return {};
   return {
     worker: {
-      localQueue: { size: Math.max(100, concurrency * 10) },
+      localQueue: { size: graphileLocalQueueSize(concurrency) },
       completeJobBatchDelay: 0,
       failJobBatchDelay: 0,
     },
   };
+}
+
+/** Jobs locked per fetch in the fastest configuration (the bench's batched agent-kit path matches it). */
+export function graphileLocalQueueSize(concurrency: number): number {
+  return Math.max(100, concurrency * 10);
 }
 
 /** Run a graphile-worker pool with `task` until `drain` is timed; then stop it. */
@@ -41,6 +46,7 @@ export async function withGraphileWorker<T>(
 ): Promise<T> {
   await runMigrations({ connectionString: o.url, schema: gwSchema, logger: silent });
   const client = new pg.Client({ connectionString: o.url });
+  client.on('error', () => {}); // a lost connection fails the next query, not the process
   await client.connect();
   let runner: Runner | undefined;
   try {
@@ -95,6 +101,7 @@ export async function drainBossNoop(o: PeerOptions, config: BossConfig): Promise
   await boss.start();
   const queue = `bench_noop_${config.batchSize}`;
   const client = new pg.Client({ connectionString: o.url });
+  client.on('error', () => {});
   await client.connect();
   try {
     await boss.createQueue(queue);

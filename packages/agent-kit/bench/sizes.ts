@@ -36,10 +36,10 @@ const full: Sizes = {
 
 const smoke: Sizes = {
   poolMax: 20,
-  lease: { concurrency, sliceMs: 150, rounds: 2, warmupRounds: 1, seedRuns: 3_000, leasesPerCaller: 10 },
-  scale: { concurrency, depths: [100, 300], durationMs: 300, warmupMs: 100 },
-  orchestration: { concurrency, jobs: 300, timeBoxMs: 10_000, slowTimeBoxMs: 500, rounds: 1 },
-  scriptedTurn: { concurrency, jobs: 100, timeBoxMs: 10_000, replyTokens: 12 },
+  lease: { concurrency, sliceMs: 100, rounds: 1, warmupRounds: 1, seedRuns: 800, leasesPerCaller: 4 },
+  scale: { concurrency, depths: [100, 300], durationMs: 200, warmupMs: 50 },
+  orchestration: { concurrency, jobs: 200, timeBoxMs: 10_000, slowTimeBoxMs: 500, rounds: 1 },
+  scriptedTurn: { concurrency, jobs: 50, timeBoxMs: 10_000, replyTokens: 12 },
   takeover: { kills: 5, leaseTtlMs: 300, spacingMs: 20, concurrency },
   mirror: { tokens: 400, tokensPerSecond: 2_000, many: [20], manyTokens: 20, manyTokensPerSecond: 100 },
   replay: { events: 1_000, repeats: 1 },

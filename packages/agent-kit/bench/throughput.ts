@@ -6,7 +6,8 @@ import type { Db } from '../src/store/db.js';
 import type { DrainResult } from './lib/drain-measure.js';
 import type { Row } from './lib/report.js';
 import { drainWithWorker, nullTurn, type WorkerDrainResult } from './orchestration.js';
-import { bossDefaults, drainBossNoop, drainGraphileNoop } from './peers.js';
+import { measureBatchedNullTurns, installBatchedDrain } from './batched-drain.js';
+import { bossDefaults, drainBossNoop, drainGraphileNoop, graphileLocalQueueSize } from './peers.js';
 
 export interface ThroughputOptions {
   concurrency: number;
@@ -38,17 +39,22 @@ export async function benchOrchestration(
 ): Promise<Row[]> {
   const peer = { url, concurrency: o.concurrency, jobs: o.jobs, timeBoxMs: o.timeBoxMs };
   const ak: WorkerDrainResult[] = [];
+  const batched: DrainResult[] = [];
   const gwFast: DrainResult[] = [];
+  await installBatchedDrain(db);
   for (let round = 0; round < o.rounds; round++) {
     ak.push(await drainWithWorker(db, nullTurn, { concurrency: o.concurrency, jobs: o.jobs, timeBoxMs: o.timeBoxMs }));
+    batched.push(await measureBatchedNullTurns(db, { ...peer, claimBatch: graphileLocalQueueSize(o.concurrency) }));
     gwFast.push(await drainGraphileNoop(peer, 'fastest'));
   }
   const gwDefaults = await drainGraphileNoop(peer, 'defaults');
   const bossBatched = await drainBossNoop(peer, { batchSize: 100, pollingIntervalSeconds: 0.5 });
   const bossDefault = await drainBossNoop({ ...peer, timeBoxMs: o.slowTimeBoxMs }, bossDefaults);
   const agentKit = pooled(ak);
+  const proposal = pooled(batched);
   const fastest = pooled(gwFast);
   evidence['orchestration-agent-kit'] = ak;
+  evidence['orchestration-batched-proposal'] = batched;
   evidence['orchestration-peers'] = { gwFast, gwDefaults, bossBatched, bossDefault };
 
   const section = `2a. Orchestration alone (null turn vs no-op jobs, concurrency ${o.concurrency}, runs/s)`;
@@ -58,6 +64,13 @@ export async function benchOrchestration(
       ...base, metric: 'vs graphile-worker, fastest config', baseline: fastest.perSecond,
       baselineName: 'gw local queue + batched completion', target: { kind: 'ratio-at-least', value: 1.0 },
       note: describeRoundTrips(ak[ak.length - 1]!),
+    },
+    {
+      section, unit: 'runs/s', agentKit: proposal.perSecond, metric: 'PROPOSED batched claim/close vs gw fastest',
+      baseline: fastest.perSecond, baselineName: 'gw local queue + batched completion',
+      target: { kind: 'ratio-at-least', value: 1.0 },
+      note: `bench/sql/batched-drain.sql (not in the library yet): claim and close ${graphileLocalQueueSize(o.concurrency)} ` +
+        'runs per statement, local queue like graphile-worker\'s',
     },
     { ...base, metric: 'vs graphile-worker, defaults', baseline: gwDefaults.perSecond, baselineName: 'gw defaults' },
     {

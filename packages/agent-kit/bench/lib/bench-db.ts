@@ -22,6 +22,7 @@ export interface BenchDatabase {
 export async function createPostgresBench(baseUrl: string, poolMax: number): Promise<BenchDatabase> {
   const name = `agent_kit_bench_${Date.now().toString(36)}`;
   const admin = new pg.Client({ connectionString: baseUrl });
+  admin.on('error', () => {}); // a lost connection fails the next query, not the process
   await admin.connect();
   await admin.query(`create database ${name}`);
   const url = new URL(baseUrl);

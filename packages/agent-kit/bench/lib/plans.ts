@@ -27,6 +27,7 @@ export async function capturePlans(url: string, calls: [string, unknown[]][]): P
   client.on('notice', (notice) => {
     if (notice.message?.includes('plan:')) plans.push(notice.message);
   });
+  client.on('error', () => {});
   await client.connect();
   try {
     for (const statement of setup) await client.query(statement);
