@@ -8,6 +8,8 @@ import {
   closeWith, count, nullTurn, parkForInput, parkOnStop, stopMidStep, testRuntime,
 } from '../../test/chaos/null-turn.js';
 import { claimRun, closeRun } from '../lease/lease.js';
+import { reapExpiredRuns } from '../reaper/reap-expired-runs.js';
+import { advanceFakeNow, clearFakeNow } from '../store/clock.js';
 import type { Db } from '../store/db.js';
 import type { RunSegment } from '../turn/types.js';
 import { drainQueue, takeMarginMs } from './drain-queue.js';
@@ -184,6 +186,27 @@ describe('drainQueue', () => {
     });
     expect(report).toMatchObject({ taken: 1, claimed: 1, parked: 1 });
     expect((await runState(runs[0]!.runId)).status).toBe('waiting_input');
+  });
+});
+
+describe('drainQueue and the crash budget', () => {
+  it('leaves an expired run with no attempts left to the reaper instead of claiming it again', async () => {
+    await emptyQueue();
+    const { runId } = await newRun();
+    const claim = await claimRun(db, { runId, owner: 'dead', leaseTtlMs: 5_000 });
+    expect(claim.claimed).toBe(true);
+    await advanceFakeNow(db, 6_000);
+    try {
+      expect(await enqueueRun(db, runId)).toBe(true); // a job from elsewhere, e.g. a rescheduled one
+      const rt = testRuntime(db, { maxRunAttempts: 1 });
+      const report = await drainQueue(rt, { runSegment: nullTurn() });
+      expect(report).toMatchObject({ taken: 1, notClaimed: 1, dropped: 1, claimed: 0 });
+      expect(await runState(runId)).toEqual({ status: 'running', fence: 1, messages: 0, jobs: 0 });
+      expect(await reapExpiredRuns(rt)).toMatchObject({ salvaged: 1 });
+      expect(await runState(runId)).toEqual({ status: 'aborted', fence: 2, messages: 1, jobs: 0 });
+    } finally {
+      await clearFakeNow(db);
+    }
   });
 });
 

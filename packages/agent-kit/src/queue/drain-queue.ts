@@ -1,11 +1,12 @@
 // The queue drain: one invocation's worth of work (a cron call) or, with `waitForWork`, a worker's
 // endless one. It takes due jobs in batches with SKIP LOCKED, runs their segments several at once,
 // and settles every job it could not use, so no job is lost and two drains at once are safe: the
-// claim (one SQL statement, the next fence) decides who runs a run. No leader election.
+// claim (one SQL statement, the next fence) decides who runs a run. No leader election. A run out
+// of attempts is left to the reaper's salvage, never claimed again.
 import { coerceError, InvalidArgumentError } from '../errors.js';
 import type { RunSegment, Runtime, SegmentOutcome } from '../turn/types.js';
 import { backoffMs, neverAborted, sleep } from './pace.js';
-import { settleJob, takeJobs, type SettleOutcome, type TakenJob } from './jobs.js';
+import { dropJobsOfSpentRuns, settleJob, takeJobs, type SettleOutcome, type TakenJob } from './jobs.js';
 
 export interface DrainOptions {
   /**
@@ -121,7 +122,15 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
       continue;
     }
     report.taken += jobs.length;
-    for (const job of jobs) start(job);
+    let spent = new Set<number>();
+    try {
+      spent = await dropJobsOfSpentRuns(rt.db, jobs.map((j) => j.jobId), rt.config.maxRunAttempts);
+    } catch (raw) {
+      rt.log?.({ msg: 'drain: checking attempts failed', error: coerceError(raw).message }); // the claim decides
+    }
+    report.dropped += spent.size;
+    report.notClaimed += spent.size;
+    for (const job of jobs) if (!spent.has(job.jobId)) start(job);
     if (jobs.length === free) continue;
     // Nothing more is due now.
     if (options.waitForWork) {

@@ -54,3 +54,20 @@ export async function enqueueRun(db: Queryable, runId: string, fence?: number): 
   const rows = await db.query<{ ok: boolean }>('select agent_kit_enqueue_run($1, $2) as ok', [runId, fence ?? null]);
   return rows[0]?.ok === true;
 }
+
+/**
+ * Drop the taken jobs whose run is running with an expired lease and no attempts left: such a run
+ * is the reaper's to salvage (it reconciles effects and closes it), and claiming it again would
+ * overrun the crash budget. Returns the ids of the jobs dropped.
+ */
+export async function dropJobsOfSpentRuns(db: Queryable, jobIds: number[], maxRunAttempts: number): Promise<Set<number>> {
+  if (jobIds.length === 0) return new Set();
+  const rows = await db.query<{ id: number }>(
+    `delete from agent_kit_jobs j using agent_kit_runs r
+     where j.id = any($1::bigint[]) and r.id = j.run_id and r.status = 'running'
+       and r.lease_expires_at <= agent_kit_now() and r.attempts >= $2
+     returning j.id`,
+    [jobIds, maxRunAttempts],
+  );
+  return new Set(rows.map((row) => toNumber(row.id)));
+}
