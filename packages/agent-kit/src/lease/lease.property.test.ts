@@ -18,6 +18,9 @@ const numRuns = Number(process.env.FC_RUNS ?? (onPostgres ? 100 : 50));
 const seed = process.env.FC_SEED === undefined ? undefined : Number(process.env.FC_SEED);
 const path = process.env.FC_PATH;
 const startAt = new Date('2031-01-01T00:00:00.000Z');
+// A case takes ~10–100 ms; the budget leaves room for a loaded machine and for shrinking, and
+// keeps a long FC_RUNS soak from timing out while it still drives the shared fake clock.
+const caseBudgetMs = Math.max(120_000, numRuns * 1_000);
 
 let db: Db;
 beforeAll(async () => {
@@ -122,7 +125,7 @@ describe('the lease state machine', () => {
       fc.asyncProperty(scenario, ({ threadOfRun, ownerCount, commands }) => runScenario(threadOfRun, ownerCount, commands)),
       { numRuns, seed, path, endOnFailure: path !== undefined },
     );
-  });
+  }, caseBudgetMs);
 
   it('matches the model on a hand-picked path through every branch of park', async () => {
     // Waiting with an answer already stored, cancel beating takeover, takeover beating the request.
