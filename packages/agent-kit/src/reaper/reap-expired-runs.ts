@@ -35,6 +35,9 @@ export interface ReapReport {
 }
 
 const limitMax = 1_000;
+// Salvage is a few statements; a reaper that dies midway should not hold the run for a whole
+// default TTL (the invocation budget, minutes) before the next pass can retry.
+const salvageLeaseMaxMs = 30_000;
 
 interface ExpiredRun {
   id: string;
@@ -132,7 +135,7 @@ async function requeueAll(rt: Runtime, runs: ExpiredRun[]): Promise<number> {
 async function salvageRun(rt: Runtime, run: ExpiredRun, owner: string, report: ReapReport): Promise<void> {
   const rows = await rt.db.query<RunRow>(
     'select * from agent_kit_take_for_salvage($1, $2, $3::interval, $4)',
-    [run.id, owner, msInterval(rt.config.leaseTtlMs), rt.config.maxRunAttempts],
+    [run.id, owner, msInterval(Math.min(rt.config.leaseTtlMs, salvageLeaseMaxMs)), rt.config.maxRunAttempts],
   );
   if (!rows[0]) return; // another reaper or a drain got there first
   const taken = toRun(rows[0]);

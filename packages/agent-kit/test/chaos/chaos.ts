@@ -185,7 +185,8 @@ async function main() {
   let nextRestartMs = pgRestarts ? startedMs + 3_000 + random() * 5_000 : Number.POSITIVE_INFINITY;
   let open = runCount;
   let lastReportMs = startedMs;
-  while (open > 0 && Date.now() - startedMs < timeoutMs) {
+  // A worker that exits on its own (a crash, a schema it does not know) ends the run at once.
+  while (open > 0 && Date.now() - startedMs < timeoutMs && fleet.badExits.length === 0) {
     await sleep(num('fault-every-ms') * (0.5 + random()));
     // Faults stop at 75 % of the time limit so that the last runs can settle.
     if (Date.now() - startedMs < timeoutMs * 0.75) {
