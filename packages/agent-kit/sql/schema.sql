@@ -75,6 +75,7 @@ create table agent_kit_messages (
   constraint agent_kit_messages_run_id_fkey FOREIGN KEY (run_id) REFERENCES agent_kit_runs(id) ON DELETE CASCADE,
   constraint agent_kit_messages_thread_id_fkey FOREIGN KEY (thread_id) REFERENCES agent_kit_threads(id) ON DELETE CASCADE
 );
+CREATE INDEX agent_kit_messages__client_message_id_idx ON agent_kit_messages USING btree (client_message_id) WHERE (client_message_id IS NOT NULL);
 CREATE UNIQUE INDEX agent_kit_messages__client_message_id_key ON agent_kit_messages USING btree (thread_id, client_message_id) WHERE (client_message_id IS NOT NULL);
 CREATE UNIQUE INDEX agent_kit_messages__run_answer_key ON agent_kit_messages USING btree (run_id) WHERE (role = 'assistant'::text);
 CREATE INDEX agent_kit_messages__thread_id_idx ON agent_kit_messages USING btree (thread_id, created_at);
@@ -615,6 +616,15 @@ begin
   return v_run.status;
 end $function$
 
+-- function agent_kit_schema_version()
+CREATE OR REPLACE FUNCTION agent_kit_schema_version()
+ RETURNS integer
+ LANGUAGE sql
+ STABLE
+AS $function$
+  select coalesce(max(version), 0) from agent_kit_migrations
+$function$
+
 -- function agent_kit_settle_job(p_job_id bigint)
 CREATE OR REPLACE FUNCTION agent_kit_settle_job(p_job_id bigint)
  RETURNS text
@@ -665,7 +675,7 @@ declare
   v_thread_id uuid := p_thread_id;
   v_message_id uuid;
   v_run_id uuid;
-  v_waiting agent_kit_runs;
+  v_active agent_kit_runs;
   v_turn_no int;
 begin
   if p_owner_id is null or p_owner_id = '' then
@@ -677,37 +687,48 @@ begin
   if p_job_delay is null or p_job_delay < interval '0' then
     raise exception 'job delay must be a non-negative interval' using errcode = 'AK001';
   end if;
+  if p_client_message_id is not null then
+    -- Serialise retries of one client message (transaction-scoped: safe behind a pooler).
+    perform pg_advisory_xact_lock(hashtext('agent_kit_start_turn:' || p_owner_id || ':' || p_client_message_id));
+    select m.id, m.run_id, m.thread_id into v_message_id, v_run_id, v_thread_id
+    from agent_kit_messages m join agent_kit_threads t on t.id = m.thread_id
+    where m.client_message_id = p_client_message_id and t.owner_id = p_owner_id
+      and (p_thread_id is null or m.thread_id = p_thread_id)
+    limit 1;
+    if found then
+      return query select v_thread_id, v_message_id, v_run_id, false, 'duplicate'::text;
+      return;
+    end if;
+    v_thread_id := p_thread_id;
+  end if;
+
   if v_thread_id is null then
     insert into agent_kit_threads (owner_id, title) values (p_owner_id, left(p_text, 80))
     returning id into v_thread_id;
   else
-    -- Lock the thread: turn numbers are assigned one at a time. Another owner's thread is
-    -- "not found", so a caller cannot learn that it exists.
-    perform 1 from agent_kit_threads t where t.id = v_thread_id and t.owner_id = p_owner_id for update;
+    -- Another owner's thread is "not found", so a caller cannot learn that it exists.
+    perform 1 from agent_kit_threads t where t.id = v_thread_id and t.owner_id = p_owner_id;
     if not found then
       raise exception 'thread % not found', v_thread_id using errcode = 'AK002';
     end if;
-    if p_client_message_id is not null then
-      select m.id, m.run_id into v_message_id, v_run_id from agent_kit_messages m
-      where m.thread_id = v_thread_id and m.client_message_id = p_client_message_id;
-      if found then
-        return query select v_thread_id, v_message_id, v_run_id, false, 'duplicate'::text;
-        return;
-      end if;
-    end if;
-    select * into v_waiting from agent_kit_runs r
-    where r.thread_id = v_thread_id and r.status = 'waiting_input' for update;
+    -- Lock order: the thread's active run first, then the thread row (turn numbers are assigned
+    -- one at a time under it). A run that parks for input after this point asked its question
+    -- after this message was sent, so the message rightly becomes the next turn.
+    select * into v_active from agent_kit_runs r
+    where r.thread_id = v_thread_id and r.status in ('running', 'waiting_input', 'waiting_takeover')
+    for update;
+    perform 1 from agent_kit_threads t where t.id = v_thread_id for update;
   end if;
 
-  if v_waiting.id is not null then
+  if v_active.status = 'waiting_input' then
     insert into agent_kit_messages (thread_id, run_id, role, content, client_message_id)
-    values (v_thread_id, v_waiting.id, 'user', jsonb_build_object('text', p_text), p_client_message_id)
+    values (v_thread_id, v_active.id, 'user', jsonb_build_object('text', p_text), p_client_message_id)
     returning id into v_message_id;
-    perform agent_kit__append_event(v_thread_id, v_waiting.id, 0, 'message', jsonb_build_object(
-      'messageId', v_message_id, 'role', 'user', 'text', p_text, 'runId', v_waiting.id));
-    perform agent_kit_submit_input(v_waiting.id, coalesce(v_waiting.waiting_for->>'id', 'message'),
+    perform agent_kit__append_event(v_thread_id, v_active.id, 0, 'message', jsonb_build_object(
+      'messageId', v_message_id, 'role', 'user', 'text', p_text, 'runId', v_active.id));
+    perform agent_kit_submit_input(v_active.id, coalesce(v_active.waiting_for->>'id', 'message'),
       jsonb_build_object('text', p_text, 'messageId', v_message_id));
-    return query select v_thread_id, v_message_id, v_waiting.id, true, 'input'::text;
+    return query select v_thread_id, v_message_id, v_active.id, true, 'input'::text;
     return;
   end if;
 

@@ -3,7 +3,12 @@ export * from './errors.js';
 export * from './config.js';
 export * from './store/index.js';
 export * from './lease/index.js';
-export { startTurn, maxMessageChars, type StartTurnOptions, type StartTurnResult } from './queue/start-turn.js';
+export {
+  startTurn, maxMessageChars, drainQueue, defaultDrainConcurrency, enqueueRun,
+  type StartTurnOptions, type StartTurnResult, type DrainOptions, type DrainReport,
+} from './queue/index.js';
+export { reapExpiredRuns, type ReapOptions, type ReapReport } from './reaper/index.js';
+export { runWorker, type WorkerOptions } from './worker/index.js';
 export {
   runSegment, createRuntime, newOwner, defaultTurnSettings, loadJournal, committedText, buildMessages,
   type CreateRuntimeOptions, type TurnSettings, type Runtime, type SegmentOptions, type SegmentOutcome,

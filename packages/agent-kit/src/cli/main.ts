@@ -43,6 +43,11 @@ export async function buildProgram(): Promise<Command> {
 
 /** Run the CLI; resolves to the exit code. */
 export async function main(argv: string[]): Promise<number> {
+  // `agent-kit events … | head` closes our stdout early: that is the reader's choice, not a failure.
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') process.exit(0);
+    throw error;
+  });
   const program = await buildProgram();
   try {
     await program.parseAsync(argv);

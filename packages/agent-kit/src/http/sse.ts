@@ -62,6 +62,8 @@ export function eventStreamResponse(follower: EventFollower, options: EventStrea
   const deadline = Date.now() + options.maxStreamMs;
   let pending: Promise<IteratorResult<ThreadEvent, undefined>> | undefined;
   let timer: NodeJS.Timeout | undefined;
+  // Set when the client went away: a pull still in flight then has nobody to report to.
+  let cancelled = false;
 
   const waitForEvent = () => {
     pending ??= follower.next();
@@ -97,12 +99,14 @@ export function eventStreamResponse(follower: EventFollower, options: EventStrea
           }
         }
       } catch (raw) {
+        if (cancelled) return;
         const { code, status, message } = describeError(raw);
         options.log?.({ msg: 'event stream failed', code, status, error: coerceError(raw).message });
         end(controller, { code, message });
       }
     },
     cancel() {
+      cancelled = true;
       clearTimeout(timer);
       follower.close();
     },

@@ -84,6 +84,11 @@ async function driveSegment(s: Segment): Promise<SegmentOutcome> {
   if (lease.attempts > rt.config.maxRunAttempts) {
     // The crash budget is spent (whoever enqueued this claim): give up here as the reaper would,
     // salvaging what viewers saw. Effects were reconciled just above.
+    const reason = `the run's segments died ${lease.attempts - 1} times in a row (AGENT_KIT_MAX_RUN_ATTEMPTS=${rt.config.maxRunAttempts})`;
+    const seq = await appendEvent(rt.db, lease, 'run-salvaged', {
+      runId: lease.runId, fence: lease.fence, attempts: lease.attempts, text: s.run.partial, reason,
+    });
+    if (seq === null) return lost(s);
     return close(s, 'aborted', { text: s.run.partial, salvaged: true });
   }
   const journal = await loadJournal(rt.db, lease.runId);

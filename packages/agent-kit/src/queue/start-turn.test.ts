@@ -1,0 +1,71 @@
+// Starting turns on both stores: a retried POST (same client message id) never creates a second
+// run, with or without a thread; another owner's thread is not found; bad input writes nothing;
+// and on Postgres, starting a turn races a cancel on the same thread without deadlocking.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openTestDb, onPostgres } from '../../test/harness/test-db.js';
+import { InvalidArgumentError, NotFoundError } from '../errors.js';
+import type { Db } from '../store/db.js';
+import { claimRun, parkRun } from '../lease/lease.js';
+import { startTurn } from './start-turn.js';
+
+let db: Db;
+beforeAll(async () => {
+  db = await openTestDb();
+});
+afterAll(async () => {
+  await db.close();
+});
+
+const count = async (table: string) =>
+  Number((await db.query<{ n: number }>(`select count(*)::int as n from ${table}`))[0]!.n);
+
+describe('startTurn', () => {
+  it('returns the first run for a retried first message that had no thread yet', async () => {
+    const first = await startTurn(db, { ownerId: 'ann', text: 'hi', clientMessageId: 'c-1' });
+    const runs = await count('agent_kit_runs');
+    const retry = await startTurn(db, { ownerId: 'ann', text: 'hi', clientMessageId: 'c-1' });
+    expect(retry).toEqual({ ...first, created: false, kind: 'duplicate' });
+    expect(await count('agent_kit_runs')).toBe(runs);
+    // Another owner may use the same client id: ids are unique per owner.
+    const other = await startTurn(db, { ownerId: 'bob', text: 'hi', clientMessageId: 'c-1' });
+    expect(other.created).toBe(true);
+    expect(other.threadId).not.toBe(first.threadId);
+  });
+
+  it('returns the first run for a retried message in an existing thread', async () => {
+    const first = await startTurn(db, { ownerId: 'ann', text: 'one' });
+    const second = await startTurn(db, { threadId: first.threadId, ownerId: 'ann', text: 'two', clientMessageId: 'c-2' });
+    const retry = await startTurn(db, { threadId: first.threadId, ownerId: 'ann', text: 'two', clientMessageId: 'c-2' });
+    expect(retry.runId).toBe(second.runId);
+    expect(retry.created).toBe(false);
+  });
+
+  it('hides another owner\'s thread and refuses bad input, writing nothing', async () => {
+    const mine = await startTurn(db, { ownerId: 'ann', text: 'private' });
+    const before = [await count('agent_kit_runs'), await count('agent_kit_messages'), await count('agent_kit_thread_events')];
+    await expect(startTurn(db, { threadId: mine.threadId, ownerId: 'eve', text: 'x' })).rejects.toBeInstanceOf(NotFoundError);
+    await expect(startTurn(db, { ownerId: 'ann', text: '   ' })).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(startTurn(db, { ownerId: 'ann', text: 'x'.repeat(32_001) })).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(startTurn(db, { threadId: 'nope', ownerId: 'ann', text: 'x' })).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(startTurn(db, { ownerId: '', text: 'x' })).rejects.toBeInstanceOf(InvalidArgumentError);
+    expect([await count('agent_kit_runs'), await count('agent_kit_messages'), await count('agent_kit_thread_events')]).toEqual(before);
+  });
+});
+
+describe.runIf(onPostgres)('lock order on Postgres', () => {
+  it('starts turns while cancels and answers hit the same waiting run, without deadlock', async () => {
+    for (let round = 0; round < 10; round++) {
+      const turn = await startTurn(db, { ownerId: 'ann', text: `ask ${round}` });
+      const claim = await claimRun(db, { runId: turn.runId, owner: 'w', leaseTtlMs: 10_000 });
+      if (!claim.claimed) throw new Error('claim');
+      await parkRun(db, claim.lease, 'waiting_input', { id: 'q' });
+      const results = await Promise.allSettled([
+        startTurn(db, { threadId: turn.threadId, ownerId: 'ann', text: 'answer' }),
+        db.query('select agent_kit_request_cancel($1)', [turn.runId]),
+        startTurn(db, { threadId: turn.threadId, ownerId: 'ann', text: 'another' }),
+      ]);
+      const errors = results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason));
+      expect(errors.filter((e) => /deadlock/i.test(e))).toEqual([]);
+    }
+  });
+});
