@@ -1,0 +1,219 @@
+// Hostile bodies on the two routes that read one (POST /api/chat, POST /api/runs/:id/input), on
+// both stores, generated with fast-check: any JSON value, each field with the wrong type, huge
+// strings around the 32 000-character and 64 KiB limits, deep nesting, bytes that are not JSON
+// or not UTF-8, wrong content types and lying lengths. Each is a 400/404/409/413/415 with a JSON
+// error body, and the snapshot of every agent_kit_ table is unchanged after each one.
+import crypto from 'node:crypto';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chatBodySchema, inputBodySchema } from '../../src/http/request.js';
+import {
+  deepJson, hugeString, nastyText, notJsonBody, notString, notUuid, wrongContentType,
+} from './arbitraries.js';
+import {
+  expectNothingWritten, expectRefusal, hostileRuns, Tally, type HostileRequest,
+} from './hostile-kit.js';
+import { openHostileFixture, type HostileFixture } from './hostile-fixture.js';
+
+const tally = new Tally('bodies');
+let f: HostileFixture;
+let before: Record<string, string>;
+const bodyLimit = 64 * 1024;
+
+beforeAll(async () => {
+  f = await openHostileFixture();
+  before = await f.snapshot();
+});
+afterAll(async () => {
+  tally.report();
+  await f?.close();
+});
+
+const utf8Bytes = (text: string) => Buffer.byteLength(text, 'utf8');
+const hasLoneSurrogate = (json: string) => /\\ud[89a-f][0-9a-f]{2}/i.test(json);
+
+/** Send one hostile request as alice and check the refusal and that nothing was written. */
+async function refused(
+  route: string, what: string, method: string, path: string, options: HostileRequest,
+  expected: readonly number[],
+) {
+  const response = await f.send(method, path, { user: 'alice', ...options });
+  const refusal = await expectRefusal(tally, route, what, response, expected);
+  await expectNothingWritten(tally, route, what, f.t.db, before);
+  return refusal;
+}
+
+const runs = { numRuns: hostileRuns };
+const chatRoute = 'POST /api/chat';
+const inputRoute = 'POST /api/runs/:id/input';
+const inputPath = () => `/api/runs/${f.alice.waiting.runId}/input`;
+
+/** Bodies a valid-looking chat must not slip through with: they name a thread nobody has. */
+const unknownThread = () => crypto.randomUUID();
+
+describe('POST /api/chat bodies', () => {
+  it('any JSON value that is not a valid chat body is a 400', async () => {
+    await fc.assert(fc.asyncProperty(
+      fc.jsonValue().filter((v) => !chatBodySchema.safeParse(v).success),
+      async (value) => {
+        const raw = JSON.stringify(value);
+        const expected = utf8Bytes(raw) > bodyLimit ? [413] : [400];
+        await refused(chatRoute, 'arbitrary JSON value', 'POST', '/api/chat', { raw }, expected);
+      }), runs);
+  });
+
+  it('each field with a wrong type or out of range is a 400', async () => {
+    const wrongField = fc.oneof(
+      fc.record({ message: fc.oneof(notString, fc.constantFrom('', ' ', '\n\t '), hugeString.map((s) => s.slice(0, 32_500))) }),
+      fc.record({ message: fc.constant('hi'), threadId: fc.oneof(notString, notUuid) }),
+      fc.record({
+        message: fc.constant('hi'), threadId: fc.constant(unknownThread()),
+        clientMessageId: fc.oneof(notString, fc.constant(''), fc.string({ minLength: 201, maxLength: 400 })),
+      }),
+    ).filter((v) => !chatBodySchema.safeParse(v).success);
+    await fc.assert(fc.asyncProperty(wrongField, async (body) => {
+      const expected = utf8Bytes(JSON.stringify(body)) > bodyLimit ? [413] : [400];
+      await refused(chatRoute, 'field of the wrong type or size', 'POST', '/api/chat', { body }, expected);
+    }), runs);
+  });
+
+  it('huge strings around the limits are a 400 (over 32 000 chars) or a 413 (over 64 KiB)', async () => {
+    const field = fc.constantFrom('message', 'clientMessageId', 'threadId');
+    await fc.assert(fc.asyncProperty(hugeString, field, async (text, name) => {
+      const body = { message: 'hi', threadId: unknownThread(), [name]: text };
+      const expected = utf8Bytes(JSON.stringify(body)) > bodyLimit ? [413] : [400];
+      await refused(chatRoute, `huge ${name}`, 'POST', '/api/chat', { body }, expected);
+    }), { numRuns: Math.max(10, Math.floor(hostileRuns / 2)) });
+  });
+
+  it('a message of valid length whose UTF-8 exceeds 64 KiB is a 413, not a 500', async () => {
+    // 22 000-32 000 three- or four-byte characters: within maxMessageChars, over maxBodyBytes.
+    const wide = fc.record({ filler: fc.constantFrom('字', '😀', '\u0001'), length: fc.integer({ min: 22_000, max: 32_000 }) })
+      .map(({ filler, length }) => filler.repeat(Math.ceil(length / filler.length)).slice(0, length))
+      .filter((s) => s.length <= 32_000 && utf8Bytes(JSON.stringify({ message: s })) > bodyLimit);
+    await fc.assert(fc.asyncProperty(wide, async (message) => {
+      const body = { message, threadId: unknownThread() };
+      await refused(chatRoute, 'valid-length message over 64 KiB in UTF-8', 'POST', '/api/chat', { body }, [413]);
+    }), { numRuns: Math.max(5, Math.floor(hostileRuns / 4)) });
+  });
+
+  it('deeply nested JSON is refused without a stack overflow', async () => {
+    await fc.assert(fc.asyncProperty(deepJson, fc.constantFrom('message', 'extra'), async (deep, where) => {
+      const raw = where === 'message'
+        ? `{"message":${deep}}`
+        : `{"message":"hi","threadId":"${unknownThread()}","extra":${deep}}`;
+      const expected = utf8Bytes(raw) > bodyLimit ? [413] : where === 'message' ? [400] : [404];
+      await refused(chatRoute, `deep nesting in ${where}`, 'POST', '/api/chat', { raw }, expected);
+    }), { numRuns: Math.max(5, Math.floor(hostileRuns / 4)) });
+  });
+
+  it('SQL-looking and control-character text in a valid body only ever reaches an unknown thread (404)', async () => {
+    await fc.assert(fc.asyncProperty(nastyText, nastyText, async (message, clientMessageId) => {
+      const body = { message: message.trim() === '' ? `${message}x` : message, clientMessageId, threadId: unknownThread() };
+      await refused(chatRoute, 'SQL-looking or control text', 'POST', '/api/chat', { body }, [404]);
+    }), runs);
+  });
+
+  sharedBodyCases(chatRoute, () => '/api/chat', { message: 'hi', threadId: crypto.randomUUID() });
+});
+
+describe('POST /api/runs/:id/input bodies (on the caller\'s own waiting run)', () => {
+  it('any JSON value that is not a valid answer is a 400', async () => {
+    await fc.assert(fc.asyncProperty(
+      fc.jsonValue().filter((v) => !inputBodySchema.safeParse(v).success),
+      async (value) => {
+        const raw = JSON.stringify(value);
+        const expected = utf8Bytes(raw) > bodyLimit ? [413] : [400];
+        await refused(inputRoute, 'arbitrary JSON value', 'POST', inputPath(), { raw }, expected);
+      }), runs);
+  });
+
+  it('wrong types, both answer and approval, extra keys and huge answers are a 400 or 413', async () => {
+    const bad = fc.oneof(
+      fc.record({ questionId: fc.oneof(notString, fc.constant(''), fc.string({ minLength: 201, maxLength: 300 })), answer: fc.constant('x') }),
+      fc.record({ questionId: fc.constant('q1'), answer: fc.oneof(notString, fc.constant('')) }),
+      fc.record({ questionId: fc.constant('q1'), approved: fc.oneof(fc.integer(), fc.string(), fc.constant(null)) }),
+      fc.record({ questionId: fc.constant('q1'), answer: fc.constant('x'), approved: fc.boolean() }),
+      fc.record({ questionId: fc.constant('q1'), answer: fc.constant('x'), [crypto.randomUUID().slice(0, 6)]: fc.jsonValue() }),
+      fc.record({ questionId: fc.constant('q1'), answer: hugeString }),
+    ).filter((v) => !inputBodySchema.safeParse(v).success);
+    await fc.assert(fc.asyncProperty(bad, async (body) => {
+      const expected = utf8Bytes(JSON.stringify(body)) > bodyLimit ? [413] : [400];
+      await refused(inputRoute, 'field of the wrong type or size', 'POST', inputPath(), { body }, expected);
+    }), runs);
+  });
+
+  it('a valid answer to a question the run did not ask is a 409', async () => {
+    await fc.assert(fc.asyncProperty(
+      nastyText.filter((q) => q !== 'q1' && q.length <= 200),
+      fc.oneof(nastyText.map((answer) => ({ answer })), fc.boolean().map((approved) => ({ approved }))),
+      async (questionId, data) => {
+        // Postgres's JSON parser refuses a lone surrogate in the stored answer first (a 400).
+        const expected = hasLoneSurrogate(JSON.stringify(data)) ? [400, 409] : [409];
+        await refused(inputRoute, 'answer to another question', 'POST', inputPath(), { body: { questionId, ...data } }, expected);
+      }), runs);
+  });
+
+  sharedBodyCases(inputRoute, inputPath, { questionId: 'q9', answer: 'x' });
+});
+
+/** Non-JSON bytes, wrong content types, empty and lying bodies: the same on both body routes. */
+function sharedBodyCases(route: string, path: () => string, validish: Record<string, unknown>) {
+  it('bytes that are not JSON or not UTF-8 are a 400', async () => {
+    await fc.assert(fc.asyncProperty(notJsonBody, async (raw) => {
+      await refused(route, 'not JSON / not UTF-8', 'POST', path(), { raw }, [400]);
+    }), runs);
+  });
+
+  it('a body that is not sent as application/json is a 415, whatever it holds', async () => {
+    await fc.assert(fc.asyncProperty(wrongContentType, async (type) => {
+      const headers = { 'content-type': type.trim() === '' ? '' : type };
+      await refused(route, 'wrong content type', 'POST', path(), { body: validish, headers }, [415]);
+    }), runs);
+  });
+
+  it('empty, missing-type, declared-oversized and streamed-oversized bodies are refused', async () => {
+    const big = JSON.stringify({ ...validish, pad: 'p'.repeat(bodyLimit) });
+    const cases: [string, HostileRequest, number][] = [
+      ['empty body', { raw: '' }, 400],
+      ['no body at all', { headers: { 'content-type': 'application/json' } }, 400],
+      ['no content type', { raw: JSON.stringify(validish), headers: { 'content-type': '' } }, 415],
+      ['declared length over 64 KiB', { raw: JSON.stringify(validish), headers: { 'content-length': String(bodyLimit + 1) } }, 413],
+      ['body over 64 KiB', { raw: big }, 413],
+      ['body over 64 KiB, declared small', { raw: big, headers: { 'content-length': '10' } }, 413],
+    ];
+    for (const [what, options, status] of cases) {
+      await refused(route, what, 'POST', path(), options, [status]);
+    }
+  });
+}
+
+describe('known bug: NUL characters reach Postgres', () => {
+  // Postgres text and jsonb cannot hold U+0000; the driver error (SQLSTATE 22021/22P05) is not
+  // mapped, so these are a 500 instead of a 400. Nothing is written.
+  const nulCases = (): [string, Record<string, unknown>][] => [
+    ['/api/chat', { message: 'a\u0000b' }],
+    ['/api/chat', { message: 'hi', clientMessageId: 'c\u0000', threadId: unknownThread() }],
+    [inputPath(), { questionId: 'q1', answer: 'a\u0000b' }],
+    [inputPath(), { questionId: 'q\u00001', answer: 'x' }],
+  ];
+  async function sendNulCases(): Promise<number[]> {
+    const statuses: number[] = [];
+    for (const [path, body] of nulCases()) {
+      const response = await f.send('POST', path, { user: 'alice', body });
+      statuses.push(response.status);
+      await response.body?.cancel();
+      expect(await f.snapshot(), path).toEqual(before);
+    }
+    return statuses;
+  }
+
+  it('a NUL in a message, client message id, question id or answer writes nothing', async () => {
+    for (const status of await sendNulCases()) expect([400, 500]).toContain(status);
+  });
+
+  // Remove `.fails` when fixed: a NUL should be refused at the edge as bad input.
+  it.fails('a NUL in a message, client message id, question id or answer is a 400, not a 500', async () => {
+    expect(await sendNulCases()).toEqual([400, 400, 400, 400]);
+  });
+});
