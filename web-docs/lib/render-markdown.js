@@ -1,8 +1,6 @@
 // Markdown to HTML for one page: GitHub-style heading ids (so links written for GitHub keep
 // their anchors), and every link passed through the caller's resolver before rendering.
-import { Marked, TextRenderer } from 'marked';
-
-const textRenderer = new TextRenderer();
+import { Marked } from 'marked';
 
 /**
  * Decides what a link becomes: `{ href }` rewrites it, `{ repoPath }` marks a repository file
@@ -59,6 +57,18 @@ export function createSlugger() {
 }
 
 /**
+ * The text of inline tokens without markup (for heading ids and titles). Walks the tokens itself:
+ * marked's TextRenderer has no parser of its own for nested emphasis.
+ * @param {Array<{ tokens?: unknown[], text?: string, raw?: string }>} tokens
+ * @returns {string}
+ */
+function plainText(tokens) {
+  return tokens
+    .map((t) => (Array.isArray(t.tokens) ? plainText(/** @type {any} */ (t.tokens)) : (t.text ?? t.raw ?? '')))
+    .join('');
+}
+
+/**
  * Renders `markdown` to HTML, passing every link and image through `resolveLink`. Returns the
  * HTML and the text of the first level-one heading (null when there is none).
  * @param {string} markdown
@@ -83,7 +93,7 @@ export function renderMarkdown(markdown, { resolveLink }) {
     renderer: {
       heading(token) {
         const inner = this.parser.parseInline(token.tokens);
-        const plain = unescapeHtml(this.parser.parseInline(token.tokens, textRenderer));
+        const plain = unescapeHtml(plainText(token.tokens));
         const id = slug(plain);
         if (token.depth === 1) {
           title ??= plain;

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateSite } from '../lib/generate-site.js';
-import { createSlugger } from '../lib/render-markdown.js';
+import { createSlugger, renderMarkdown } from '../lib/render-markdown.js';
 import { serveSite } from '../lib/serve-site.js';
 import { findBrokenLinks } from './find-broken-links.js';
 
@@ -107,6 +107,13 @@ describe('generateSite', () => {
     expect(readFileSync(join(otherSite, 'adr', '0001-use-leases.html'), 'utf8')).toContain(
       'href="https://example.test/blob/main/packages/lib/src/lease.ts"',
     );
+  });
+});
+
+describe('renderMarkdown headings', () => {
+  it('renders emphasis and code inside a heading and slugs its plain text', () => {
+    const { html } = renderMarkdown('## Why *not* `LISTEN`?\n', { resolveLink: () => null });
+    expect(html).toContain('<h2 id="why-not-listen">Why <em>not</em> <code>LISTEN</code>?');
   });
 });
 
