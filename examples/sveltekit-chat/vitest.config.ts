@@ -5,6 +5,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['tests/**/*.test.ts'],
+    globalSetup: ['tests/global-setup.ts'],
     // Each file runs its own server and Chromium; two at once on a 2-core box only slows both.
     fileParallelism: false,
     // Starting the server and Chromium takes a few seconds; a crash-and-takeover test waits

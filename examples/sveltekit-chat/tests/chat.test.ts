@@ -5,8 +5,8 @@ import { scriptedAskQuestion, scriptedReplyText } from 'agent-kit';
 import type { Browser, BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  createTestStore, hasChromium, lastRunText, launchBrowser, sendChat, signIn, skipReason,
-  startServer, waitForRunStatus, waitForWords, type AppServer, type TestStore,
+  createTestStore, hasChromium, open, reload, lastRunText, launchBrowser, sendChat, signIn, skipReason,
+  printServerOutputOnFailure, startServer, waitForRunStatus, waitForWords, type AppServer, type TestStore,
 } from './harness';
 
 // 100 words at 40 ms each: a 4 s turn, long enough to reload or open a second tab mid-turn.
@@ -28,6 +28,8 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     alice = await signIn(browser, server.baseUrl, 'alice');
   });
 
+  printServerOutputOnFailure(() => server);
+
   afterAll(async () => {
     await browser?.close();
     await server?.stop();
@@ -37,7 +39,7 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
   it('sends a signed-out visitor to the sign-in page', async () => {
     const context = await browser.newContext();
     const page = await context.newPage();
-    await page.goto(`${server.baseUrl}/`);
+    await open(page, `${server.baseUrl}/`);
     expect(new URL(page.url()).pathname).toBe('/login');
     const api = await page.request.get(`${server.baseUrl}/api/threads`);
     expect(api.status()).toBe(401);
@@ -46,7 +48,7 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
 
   it('streams a reply that grows word by word and ends with the full scripted text', async () => {
     const page = await alice.newPage();
-    await page.goto(`${server.baseUrl}/`);
+    await open(page, `${server.baseUrl}/`);
     const message = `hello streaming ${Date.now()}`;
     await sendChat(page, message);
     const seenLengths = new Set<number>();
@@ -63,13 +65,13 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
 
   it('shows the same turn finish after a reload in the middle of it', async () => {
     const page = await alice.newPage();
-    await page.goto(`${server.baseUrl}/`);
+    await open(page, `${server.baseUrl}/`);
     const message = `reload me ${Date.now()}`;
     const threadId = await sendChat(page, message);
     await waitForWords(page, 5);
     const before = await lastRunText(page);
     expect(before.trim().length).toBeLessThan(expectedReply(message).length);
-    await page.reload();
+    await reload(page);
     expect(page.url()).toContain(`/t/${threadId}`);
     await waitForRunStatus(page, 'completed');
     expect((await lastRunText(page)).trim()).toBe(expectedReply(message));
@@ -80,11 +82,11 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
 
   it('lets two tabs watch one turn and both see the same final text', async () => {
     const first = await alice.newPage();
-    await first.goto(`${server.baseUrl}/`);
+    await open(first, `${server.baseUrl}/`);
     const message = `two tabs ${Date.now()}`;
     const threadId = await sendChat(first, message);
     const second = await alice.newPage();
-    await second.goto(`${server.baseUrl}/t/${threadId}`);
+    await open(second, `${server.baseUrl}/t/${threadId}`);
     await waitForWords(second, 1);
     expect(await second.locator('[data-testid="run"][data-status="completed"]').count()).toBe(0);
     await Promise.all([waitForRunStatus(first, 'completed'), waitForRunStatus(second, 'completed')]);
@@ -97,7 +99,7 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
 
   it('asks a question in the page and finishes the turn with the answer', async () => {
     const page = await alice.newPage();
-    await page.goto(`${server.baseUrl}/`);
+    await open(page, `${server.baseUrl}/`);
     const message = `pick a colour #ask ${Date.now()}`;
     await sendChat(page, message);
     const request = page.getByTestId('input-request');
@@ -117,7 +119,7 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
 
   it('asks for approval, runs the tool once approved and records its effect', async () => {
     const page = await alice.newPage();
-    await page.goto(`${server.baseUrl}/`);
+    await open(page, `${server.baseUrl}/`);
     await sendChat(page, `send the money #approve ${Date.now()}`);
     const request = page.getByTestId('input-request');
     await request.getByRole('button', { name: 'Approve' }).click();
@@ -128,7 +130,7 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
 
   it('cancels a running turn from the page and marks it cancelled', async () => {
     const page = await alice.newPage();
-    await page.goto(`${server.baseUrl}/`);
+    await open(page, `${server.baseUrl}/`);
     const message = `cancel me ${Date.now()}`;
     await sendChat(page, message);
     await waitForWords(page, 3);
@@ -142,14 +144,14 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
 
   it("refuses another user's thread as not found, in the page and in the API", async () => {
     const page = await alice.newPage();
-    await page.goto(`${server.baseUrl}/`);
+    await open(page, `${server.baseUrl}/`);
     const threadId = await sendChat(page, `private ${Date.now()}`);
     await waitForRunStatus(page, 'completed');
     await page.close();
 
     const bob = await signIn(browser, server.baseUrl, 'bob');
     const bobPage = await bob.newPage();
-    const response = await bobPage.goto(`${server.baseUrl}/t/${threadId}`);
+    const response = await open(bobPage, `${server.baseUrl}/t/${threadId}`);
     expect(response?.status()).toBe(404);
     expect(await bobPage.getByTestId('transcript').count()).toBe(0);
     for (const path of [`/api/threads/${threadId}`, `/api/threads/${threadId}/events`]) {
@@ -157,7 +159,7 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     }
     const list = (await (await bobPage.request.get(`${server.baseUrl}/api/threads`)).json()) as { threads: unknown[] };
     expect(list.threads).toEqual([]);
-    const ops = await bobPage.goto(`${server.baseUrl}/ops`);
+    const ops = await open(bobPage, `${server.baseUrl}/ops`);
     expect(ops?.status()).toBe(404);
     await bob.close();
   });

@@ -3,13 +3,14 @@
 // DATABASE_URL — kill and restart it, and drive it from headless Chromium (playwright-core).
 import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { migrate, openDb } from 'agent-kit';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { afterEach, inject } from 'vitest';
 
 export const appDir = dirname(dirname(fileURLToPath(import.meta.url)));
 export const repoDir = dirname(dirname(appDir));
@@ -63,6 +64,10 @@ export async function createTestStore(): Promise<TestStore> {
   const dataDir = mkdtempSync(join(tmpdir(), 'sveltekit-chat-'));
   const serverUrl = process.env.DATABASE_URL;
   if (!serverUrl) {
+    // A copy of the run's migrated template (global-setup.ts); no session secret in it, so
+    // each file's server makes its own.
+    const template = inject('pgliteTemplateDir');
+    if (template) cpSync(join(template, 'pgdata'), join(dataDir, 'pgdata'), { recursive: true });
     return { dataDir, databaseUrl: undefined, dispose: async () => rmSync(dataDir, { recursive: true, force: true }) };
   }
   const name = `ak_chat_${crypto.randomBytes(6).toString('hex')}`;
@@ -153,11 +158,27 @@ async function waitForHealth(server: AppServer): Promise<void> {
   throw new Error(`server did not answer within ${serverStartMaxMs} ms:\n${server.output()}`);
 }
 
+/**
+ * Go to `url` and wait until the app has hydrated: before that, typing can be lost and the
+ * composer's submit is a plain GET, which a fast test would otherwise race.
+ */
+export async function open(page: Page, url: string) {
+  const response = await page.goto(url);
+  await page.locator('html[data-hydrated]').waitFor({ state: 'attached' });
+  return response;
+}
+
+/** Reload and wait for hydration again. */
+export async function reload(page: Page): Promise<void> {
+  await page.reload();
+  await page.locator('html[data-hydrated]').waitFor({ state: 'attached' });
+}
+
 /** A browser context signed in as `name` through the login form. */
 export async function signIn(browser: Browser, baseUrl: string, name: string): Promise<BrowserContext> {
   const context = await browser.newContext({ viewport: { width: 1200, height: 800 } });
   const page = await context.newPage();
-  await page.goto(`${baseUrl}/login`);
+  await open(page, `${baseUrl}/login`);
   await page.getByLabel('User name').fill(name);
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.waitForURL(`${baseUrl}/`);
@@ -205,4 +226,11 @@ export async function saveScreenshot(page: Page, name: string): Promise<void> {
     mkdirSync(imagesDir, { recursive: true });
     await page.screenshot({ path: join(imagesDir, name), fullPage: true });
   }
+}
+
+/** After a failed test, print the server's output: its logs say what the page could not. */
+export function printServerOutputOnFailure(server: () => AppServer | undefined): void {
+  afterEach((context) => {
+    if (context.task.result?.state === 'fail') console.error(`server output:\n${server()?.output() ?? '(none)'}`);
+  });
 }

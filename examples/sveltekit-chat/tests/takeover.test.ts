@@ -5,8 +5,8 @@ import { scriptedReplyText } from 'agent-kit';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  createTestStore, hasChromium, lastRunText, launchBrowser, saveScreenshot, sendChat, signIn, skipReason,
-  startServer, waitForRunStatus, waitForWords, type AppServer, type TestStore,
+  createTestStore, hasChromium, open, lastRunText, launchBrowser, saveScreenshot, sendChat, signIn, skipReason,
+  printServerOutputOnFailure, startServer, waitForRunStatus, waitForWords, type AppServer, type TestStore,
 } from './harness';
 
 // 150 words at 40 ms: a 6 s turn, so a kill early in it leaves most of the turn to the takeover.
@@ -39,6 +39,8 @@ describe.skipIf(!hasChromium)(`takeover in the browser${hasChromium ? '' : ` (sk
     alice = await signIn(browser, server.baseUrl, 'alice');
   });
 
+  printServerOutputOnFailure(() => server);
+
   afterAll(async () => {
     await browser?.close();
     await server?.stop();
@@ -47,7 +49,7 @@ describe.skipIf(!hasChromium)(`takeover in the browser${hasChromium ? '' : ` (sk
 
   it('finishes a turn exactly once after the server is SIGKILLed mid-turn and restarted', async () => {
     const page = await alice.newPage();
-    await page.goto(`${server.baseUrl}/`);
+    await open(page, `${server.baseUrl}/`);
     const message = 'Please survive a crash';
     const threadId = await sendChat(page, message);
     await waitForWords(page, 5);
@@ -74,7 +76,7 @@ describe.skipIf(!hasChromium)(`takeover in the browser${hasChromium ? '' : ` (sk
 
   it("shows the run to the operator, and the demo's kill-segment makes attempt 2 take over", async () => {
     const chat = await alice.newPage();
-    await chat.goto(`${server.baseUrl}/`);
+    await open(chat, `${server.baseUrl}/`);
     const message = 'Hello agent-kit #effect';
     const threadId = await sendChat(chat, message);
     await waitForWords(chat, 3);
@@ -82,7 +84,7 @@ describe.skipIf(!hasChromium)(`takeover in the browser${hasChromium ? '' : ` (sk
 
     const operator = await signIn(browser, server.baseUrl, 'operator');
     const ops = await operator.newPage();
-    await ops.goto(`${server.baseUrl}/ops?run=${run!.id}`);
+    await open(ops, `${server.baseUrl}/ops?run=${run!.id}`);
     const row = ops.locator(`[data-testid="run-row"][data-run-id="${run!.id}"]`);
     await expect(row.getAttribute('data-status')).resolves.toBe('running');
     await ops.getByRole('button', { name: 'Kill segment (demo)' }).click();
@@ -111,7 +113,7 @@ describe.skipIf(!hasChromium)(`takeover in the browser${hasChromium ? '' : ` (sk
   });
   it('lets an operator take a running turn over and release it, and the turn then finishes', async () => {
     const chat = await alice.newPage();
-    await chat.goto(`${server.baseUrl}/`);
+    await open(chat, `${server.baseUrl}/`);
     const message = `hold on ${Date.now()}`;
     const threadId = await sendChat(chat, message);
     await waitForWords(chat, 3);
@@ -119,7 +121,7 @@ describe.skipIf(!hasChromium)(`takeover in the browser${hasChromium ? '' : ` (sk
 
     const operator = await signIn(browser, server.baseUrl, 'operator');
     const ops = await operator.newPage();
-    await ops.goto(`${server.baseUrl}/ops?run=${run!.id}`);
+    await open(ops, `${server.baseUrl}/ops?run=${run!.id}`);
     await ops.getByRole('button', { name: 'Take over' }).click();
     await waitForRunStatus(chat, 'waiting_takeover');
     await expect(chat.getByTestId('run-badge').textContent()).resolves.toBe('held by an operator');
