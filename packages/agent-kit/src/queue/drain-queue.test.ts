@@ -104,6 +104,18 @@ describe('drainQueue', () => {
     expect(await runState(runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
   });
 
+  it('counts a run deleted after its job was taken as not claimed, and leaves nothing behind', async () => {
+    await emptyQueue();
+    const { runId, threadId } = await newRun();
+    const deleteFirst: RunSegment = async (rt, options) => {
+      await rt.db.query('delete from agent_kit_threads where id = $1', [threadId]); // cascades
+      return nullTurn()(rt, options);
+    };
+    const report = await drainQueue(testRuntime(db), { runSegment: deleteFirst });
+    expect(report).toMatchObject({ taken: 1, notClaimed: 1, claimed: 0, errors: 0 });
+    expect(await count(db, 'select count(*) as n from agent_kit_jobs where run_id = $1', [runId])).toBe(0);
+  });
+
   it('drops the job of a waiting run, and the answer enqueues it again (nothing lost)', async () => {
     await emptyQueue();
     const { runId } = await newRun();
