@@ -59,7 +59,9 @@ async function embeddedTurns(db: Db, sizes: Sizes): Promise<Row[]> {
   }];
 }
 
-function sectionsFor(store: 'postgres' | 'embedded', bench: BenchDatabase, sizes: Sizes, artifacts: Record<string, unknown>) {
+function sectionsFor(
+  store: 'postgres' | 'embedded', bench: BenchDatabase, sizes: Sizes, artifacts: Record<string, unknown>, baseUrl?: string,
+) {
   const db = bench.db;
   const onPostgres = store === 'postgres';
   const sections: Record<(typeof sectionNames)[number], Section> = {
@@ -69,8 +71,10 @@ function sectionsFor(store: 'postgres' | 'embedded', bench: BenchDatabase, sizes
     takeover: () => benchTakeover(db, sizes.takeover),
     mirror: () => benchStreamMirror(db, sizes.mirror),
     replay: () => benchReplay(db, sizes.replay),
-    // Last: it leaves up to 100k queued runs behind.
-    scale: () => benchScale(db, sizes.scale, artifacts, bench.url),
+    // Its own fresh stores, one per queue depth.
+    scale: () => benchScale(
+      () => (onPostgres ? createPostgresBench(baseUrl!, sizes.poolMax) : createEmbeddedBench()), sizes.scale, artifacts,
+    ),
   };
   return sections;
 }
@@ -82,7 +86,7 @@ async function runStore(store: 'postgres' | 'embedded', args: Args, url?: string
   const artifacts: Record<string, unknown> = {};
   const rows: Row[] = [];
   try {
-    const sections = sectionsFor(store, bench, sizes, artifacts);
+    const sections = sectionsFor(store, bench, sizes, artifacts, url);
     for (const name of sectionNames) {
       if (args.only && !args.only.has(name)) continue;
       const startAt = performance.now();

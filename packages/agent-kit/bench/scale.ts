@@ -1,19 +1,22 @@
 // Section 6: the claim path (take a due job, claim its run) as the queue grows: runs/s and p99
 // claim latency at 1k, 10k and 100k queued runs. Each measured run is parked back to `queued`
 // (a slice end), so the queue keeps its depth while it is measured; the plans of the take and
-// the claim are captured at each depth to show index scans, not sequential ones.
+// the claim are captured at each depth to show index scans, not sequential ones. Each depth is
+// its own fresh store of the same kind, so the depths can be measured in alternation.
 import { claimRun, parkRun } from '../src/lease/lease.js';
 import { takeJobs } from '../src/queue/jobs.js';
 import type { Db } from '../src/store/db.js';
-import { seedQueuedRuns, vacuumAnalyze } from './lib/bench-db.js';
-import { measureThroughput, percentile } from './lib/measure.js';
+import { seedQueuedRuns, vacuumAnalyze, type BenchDatabase } from './lib/bench-db.js';
+import { combine, measureThroughput, percentile, type Throughput } from './lib/measure.js';
 import { capturePlans } from './lib/plans.js';
 import type { Row } from './lib/report.js';
 
 export interface ScaleOptions {
   concurrency: number;
   depths: number[];
-  durationMs: number;
+  /** One measured slice of one depth. */
+  sliceMs: number;
+  rounds: number;
   warmupMs: number;
 }
 
@@ -60,36 +63,46 @@ async function plansAtDepth(db: Db, url: string) {
   ]);
 }
 
-/** Run section 6; `url` enables plan capture (Postgres). Plans go into `artifacts`. */
-export async function benchScale(
-  db: Db, o: ScaleOptions, artifacts: Record<string, unknown>, url?: string,
-): Promise<Row[]> {
+/** A fresh store of the bench's kind (Postgres database or embedded instance). */
+export type OpenQueueDb = () => Promise<BenchDatabase>;
+
+/**
+ * Run section 6. Each depth gets its own fresh store (same server, same pool), and the depths
+ * are measured in alternating slices (1k, 10k, 100k, 1k, …), so a change in the machine's speed
+ * falls on every depth alike instead of looking like a cost of depth. Plans go into `artifacts`.
+ */
+export async function benchScale(open: OpenQueueDb, o: ScaleOptions, artifacts: Record<string, unknown>): Promise<Row[]> {
   const section = `6. Scale: take + claim as the queue grows (${o.concurrency} clients)`;
   const rows: Row[] = [];
-  // Up and back down (1k, 10k, 100k, 10k, 1k): drift in the machine's speed during the section
-  // then falls on small and large queues alike instead of looking like a cost of depth.
-  const order = [...o.depths, ...o.depths.slice(0, -1).reverse()];
-  const samples = new Map<number, { ops: number; elapsedMs: number; latencies: number[] }>();
-  for (const depth of order) {
-    await setQueueDepth(db, depth);
-    await vacuumAnalyze(db);
-    if (url && !samples.has(depth)) {
-      const captured = await plansAtDepth(db, url);
-      artifacts[`plans-queue-${depth}`] = captured.plans;
-      if (captured.scans.length > 0) artifacts[`scans-queue-${depth}`] = captured.scans;
+  const queues: { depth: number; bench: BenchDatabase; latencies: number[]; slices: Throughput[] }[] = [];
+  try {
+    for (const depth of o.depths) {
+      const bench = await open();
+      queues.push({ depth, bench, latencies: [], slices: [] });
+      await setQueueDepth(bench.db, depth);
+      await vacuumAnalyze(bench.db);
+      if (bench.url) {
+        const captured = await plansAtDepth(bench.db, bench.url);
+        artifacts[`plans-queue-${depth}`] = captured.plans;
+        if (captured.scans.length > 0) artifacts[`scans-queue-${depth}`] = captured.scans;
+      }
     }
-    const sample = samples.get(depth) ?? { ops: 0, elapsedMs: 0, latencies: [] };
-    samples.set(depth, sample);
-    await measureThroughput({ concurrency: o.concurrency, durationMs: o.warmupMs, warmupMs: 0, op: claimCycle(db, []) });
-    const t = await measureThroughput({
-      concurrency: o.concurrency, durationMs: o.durationMs, warmupMs: 0, op: claimCycle(db, sample.latencies),
-    });
-    sample.ops += t.ops;
-    sample.elapsedMs += t.elapsedMs;
+    for (const q of queues) {
+      await measureThroughput({ concurrency: o.concurrency, durationMs: o.warmupMs, warmupMs: 0, op: claimCycle(q.bench.db, []) });
+    }
+    for (let round = 0; round < o.rounds; round++) {
+      for (const q of queues) {
+        q.slices.push(await measureThroughput({
+          concurrency: o.concurrency, durationMs: o.sliceMs, warmupMs: 0, op: claimCycle(q.bench.db, q.latencies),
+        }));
+      }
+    }
+  } finally {
+    for (const q of queues) await q.bench.drop();
   }
-  const results = o.depths.map((depth) => {
-    const s = samples.get(depth)!;
-    return { depth, perSecond: (s.ops * 1000) / s.elapsedMs, p99Ms: percentile(s.latencies, 0.99) };
+  const results = queues.map((q) => {
+    const t = combine(q.slices);
+    return { depth: q.depth, perSecond: t.perSecond, p99Ms: percentile(q.latencies, 0.99) };
   });
   const first = results[0]!;
   const label = (depth: number) => (depth >= 1000 ? `${depth / 1000}k` : String(depth));

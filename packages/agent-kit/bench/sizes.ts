@@ -25,10 +25,10 @@ const concurrency = 8; // the issue's "8 concurrent clients", used for every com
 
 const full: Sizes = {
   poolMax: 20,
-  lease: { concurrency, sliceMs: 800, rounds: 5, warmupRounds: 1, seedRuns: 45_000, leasesPerCaller: 100 },
-  scale: { concurrency, depths: [1_000, 10_000, 100_000], durationMs: 3_000, warmupMs: 500 },
-  orchestration: { concurrency, jobs: 20_000, timeBoxMs: 60_000, slowTimeBoxMs: 5_000, rounds: 2 },
-  scriptedTurn: { concurrency, jobs: 3_000, timeBoxMs: 60_000, replyTokens: 12 },
+  lease: { concurrency, sliceMs: 600, rounds: 5, warmupRounds: 1, seedRuns: 30_000, leasesPerCaller: 100 },
+  scale: { concurrency, depths: [1_000, 10_000, 100_000], sliceMs: 1_000, rounds: 4, warmupMs: 300 },
+  orchestration: { concurrency, jobs: 20_000, timeBoxMs: 20_000, slowTimeBoxMs: 5_000, rounds: 2 },
+  scriptedTurn: { concurrency, jobs: 2_000, timeBoxMs: 20_000, replyTokens: 12 },
   takeover: { kills: 60, leaseTtlMs: 1_000, spacingMs: 50, concurrency },
   mirror: { tokens: 10_000, tokensPerSecond: 2_000, many: [100, 1_000], manyTokens: 200, manyTokensPerSecond: 50 },
   replay: { events: 10_000, repeats: 3 },
@@ -37,7 +37,7 @@ const full: Sizes = {
 const smoke: Sizes = {
   poolMax: 20,
   lease: { concurrency, sliceMs: 100, rounds: 1, warmupRounds: 1, seedRuns: 800, leasesPerCaller: 4 },
-  scale: { concurrency, depths: [100, 300], durationMs: 200, warmupMs: 50 },
+  scale: { concurrency, depths: [100, 300], sliceMs: 100, rounds: 2, warmupMs: 50 },
   orchestration: { concurrency, jobs: 200, timeBoxMs: 10_000, slowTimeBoxMs: 500, rounds: 1 },
   scriptedTurn: { concurrency, jobs: 50, timeBoxMs: 10_000, replyTokens: 12 },
   takeover: { kills: 5, leaseTtlMs: 300, spacingMs: 20, concurrency },
@@ -48,8 +48,8 @@ const smoke: Sizes = {
 /** The embedded store: one process, one connection; smaller where PGlite is slow to seed. */
 const embeddedFull: Sizes = {
   ...full,
-  lease: { ...full.lease, rounds: 3, seedRuns: 12_000, leasesPerCaller: 50 },
-  scale: { concurrency, depths: [1_000, 10_000, 100_000], durationMs: 2_000, warmupMs: 300 },
+  lease: { ...full.lease, rounds: 3, seedRuns: 8_000, leasesPerCaller: 50 },
+  scale: { concurrency, depths: [1_000, 10_000, 100_000], sliceMs: 700, rounds: 3, warmupMs: 300 },
   orchestration: { ...full.orchestration, jobs: 5_000, rounds: 1 },
   scriptedTurn: { ...full.scriptedTurn, jobs: 1_000 },
   takeover: { ...full.takeover, kills: 50 },
