@@ -1,6 +1,7 @@
 // Takeover, seen from the browser: the server process SIGKILLed mid-turn and started again on
-// the same store finishes the same turn exactly once on the page; and on the operator page the
-// demo's "kill segment" expires the lease, a new segment (attempt 2) takes over and continues.
+// the same store finishes the same turn exactly once on the page; a SIGTERM lets the step finish
+// first; and on the operator page the demo's "kill segment" expires the lease, a new segment
+// (attempt 2) takes over and continues.
 import { scriptedReplyText } from 'agent-kit';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -71,6 +72,28 @@ describe.skipIf(!hasChromium)(`takeover in the browser${hasChromium ? '' : ` (sk
     expect(answers[0]!.text.trim()).toBe(expectedReply(message));
     expect(thread.runs).toHaveLength(1);
     expect(thread.runs[0]).toMatchObject({ status: 'completed', attempts: 2, fence: 2 });
+    await page.close();
+  });
+
+  it('on SIGTERM lets the running step finish before exiting, so the turn needs no takeover', async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    const message = 'Finish before you go';
+    const threadId = await sendChat(page, message);
+    await waitForWords(page, 5);
+    const port = Number(new URL(server.baseUrl).port);
+    const stoppingAtMs = Date.now();
+    await server.stop();
+    // The step had ~5 s of words left; the process waited for them instead of dying mid-turn.
+    expect(Date.now() - stoppingAtMs).toBeGreaterThan(2_000);
+
+    server = await startServer({ store, port, env: serverEnv });
+    await waitForRunStatus(page, 'completed', takeoverMaxMs);
+    expect((await lastRunText(page)).trim()).toBe(expectedReply(message));
+    expect(await page.getByTestId('resumed').count()).toBe(0);
+    const thread = await readThread(page, server.baseUrl, threadId);
+    expect(thread.messages.filter((m) => m.role === 'assistant')).toHaveLength(1);
+    expect(thread.runs[0]).toMatchObject({ status: 'completed', attempts: 1, fence: 1 });
     await page.close();
   });
 

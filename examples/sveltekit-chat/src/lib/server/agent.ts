@@ -2,9 +2,7 @@
 // (drain + reap), started once from hooks.server.ts and stopped on SIGTERM/SIGINT. Shutdown is
 // ordered so nothing writes to a closed store: streams end, the worker and the request-started
 // segments park at their next step boundary and finish, and only then the store closes.
-import crypto from 'node:crypto';
-import * as agentKit from 'agent-kit';
-import { configFromEnv, createRuntime, migrate, openDb, type Db, type Runtime } from 'agent-kit';
+import { configFromEnv, createRuntime, migrate, openDb, runWorker, type Db, type Runtime } from 'agent-kit';
 import { createHandlers, type Caller, type Handlers } from 'agent-kit/http';
 import { applyDemoDefaults, readOperators, resolveDataDir, shouldAutoMigrate } from './settings';
 import { loadSessionSecret, readCookie, sessionCookieName, verifySessionToken, type SessionUser } from './session';
@@ -68,13 +66,14 @@ async function createAgentApp(): Promise<AgentApp> {
     const user = userFromToken(readCookie(request.headers.get('cookie'), sessionCookieName));
     return user ? { userId: user.name, isOperator: user.isOperator } : null;
   };
-  // Without the library's worker loop, the app drives its own cron routes in-process, so they
-  // need a secret even when CRON_SECRET is unset (an internal one; the routes stay closed).
-  const cronSecret = config.cronSecret ?? (findRunWorker() ? undefined : crypto.randomBytes(32).toString('hex'));
-  const handlers = createHandlers({ rt, authenticate, cronSecret });
+  // The cron routes stay off (503) until CRON_SECRET is set: the worker below does their job.
+  const handlers = createHandlers({ rt, authenticate, cronSecret: config.cronSecret });
 
+  // The in-process cron: drain + reap on a loop, woken by NOTIFY, until shutdown.
   const shutdown = new AbortController();
-  const worker = startWorker(rt, handlers, cronSecret ?? '', shutdown.signal);
+  const worker = runWorker(rt, { signal: shutdown.signal }).catch((error: unknown) => {
+    log({ msg: 'worker crashed', error: String(error) });
+  });
   registerShutdown(shutdown, async () => {
     await Promise.all([worker, handlers.segments.stop()]);
     await db.close();
@@ -85,42 +84,6 @@ async function createAgentApp(): Promise<AgentApp> {
     leaseTtlMs: config.leaseTtlMs,
   });
   return { rt, handlers, shutdownSignal: shutdown.signal, userFromToken, sessionSecret };
-}
-
-type RunWorker = (rt: Runtime, options: { signal: AbortSignal }) => Promise<void>;
-
-/** agent-kit's worker loop, when this version of the library exports it. */
-function findRunWorker(): RunWorker | undefined {
-  return (agentKit as unknown as { runWorker?: RunWorker }).runWorker;
-}
-
-const cronFallbackPollMs = 1_000; // how soon a dead run's expired lease is noticed
-
-/**
- * The in-process cron: agent-kit's worker loop (drain + reap, woken by NOTIFY) until shutdown.
- * TODO(#5): import runWorker directly once agent-kit's index exports it. Until then the same
- * work runs through the app's own cron handlers on a one-second loop.
- */
-function startWorker(rt: Runtime, handlers: Handlers, cronSecret: string, signal: AbortSignal): Promise<void> {
-  const runWorker = findRunWorker();
-  if (runWorker) {
-    return runWorker(rt, { signal }).catch((error: unknown) => log({ msg: 'worker crashed', error: String(error) }));
-  }
-  log({ msg: 'agent-kit exports no runWorker: draining and reaping through the cron handlers' });
-  const loop = async (route: 'cronDrain' | 'cronReap') => {
-    while (!signal.aborted) {
-      const request = new Request(`http://localhost/api/cron/${route === 'cronDrain' ? 'drain' : 'reap'}`, {
-        method: 'POST', headers: { authorization: `Bearer ${cronSecret}` },
-      });
-      const response = await handlers[route](request).catch((error: unknown) => {
-        log({ msg: 'in-process cron failed', route, error: String(error) });
-        return undefined;
-      });
-      await response?.body?.cancel();
-      await new Promise((resolve) => setTimeout(resolve, cronFallbackPollMs));
-    }
-  };
-  return Promise.all([loop('cronDrain'), loop('cronReap')]).then(() => undefined);
 }
 
 /**
