@@ -451,7 +451,10 @@ begin
   elsif v_run.takeover_requested_at is not null then
     v_status := 'waiting_takeover';
   elsif p_status = 'waiting_input' and exists (
-      select 1 from agent_kit_inputs i where i.run_id = p_run_id and i.consumed_at is null) then
+      select 1 from agent_kit_inputs i
+      where i.run_id = p_run_id and i.consumed_at is null
+        and (coalesce(p_waiting_for, v_run.waiting_for)->>'id' is null
+          or i.question_id = coalesce(p_waiting_for, v_run.waiting_for)->>'id')) then
     v_status := 'queued';
   end if;
   update agent_kit_runs set
@@ -763,7 +766,8 @@ begin
   if v_run.status not in ('running', 'waiting_input') then
     raise exception 'run % is % and takes no input', p_run_id, v_run.status using errcode = 'AK004';
   end if;
-  if v_run.status = 'waiting_input' and v_run.waiting_for->>'id' is distinct from p_question_id then
+  if v_run.status = 'waiting_input' and v_run.waiting_for->>'id' is not null
+      and v_run.waiting_for->>'id' <> p_question_id then
     raise exception 'run % waits for an answer to %, not %', p_run_id,
       coalesce(v_run.waiting_for->>'id', 'nothing'), p_question_id using errcode = 'AK004';
   end if;
@@ -833,6 +837,9 @@ begin
   end if;
   if v_run.status in ('completed', 'failed', 'aborted') then
     raise exception 'run % is % and cannot be taken over', p_run_id, v_run.status using errcode = 'AK004';
+  end if;
+  if v_run.cancel_requested_at is not null then
+    raise exception 'run % is being cancelled and cannot be taken over', p_run_id using errcode = 'AK004';
   end if;
   if exists (select 1 from agent_kit_runs e where e.thread_id = v_run.thread_id and e.turn_no < v_run.turn_no
       and e.status in ('queued', 'running', 'waiting_input', 'waiting_takeover')) then

@@ -6,3 +6,4 @@ export { openPgliteDb, wrapPglite, lockFolder } from './pglite-driver.js';
 export { openDb, defaultDataDir, type OpenDbOptions } from './open.js';
 export { migrate, loadMigrations, schemaVersion, checkSchema, migrationsDir, type Migration } from './migrate.js';
 export { setFakeNow, clearFakeNow, advanceFakeNow, dbNow } from './clock.js';
+export { dumpSchema, schemaFileText, schemaFileHeader } from './dump-schema.js';

@@ -58,6 +58,13 @@ export function openPgDb(options: PgDbOptions): Db {
       } catch (raw) {
         throw coerceError(raw);
       }
+      // pg-pool stops listening for errors on a client it hands out: a connection that dies
+      // between two statements would emit an unhandled 'error' and kill the process.
+      let lostConnection: unknown;
+      const onError = (raw: unknown) => {
+        lostConnection = raw;
+      };
+      client.on('error', onError);
       const tx: Tx = {
         query: (sql, params) => run(client, sql, params),
         exec: async (sql) => {
@@ -78,7 +85,9 @@ export function openPgDb(options: PgDbOptions): Db {
         }
         throw coerceError(raw);
       } finally {
-        client.release(broken ? true : undefined);
+        const discard = broken || lostConnection !== undefined;
+        if (!discard) client.off('error', onError);
+        client.release(discard ? true : undefined);
       }
     },
     async listen(channel, onNotify) {

@@ -87,7 +87,7 @@ export class LeaseModel {
     if (waiting < 0) return { kind: 'turn', run: this.startTurn(thread) };
     const r = this.runs[waiting]!;
     const question = r.waitingFor?.id ?? 'message';
-    if (r.waitingFor?.id !== question || question in r.inputs) return conflict;
+    if (question in r.inputs) return conflict; // with no recorded question, any answer is taken (0008)
     this.userMessages[thread]! += 1;
     this.append(waiting, 'message', 0);
     this.submitInput(waiting, question);
@@ -171,7 +171,12 @@ export class LeaseModel {
   park(run: number, owner: string, fence: number, status: ParkStatus, question: string | null): Outcome {
     const r = this.runs[run]!;
     if (!this.holds(run, owner, fence)) return false;
-    const hasUnconsumedInput = Object.values(r.inputs).some((consumed) => consumed === null);
+    // Only the answer to the question being waited for requeues (migration 0008); with no
+    // recorded question, any unconsumed answer does.
+    const waitedFor = question ?? r.waitingFor?.id ?? null;
+    const hasUnconsumedInput = Object.entries(r.inputs).some(
+      ([id, consumed]) => consumed === null && (waitedFor === null || id === waitedFor),
+    );
     let next: RunStatus = status;
     if (r.cancel) next = 'queued';
     else if (r.takeover) next = 'waiting_takeover';
@@ -201,7 +206,7 @@ export class LeaseModel {
   submitInput(run: number, question: string): Outcome {
     const r = this.runs[run]!;
     if (r.status !== 'running' && r.status !== 'waiting_input') return conflict;
-    if (r.status === 'waiting_input' && r.waitingFor?.id !== question) return conflict;
+    if (r.status === 'waiting_input' && r.waitingFor && r.waitingFor.id !== question) return conflict;
     if (question in r.inputs) return conflict;
     r.inputs = sortKeys({ ...r.inputs, [question]: null });
     this.append(run, 'input-received', 0);
@@ -232,7 +237,7 @@ export class LeaseModel {
 
   takeover(run: number, operator: string): Outcome {
     const r = this.runs[run]!;
-    if (isClosed(r.status) || this.isBlocked(run)) return conflict;
+    if (isClosed(r.status) || r.cancel || this.isBlocked(run)) return conflict;
     if (r.status === 'queued' || r.status === 'waiting_input') {
       Object.assign(r, { status: 'waiting_takeover', takenOverBy: operator, attempts: 0, hasJob: false });
       this.append(run, 'run-parked', 0);
