@@ -65,6 +65,8 @@ export const sqlStateErrors: Record<string, new (message: string, o?: { cause?: 
   '22007': InvalidArgumentError, // invalid_datetime_format
   '22023': InvalidArgumentError, // invalid_parameter_value
   '23514': InvalidArgumentError, // check_violation: e.g. an unknown status
+  '22021': InvalidArgumentError, // character_not_in_repertoire: a NUL byte in text
+  '22P05': InvalidArgumentError, // untranslatable_character: \u0000 in jsonb
 };
 
 /** Connection-level failures: class 08, admin shutdown (57P01..03), and node socket errors. */
