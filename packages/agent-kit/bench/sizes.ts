@@ -30,7 +30,7 @@ const full: Sizes = {
   orchestration: { concurrency, jobs: 20_000, timeBoxMs: 20_000, slowTimeBoxMs: 5_000, rounds: 2 },
   scriptedTurn: { concurrency, jobs: 2_000, timeBoxMs: 20_000, replyTokens: 12 },
   takeover: { kills: 60, leaseTtlMs: 1_000, spacingMs: 50, concurrency },
-  mirror: { tokens: 10_000, tokensPerSecond: 2_000, many: [100, 1_000], manyTokens: 200, manyTokensPerSecond: 50 },
+  mirror: { tokens: 10_000, tokensPerSecond: 2_000, many: [100, 1_000], manyTokens: 100, manyTokensPerSecond: 50 },
   replay: { events: 10_000, repeats: 3 },
 };
 
