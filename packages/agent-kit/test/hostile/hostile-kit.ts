@@ -117,19 +117,24 @@ export interface TallyRow {
   inputs: number;
   statuses: Record<string, number>;
   violations: number;
+  /** The first answer seen (a CLI's stderr line), for the docs. */
+  sample?: string;
 }
 
 /** Every input tried, grouped by route and kind, with the statuses seen and violations. */
 export class Tally {
   readonly rows = new Map<string, TallyRow>();
   readonly violations: string[] = [];
-  constructor(readonly suite: string) {}
+  /** `unit`: what the summary counts, the routes of routes.ts or the CLI commands tried. */
+  constructor(readonly suite: string, readonly unit: 'routes' | 'commands' = 'routes') {}
 
-  record(route: string, what: string, expected: readonly number[], status: number, violation?: string) {
+  record(
+    route: string, what: string, expected: readonly number[], status: number, violation?: string, sample?: string,
+  ) {
     const key = `${route}\u0000${what}`;
     let row = this.rows.get(key);
     if (!row) {
-      row = { suite: this.suite, route, what, expected: expected.join('/'), inputs: 0, statuses: {}, violations: 0 };
+      row = { suite: this.suite, route, what, expected: expected.join('/'), inputs: 0, statuses: {}, violations: 0, sample };
       this.rows.set(key, row);
     }
     row.inputs++;
@@ -146,8 +151,9 @@ export class Tally {
 
   /** Print `hostile: N inputs, M routes, V violations` and, with HOSTILE_REPORT_DIR, write JSON. */
   report(): string {
-    const covered = new Set([...this.rows.values()].flatMap((r) => routeNamesIn(r.route)));
-    const line = `hostile(${this.suite}): ${this.inputs} inputs, ${covered.size} routes, ` +
+    const covered = new Set([...this.rows.values()]
+      .flatMap((r) => (this.unit === 'routes' ? routeNamesIn(r.route) : [r.route])));
+    const line = `hostile(${this.suite}): ${this.inputs} inputs, ${covered.size} ${this.unit}, ` +
       `${this.violations.length} violations (store: ${process.env.DATABASE_URL ? 'postgres' : 'pglite'}, ` +
       `runs ${hostileRuns})`;
     console.log(line);
