@@ -12,5 +12,10 @@ export default defineConfig({
     // out a 5 s lease on top.
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    // CI adds a JSON report (AGENT_KIT_TEST_REPORT=<path prefix>) to sum up at the end.
+    reporters: process.env.AGENT_KIT_TEST_REPORT ? ['default', 'json'] : ['default'],
+    outputFile: process.env.AGENT_KIT_TEST_REPORT
+      ? { json: `${process.env.AGENT_KIT_TEST_REPORT}-sveltekit-chat.json` }
+      : undefined,
   },
 });
