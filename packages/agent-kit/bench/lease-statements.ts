@@ -3,7 +3,8 @@
 // columns, indexes and rows). Each caller works on its own rows, as each worker holds its own runs.
 import { claimRun, closeRun, mirrorPartial, renewLease, type Lease } from '../src/lease/lease.js';
 import type { Db } from '../src/store/db.js';
-import { claimInBulk, seedQueuedRuns, vacuumAnalyze } from './lib/bench-db.js';
+import fs from 'node:fs';
+import { claimInBulk, seedQueuedRuns, vacuumAnalyze, type BenchDatabase } from './lib/bench-db.js';
 import { measureInterleaved, type InterleavedOptions } from './lib/measure.js';
 import type { Row } from './lib/report.js';
 
@@ -12,6 +13,11 @@ export interface LeaseBenchOptions extends InterleavedOptions {
   seedRuns: number;
   /** Held leases per caller for renew and mirror (cycled through). */
   leasesPerCaller: number;
+}
+
+/** The proposal in bench/sql/notify-after-commit.sql: after each mirror write or close, notify. */
+export interface NotifyAfterCommit {
+  notify: (payload: string) => Promise<void>;
 }
 
 const hourMs = 3_600_000; // long leases: nothing may expire during a measurement
@@ -50,7 +56,9 @@ async function prepareBareTable(db: Db) {
 }
 
 /** Run section 1 and return its rows (ops/s of each statement vs the bare update). */
-export async function benchLeaseStatements(db: Db, o: LeaseBenchOptions): Promise<Row[]> {
+export async function benchLeaseStatements(
+  db: Db, o: LeaseBenchOptions, proposal?: NotifyAfterCommit,
+): Promise<Row[]> {
   const claimIds = await seedQueuedRuns(db, o.seedRuns);
   const closeIds = await seedQueuedRuns(db, o.seedRuns);
   const heldIds = await seedQueuedRuns(db, o.concurrency * o.leasesPerCaller);
@@ -83,12 +91,16 @@ export async function benchLeaseStatements(db: Db, o: LeaseBenchOptions): Promis
     },
     'mirror write': async (w) => {
       const hand = heldHands[w]!;
-      if (!(await mirrorPartial(db, hand[step(at.mirror, w) % hand.length]!, 'tok ')).ok) failures.mirror++;
+      const lease = hand[step(at.mirror, w) % hand.length]!;
+      const result = await mirrorPartial(db, lease, 'tok ');
+      if (!result.ok) failures.mirror++;
+      else await proposal?.notify(`${lease.runId}:${result.seq}`);
     },
     close: async (w) => {
       const lease = closeHands[w]![step(at.close, w)];
       if (!lease) return false;
       if ((await closeRun(db, lease, 'completed', { text: 'done' })) === null) failures.close++;
+      else await proposal?.notify(`${lease.runId}:closed`);
     },
   }, o);
   if (failures.renew + failures.mirror + failures.close > 0) {
@@ -96,7 +108,9 @@ export async function benchLeaseStatements(db: Db, o: LeaseBenchOptions): Promis
   }
 
   const bare = t['bare UPDATE'];
-  const section = `1. Lease statements (${o.concurrency} clients, ops/s)`;
+  const section = proposal
+    ? `1b. PROPOSED: NOTIFY after commit (bench/sql/notify-after-commit.sql; ${o.concurrency} clients, ops/s)`
+    : `1. Lease statements (${o.concurrency} clients, ops/s)`;
   const row = (metric: 'claim' | 'renew' | 'mirror write' | 'close'): Row => ({
     section, metric, unit: 'ops/s', agentKit: t[metric].perSecond,
     baseline: bare.perSecond, baselineName: 'bare UPDATE',
@@ -104,5 +118,59 @@ export async function benchLeaseStatements(db: Db, o: LeaseBenchOptions): Promis
     note: `p50 ${t[metric].p50Ms.toFixed(2)} ms, p99 ${t[metric].p99Ms.toFixed(2)} ms, ${t[metric].ops} ops ` +
       `(bare: p50 ${bare.p50Ms.toFixed(2)} ms, ${bare.ops} ops)`,
   });
+  // Under the proposal only the notifying statements change; claim and renew are shown once, above.
+  if (proposal) return [row('mirror write'), row('close')];
   return [row('claim'), row('renew'), row('mirror write'), row('close')];
+}
+
+/**
+ * The writer's side of the proposal: payloads of committed writes are gathered and sent in one
+ * async-commit statement, one in flight at a time, so the extra round trip is shared by every
+ * write that committed meanwhile (the writer does not wait for it, as it does not wait for a
+ * viewer today).
+ */
+class Notifier {
+  private pending: string[] = [];
+  private flushing: Promise<void> | undefined;
+  statements = 0;
+
+  constructor(private readonly db: Db) {}
+
+  notify(payload: string): Promise<void> {
+    this.pending.push(payload);
+    this.flushing ??= this.flush();
+    return Promise.resolve();
+  }
+
+  async idle(): Promise<void> {
+    while (this.flushing) await this.flushing;
+  }
+
+  private async flush() {
+    while (this.pending.length > 0) {
+      const payloads = this.pending.splice(0, 1_000);
+      this.statements++;
+      await this.db.query(`select agent_kit_notify_after_commit('agent_kit_events', $1::text[])`, [payloads]);
+    }
+    this.flushing = undefined;
+  }
+}
+
+const notifySql = fs.readFileSync(new URL('./sql/notify-after-commit.sql', import.meta.url), 'utf8');
+
+/**
+ * Section 1b: the mirror write and the close under the NOTIFY-after-commit proposal, in a fresh
+ * database of their own (the proposal replaces agent_kit__append_event there, and only there).
+ */
+export async function benchNotifyAfterCommit(open: () => Promise<BenchDatabase>, o: LeaseBenchOptions): Promise<Row[]> {
+  const bench = await open();
+  try {
+    await bench.db.exec(notifySql);
+    const notifier = new Notifier(bench.db);
+    const rows = await benchLeaseStatements(bench.db, o, notifier);
+    await notifier.idle();
+    return rows;
+  } finally {
+    await bench.drop();
+  }
 }
