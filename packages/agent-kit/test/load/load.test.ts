@@ -1,0 +1,57 @@
+// A CI-sized load run on both stores: 200 viewers over 20 runs of the real engine through one
+// node:http server on loopback, then one thread of 1,000 and one of 10,000 events with 50
+// viewers each. Every viewer gets every event of its thread exactly once, in order, up to its
+// run-closed; server heap per viewer stays under 200 KB and does not grow with the event count.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../../src/store/db.js';
+import { onPostgres, openTestDb } from '../harness/test-db.js';
+import { openLoadServer, runFloodPhase, runViewersPhase, type LoadServer, type PhaseReport } from './load-kit.js';
+import { formatLoadReport, loadFigures } from './load-report.js';
+
+let db: Db;
+let server: LoadServer;
+const phases: PhaseReport[] = [];
+const deadlineMs = 60_000;
+
+beforeAll(async () => {
+  db = await openTestDb({ poolMax: 10 });
+  server = await openLoadServer(db, { tokens: 60, delayMs: 10 });
+  // Warm up: load the engine and the viewer process once, outside the measured phases.
+  await runViewersPhase(server, { runs: 2, viewers: 4, spreadMs: 50, deadlineMs });
+}, 120_000);
+afterAll(async () => {
+  if (phases.length === 4) console.log(`load (${onPostgres ? 'postgres' : 'pglite'}):\n${formatLoadReport(phases, loadFigures(...(phases as [PhaseReport, PhaseReport, PhaseReport, PhaseReport])))}`);
+  await server?.close();
+  await db?.close();
+});
+
+it('200 viewers over 20 runs each see every event of their thread exactly once, in order, to run-closed', async () => {
+  const runsOnly = await runViewersPhase(server, { runs: 20, viewers: 0, spreadMs: 0, deadlineMs });
+  const watched = await runViewersPhase(server, { runs: 20, viewers: 200, spreadMs: 400, deadlineMs });
+  phases.push(runsOnly, watched);
+  expect(watched.failures).toEqual([]);
+  expect(watched.delivered).toBe(watched.logged * 10); // 10 viewers per thread, all of each log
+  const figures = loadFigures(runsOnly, watched, runsOnly, runsOnly);
+  expect(figures.perViewerUpperBytes).toBeLessThan(200 * 1024);
+}, 180_000);
+
+it('50 viewers of a 10,000-event thread get all of it, and the server heap peak does not scale with events', async () => {
+  const small = await runFloodPhase(server, { events: 1_000, viewers: 50, batch: 100, deadlineMs });
+  const large = await runFloodPhase(server, { events: 10_000, viewers: 50, batch: 100, deadlineMs });
+  phases.push(small, large);
+  expect(small.failures).toEqual([]);
+  expect(large.failures).toEqual([]);
+  expect(large.delivered).toBe(50 * 10_000);
+  // Ten times the events: the peak may wobble with GC timing, but not grow tenfold.
+  expect(loadFigures(small, small, small, large).floodBounded).toBe(true);
+}, 180_000);
+
+describe('known bug: node-server keeps a close listener per backpressure wait', () => {
+  // toNodeListener waits for 'drain' or 'close' with two once-listeners and removes neither, so
+  // a long stream to a slow reader gains one per wait: ~1 per 100 events here, never released
+  // while the stream is open. Remove `.fails` when the wait removes its listeners.
+  it.fails("a viewer's response holds as many 'close' listeners at 10,000 events as at 1,000", () => {
+    const [small, large] = phases.slice(2);
+    expect(large?.closeListeners).toBeLessThanOrEqual((small?.closeListeners ?? 0) + 2);
+  });
+});
