@@ -33,6 +33,8 @@ export interface CreateRuntimeOptions {
  * @throws SchemaMismatchError when the schema is behind (run `agent-kit migrate`) or ahead by a breaking change.
  */
 export async function createRuntime(config: AgentKitConfig, options: CreateRuntimeOptions = {}): Promise<Runtime> {
+  // Resolve the model before opening anything: a bad model setting must not leave a store open.
+  const model = options.model ?? resolveModel(config.model);
   const db = options.db ?? (await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }));
   try {
     if (options.autoMigrate ?? !config.databaseUrl) await migrate(db);
@@ -43,7 +45,7 @@ export async function createRuntime(config: AgentKitConfig, options: CreateRunti
   }
   return {
     db,
-    model: options.model ?? resolveModel(config.model),
+    model,
     tools: { ...(options.demoTools === false ? {} : demoTools), ...options.tools },
     config,
     log: options.log,
