@@ -1,0 +1,65 @@
+// Planted protocol bugs, to show the simulator finds what it claims to find: each mutation rewrites
+// one guard of one SQL function in the simulation's database only (never a migration), and a
+// useful simulator reports a violation within a handful of seeds.
+import type { Db } from '../../src/store/db.js';
+
+export interface Mutation {
+  name: string;
+  /** What the bug lets through. */
+  description: string;
+  /** The function to rewrite, as a regprocedure. */
+  fn: string;
+  /** Text of the guard in the function's definition, and what it becomes. */
+  from: string;
+  to: string;
+}
+
+export const mutations: Mutation[] = [
+  {
+    name: 'mirror-unguarded',
+    description: 'the stream mirror writes partial output and events without checking owner and fence',
+    fn: 'agent_kit_mirror_partial(uuid, text, bigint, text)',
+    from: 'owner = p_owner and fence = p_fence and ',
+    to: '',
+  },
+  {
+    name: 'close-unguarded',
+    description: 'closing a run checks that it is running but not who holds it',
+    fn: 'agent_kit_close_run(uuid, text, jsonb, text, bigint)',
+    from: 'owner = p_owner and fence = p_fence and ',
+    to: '',
+  },
+  {
+    name: 'claim-live-lease',
+    description: 'a claim also takes a running run whose lease has not expired',
+    fn: 'agent_kit_claim_run(uuid, text, interval, interval)',
+    from: "r.status = 'running' and r.lease_expires_at <= agent_kit_now()",
+    to: "r.status = 'running'",
+  },
+  {
+    name: 'step-unguarded',
+    description: 'journal steps are recorded without checking owner and fence',
+    fn: 'agent_kit_record_step(uuid, text, bigint, integer, text, jsonb, text, jsonb)',
+    from: 'owner = p_owner and fence = p_fence and ',
+    to: '',
+  },
+];
+
+export function mutationNamed(name: string): Mutation {
+  const found = mutations.find((m) => m.name === name);
+  if (!found) throw new Error(`unknown mutation "${name}"; known: ${mutations.map((m) => m.name).join(', ')}`);
+  return found;
+}
+
+/**
+ * Rewrite the function in `db`. Throws when the guard text is not in the definition, so a
+ * refactored function cannot turn the mutation into a silent no-op.
+ */
+export async function applyMutation(db: Db, mutation: Mutation): Promise<void> {
+  const rows = await db.query<{ def: string }>('select pg_get_functiondef($1::regprocedure) as def', [mutation.fn]);
+  const definition = rows[0]!.def;
+  if (!definition.includes(mutation.from)) {
+    throw new Error(`mutation ${mutation.name}: "${mutation.from}" is not in ${mutation.fn} any more; update mutations.ts`);
+  }
+  await db.exec(definition.replaceAll(mutation.from, mutation.to));
+}

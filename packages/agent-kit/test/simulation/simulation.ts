@@ -1,0 +1,281 @@
+// One simulated schedule: real agent-kit code (turn engine, drain, reaper) run by simulated workers
+// over one real database, every statement ordered by a seeded scheduler, with faults injected and
+// the invariants checked after every step. Then a wind-down drives the system to quiescence and
+// checks that every run ended with the scripted reply. A seed replays exactly. See ADR-0018.
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Db } from '../../src/store/db.js';
+import { effectsFile } from '../harness/turn-kit.js';
+import { chooseAction, chooseWindDownAction, type ActionPick } from './actions.js';
+import { InvariantChecker, knownIssues, type RunSnapshot, type Violation } from './invariants.js';
+import { Prng } from './prng.js';
+import { profileFor, type Profile } from './profile.js';
+import { Scheduler, type OpMode, type OpResult, type PendingOp, type SimWorker } from './scheduler.js';
+import { prepareDatabase } from './sim-database.js';
+import { Names, StepLog } from './step-log.js';
+import { installVirtualTime, uninstallVirtualTime } from './virtual-time.js';
+import type { FaultSource, ModelFault, ToolFault } from './world.js';
+
+/** Virtual time at which every schedule starts (fixed: replays must not depend on the wall clock). */
+export const simulationEpochMs = Date.parse('2030-01-01T00:00:00Z');
+const windDownStepsMax = 4_000; // a schedule that cannot reach quiescence in this many steps is stuck
+
+export interface ScheduleResult {
+  seed: number;
+  ok: boolean;
+  steps: number;
+  violations: Violation[];
+  /** Violations of known, reported issues (see knownIssues): listed, not failures. */
+  known: Violation[];
+  /** Injected faults by kind. */
+  faults: Record<string, number>;
+  actions: Record<string, number>;
+  runs: Record<string, number>;
+  /** Fingerprint of the step log: equal across replays of the seed. */
+  digest: string;
+  tail: string[];
+  virtualMs: number;
+  wallMs: number;
+  profile: Profile;
+}
+
+export interface ScheduleOptions {
+  /** Print every step as it happens. */
+  echo?: (line: string) => void;
+  /** Lines of log tail kept for the failure report. */
+  keep?: number;
+}
+
+export class Simulation implements FaultSource {
+  readonly profile: Profile;
+  readonly pick: Prng;
+  readonly faultRng: Prng;
+  readonly user: Prng;
+  readonly scheduler: Scheduler;
+  readonly names = new Names();
+  readonly log: StepLog;
+  readonly checker: InvariantChecker;
+  readonly effects = effectsFile();
+  step = 0;
+  turnsCreated = 0;
+  windDownCrons = 0;
+  readonly threads: string[] = [];
+  readonly answered: { runId: string; questionId: string }[] = [];
+  /** Workers paused as zombies: the run and fence they held, and when they wake regardless. */
+  readonly zombies = new Map<number, { runId: string; fence: number; untilMs: number }>();
+  readonly faults: Record<string, number> = {};
+  readonly actions: Record<string, number> = {};
+  readonly violations: Violation[] = [];
+  readonly known = new Map<string, Violation>();
+  runs: RunSnapshot[] = [];
+  private readonly seenFinished = new Set<number>();
+
+  constructor(
+    readonly seed: number,
+    readonly db: Db,
+    options: ScheduleOptions = {},
+  ) {
+    this.profile = profileFor(seed);
+    const root = new Prng(seed);
+    this.pick = root.fork('schedule');
+    this.faultRng = root.fork('faults');
+    this.user = root.fork('user');
+    this.scheduler = new Scheduler(db, simulationEpochMs);
+    this.log = new StepLog(this.names, options.keep ?? 60, options.echo);
+    this.checker = new InvariantChecker(db, this.profile.tokens, this.profile.maxRunAttempts, () => this.effects.lines());
+  }
+
+  count(table: Record<string, number>, kind: string): void {
+    table[kind] = (table[kind] ?? 0) + 1;
+  }
+
+  modelFault(): ModelFault {
+    if (!this.faultRng.chance(0.1 * this.profile.chaos)) return { kind: 'none' };
+    const kind = this.faultRng.pick(['error', 'hang'] as const);
+    this.count(this.faults, `model-${kind}`);
+    return { kind, afterParts: this.faultRng.between(0, this.profile.tokens + 3) };
+  }
+
+  toolFault(toolName: string): ToolFault {
+    if (!this.faultRng.chance(0.25 * this.profile.chaos)) return 'none';
+    const fault = this.faultRng.pick(['fail-before', 'fail-after', 'hang', 'hang-then-run'] as const);
+    this.count(this.faults, `tool-${fault}`);
+    this.note(`tool ${toolName}: injected ${fault}`);
+    return fault;
+  }
+
+  toolHangMs(): number {
+    return this.faultRng.between(1, this.profile.invocationBudgetMs * 3);
+  }
+
+  private pendingNotes: string[] = [];
+  /** A remark attached to the current step's log line (a fault drawn inside worker code). */
+  note(text: string): void {
+    this.pendingNotes.push(text);
+  }
+
+  /** Run a pending op and record what it did (claims, new turns) for the checks. */
+  async runOp(op: PendingOp, mode: OpMode = 'run'): Promise<string> {
+    const worker = this.scheduler.workers[op.workerId - 1]!;
+    const result = await this.scheduler.runOp(op, mode);
+    await this.observe(op, result);
+    const modeText = mode === 'run' ? '' : ` [${mode}]`;
+    return `${worker.name} ${op.label}${describeParams(op.params)}${modeText} → ${summarize(result)}`;
+  }
+
+  async observe(op: Pick<PendingOp, 'label'>, result: OpResult): Promise<void> {
+    const rows = Array.isArray(result.value) ? (result.value as Record<string, any>[]) : [];
+    if (op.label === 'start_turn' && rows[0]) this.noteTurn(rows[0].thread_id, rows[0].run_id);
+    if ((op.label === 'claim_run' || op.label === 'take_for_salvage') && rows[0]) {
+      try {
+        await this.db.query(
+          `insert into sim_claims (run_id, fence, seq_at_claim, step)
+           select $1, $2, last_seq, $3 from agent_kit_threads where id = $4`,
+          [rows[0].id, rows[0].fence, this.step, rows[0].thread_id],
+        );
+      } catch (error) {
+        this.violations.push({ kind: 'double-claim', detail: `${rows[0].id} fence ${rows[0].fence} claimed twice: ${String(error)}` });
+      }
+    }
+  }
+
+  noteTurn(threadId: string, runId: string): void {
+    if (!this.threads.includes(threadId)) this.threads.push(threadId);
+    this.names.add(threadId, 't');
+    this.names.add(runId, 'r');
+  }
+
+  /** Runs in creation order (ids are random; names are not). */
+  sortRuns(runs: RunSnapshot[]): RunSnapshot[] {
+    return runs.sort((a, b) => this.names.rank(a.id) - this.names.rank(b.id));
+  }
+
+  async run(): Promise<ScheduleResult> {
+    const startedWallMs = Date.now();
+    installVirtualTime(this.scheduler.clock);
+    try {
+      await prepareDatabase(this.db, this.seed);
+      await this.scheduler.syncDbClock();
+      this.runs = await this.checker.snapshot();
+      while (this.step < this.profile.scriptSteps && this.violations.length === 0) {
+        await this.doStep(chooseAction(this));
+      }
+      while (this.violations.length === 0) {
+        const next = await chooseWindDownAction(this);
+        if (!next) break;
+        if (this.step >= this.profile.scriptSteps + windDownStepsMax) {
+          this.violations.push({ kind: 'liveness', detail: `no quiescence after ${windDownStepsMax} wind-down steps` });
+          break;
+        }
+        await this.doStep(next);
+      }
+      if (this.violations.length === 0) this.violations.push(...(await this.checker.checkEnded(this.runs)));
+    } finally {
+      uninstallVirtualTime();
+      this.effects.restore();
+      fs.rmSync(path.dirname(this.effects.file), { recursive: true, force: true });
+    }
+    return this.result(Date.now() - startedWallMs);
+  }
+
+  private async doStep(action: ActionPick): Promise<void> {
+    this.step++;
+    this.count(this.actions, action.name);
+    let text: string;
+    try {
+      text = await action.run();
+    } catch (error) {
+      text = `${action.name} failed: ${String(error)}`;
+      this.violations.push({ kind: 'simulator', detail: `${action.name}: ${(error as Error)?.stack ?? String(error)}` });
+    }
+    const notes = this.pendingNotes.length ? ` (${this.pendingNotes.join('; ')})` : '';
+    this.pendingNotes = [];
+    this.log.add(this.step, this.scheduler.nowMs, simulationEpochMs, `${text}${notes}`);
+    this.runs = this.sortRuns(await this.checker.snapshot());
+    this.record([...(await this.checker.check(this.runs)), ...this.checkWorkers()]);
+  }
+
+  /** Keep new violations; a known issue is noted once per run and does not stop the schedule. */
+  private record(found: Violation[]): void {
+    for (const violation of found) {
+      if (!(violation.kind in knownIssues)) {
+        this.violations.push(violation);
+        continue;
+      }
+      const key = `${violation.kind} ${violation.detail.split(' ')[0]}`;
+      if (!this.known.has(key)) this.known.set(key, { ...violation, detail: `${violation.detail} (step ${this.step})` });
+    }
+  }
+
+  /** A worker that threw something other than a (simulated) store outage has hit a bug. */
+  private checkWorkers(): Violation[] {
+    const found: Violation[] = [];
+    for (const worker of this.scheduler.workers) {
+      if (!worker.finished || this.seenFinished.has(worker.id)) continue;
+      this.seenFinished.add(worker.id);
+      if (worker.error && (worker.error as { code?: string }).code !== 'STORE_UNAVAILABLE') {
+        found.push({ kind: 'worker-crash', detail: `${worker.name}: ${worker.error.stack ?? worker.error.message}` });
+      }
+    }
+    return found;
+  }
+
+  /** The engine's log: a segment error that is not an injected outage is a bug. */
+  engineLog = (entry: Record<string, unknown>): void => {
+    if (entry.msg === 'segment error' && !/simulated|database unavailable/.test(String(entry.error))) {
+      this.violations.push({ kind: 'engine-error', detail: this.names.shorten(JSON.stringify(entry)) });
+    }
+  };
+
+  workerByName(name: string): SimWorker | undefined {
+    return this.scheduler.workers.find((w) => w.name === name);
+  }
+
+  private result(wallMs: number): ScheduleResult {
+    const runs: Record<string, number> = {};
+    for (const run of this.runs) this.count(runs, run.status);
+    return {
+      seed: this.seed, ok: this.violations.length === 0, steps: this.step,
+      violations: this.violations.map((v) => ({ kind: v.kind, detail: this.names.shorten(v.detail) })),
+      known: [...this.known.values()].map((v) => ({ kind: v.kind, detail: this.names.shorten(v.detail) })),
+      faults: this.faults, actions: this.actions, runs, digest: this.log.digest(), tail: this.log.tail(),
+      virtualMs: this.scheduler.nowMs - simulationEpochMs, wallMs, profile: this.profile,
+    };
+  }
+}
+
+function describeParams(params: readonly unknown[] | undefined): string {
+  if (!params?.length) return '';
+  const first = params[0];
+  return typeof first === 'string' && /^[0-9a-f-]{36}$/.test(first) ? ` ${first}` : '';
+}
+
+const summaryKeys = ['id', 'status', 'fence', 'attempts', 'ok', 'seq', 'outcome', 'run_id', 'kind', 'data'];
+
+/** A deterministic one-line summary of an op's result (no wall-clock timestamps). */
+export function summarize(result: OpResult): string {
+  const error = result.error ? `error ${result.error.name}: ${result.error.message.slice(0, 80)}` : '';
+  const value = result.value;
+  if (!Array.isArray(value)) return error || (value === undefined ? 'ok' : String(value).slice(0, 60));
+  const rows = value as Record<string, unknown>[];
+  const first = rows[0];
+  let text = `${rows.length} row${rows.length === 1 ? '' : 's'}`;
+  if (first) {
+    const keys = Object.keys(first);
+    const shown = keys.length === 1 ? keys : keys.filter((key) => summaryKeys.includes(key));
+    const parts = shown.map((key) => `${key}=${stringify(first[key])}`);
+    if (parts.length) text += ` ${parts.join(' ')}`;
+  }
+  return error ? `${text}, then ${error}` : text;
+}
+
+function stringify(value: unknown): string {
+  if (value instanceof Date) return `t+${value.getTime() - simulationEpochMs}ms`;
+  if (typeof value === 'object' && value !== null) return JSON.stringify(value).slice(0, 60);
+  return String(value).slice(0, 60);
+}
+
+/** Run one schedule on `db` (migrated, empty). */
+export async function runSchedule(seed: number, db: Db, options: ScheduleOptions = {}): Promise<ScheduleResult> {
+  return new Simulation(seed, db, options).run();
+}
