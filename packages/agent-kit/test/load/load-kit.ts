@@ -41,7 +41,8 @@ export async function openLoadServer(db: Db, model: { tokens: number; delayMs: n
     listener(req, res);
   });
   server.maxConnections = 10_000;
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  // A deep accept queue: a crowd of viewers arrives at once (the kernel caps it at somaxconn).
+  await new Promise<void>((resolve) => server.listen({ port: 0, host: '127.0.0.1', backlog: 4096 }, resolve));
   const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
     db, handlers, origin,
@@ -125,7 +126,8 @@ function spawnViewers(origin: string, viewers: ViewerSpec[], deadlineMs: number)
         resolve({ results: message.results, clientHeap: message.heapUsed });
       }
     });
-    child.on('exit', (code) => {
+    // 'close' comes after the IPC channel drained, so a last message is never lost to 'exit'.
+    child.on('close', (code) => {
       clearTimeout(kill);
       onReady();
       reject(new Error(`viewer process exited with ${code} before reporting`));

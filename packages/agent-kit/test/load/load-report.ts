@@ -29,7 +29,7 @@ export function loadFigures(
     floodGrowthRatio: growth(flood10k) / Math.max(growth(flood1k), 1),
     floodBounded: growth(flood10k) < 3 * Math.max(growth(flood1k), 8 * 1024 * 1024),
     liveBytesPerViewer: [flood1k, flood10k].map((p) =>
-      Math.round(((p.memory.liveHeap ?? p.memory.baseHeap) - p.memory.baseHeap) / p.viewers)) as [number, number],
+      Math.round(Math.max(0, (p.memory.liveHeap ?? p.memory.baseHeap) - p.memory.baseHeap) / p.viewers)) as [number, number],
   };
 }
 

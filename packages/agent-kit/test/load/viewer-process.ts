@@ -3,6 +3,7 @@
 // eventsource-parser, and keeps only what checking needs (the next expected seq, a count, a
 // running hash): it stops at its run's run-closed, at the deadline, or on an error.
 import crypto from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { createParser } from 'eventsource-parser';
 
 export interface ViewerSpec {
@@ -33,6 +34,23 @@ export type ChildMessage =
 
 const maxProblems = 5; // per viewer: enough to diagnose, bounded in memory
 
+/** At most this many viewers between "connect" and "headers received", like a crowd arriving. */
+const connectingMax = 64;
+let connecting = 0;
+const waitingToConnect: (() => void)[] = [];
+
+async function connectSlot(): Promise<() => void> {
+  while (connecting >= connectingMax) await new Promise<void>((resolve) => waitingToConnect.push(resolve));
+  connecting++;
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    connecting--;
+    waitingToConnect.shift()?.();
+  };
+}
+
 async function watch(origin: string, spec: ViewerSpec, signal: AbortSignal, onHeaders: () => void): Promise<ViewerResult> {
   const result: ViewerResult = {
     threadId: spec.threadId, count: 0, lastSeq: 0, hash: '', outcome: 'ended-early', problems: [],
@@ -54,11 +72,18 @@ async function watch(origin: string, spec: ViewerSpec, signal: AbortSignal, onHe
       }
     },
   });
+  // "Connected" once per viewer, with its headers or its failure: "ready" never waits forever.
+  let settled = false;
+  const settle = () => {
+    if (!settled) onHeaders();
+    settled = true;
+  };
+  const release = await connectSlot();
   try {
     const response = await fetch(`${origin}/api/threads/${spec.threadId}/events`, {
       headers: { 'x-user': spec.user }, signal,
-    });
-    onHeaders();
+    }).finally(release);
+    settle();
     if (response.status !== 200) {
       problem(`status ${response.status}`);
       result.outcome = 'error';
@@ -77,7 +102,10 @@ async function watch(origin: string, spec: ViewerSpec, signal: AbortSignal, onHe
     }
   } catch (raw) {
     result.outcome = signal.aborted ? 'deadline' : 'error';
-    if (!signal.aborted) problem(`error: ${(raw as Error).message}`);
+    const error = raw as Error & { cause?: { code?: string; message?: string } };
+    if (!signal.aborted) problem(`error: ${error.message}${error.cause ? ` (${error.cause.code ?? error.cause.message})` : ''}`);
+  } finally {
+    settle();
   }
   result.hash = hash.digest('hex');
   return result;
@@ -85,6 +113,7 @@ async function watch(origin: string, spec: ViewerSpec, signal: AbortSignal, onHe
 
 async function start(message: Extract<ParentMessage, { type: 'start' }>, go: Promise<void>) {
   const controller = new AbortController();
+  setMaxListeners(message.viewers.length + 16, controller.signal); // one deadline for all viewers
   const timer = setTimeout(() => controller.abort(), message.deadlineMs);
   const early = message.viewers.filter((v) => !v.afterGo);
   let connected = 0;
@@ -107,7 +136,8 @@ async function start(message: Extract<ParentMessage, { type: 'start' }>, go: Pro
   const results = await Promise.all(watching);
   clearTimeout(timer);
   const memory = process.memoryUsage();
-  process.send!({ type: 'done', results, heapUsed: memory.heapUsed, rss: memory.rss } satisfies ChildMessage);
+  const done: ChildMessage = { type: 'done', results, heapUsed: memory.heapUsed, rss: memory.rss };
+  await new Promise<void>((resolve) => process.send!(done, undefined, {}, () => resolve()));
 }
 
 let goResolve!: () => void;
