@@ -181,7 +181,6 @@ begin
   end if;
   insert into agent_kit_thread_events (thread_id, seq, run_id, fence, type, data)
   values (p_thread_id, v_seq, p_run_id, p_fence, p_type, coalesce(p_data, '{}'));
-  perform pg_notify('agent_kit_events', p_thread_id::text || ':' || v_seq::text);
   return v_seq;
 end $function$
 

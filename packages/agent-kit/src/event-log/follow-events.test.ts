@@ -10,6 +10,7 @@ import type { Db } from '../store/db.js';
 import type { Runtime } from '../turn/types.js';
 import { followEvents, type EventFollower } from './follow-events.js';
 import { readEvents, readRunSegments, type ThreadEvent } from './read-events.js';
+import { notifyThread } from '../store/notify-thread.js';
 
 let db: Db;
 let rt: Runtime;
@@ -101,6 +102,7 @@ describe('followEvents', () => {
     await new Promise((resolve) => setTimeout(resolve, 50));
     const startedAt = Date.now();
     await db.query(`select agent_kit__append_event($1, $2, 0, 'note', '{"n":1}')`, [turn.threadId, turn.runId]);
+    notifyThread(db, turn.threadId); // appends through plain SQL notify themselves (migration 0009)
     const next = await pending;
     follower.close();
     expect(next.value).toMatchObject({ seq: 3, type: 'note', data: { n: 1 } });

@@ -6,11 +6,14 @@ import { requireCaller, requireOperator, requireRunAccess } from './auth.js';
 import type { HandlerContext, RouteHandler } from './context.js';
 import { HttpError, jsonResponse } from './http-error.js';
 import { inputBodySchema, readIdParam, readJsonBody } from './request.js';
+import { notifyRunThread } from '../store/notify-thread.js';
 
 const closed = new Set(['completed', 'failed', 'aborted']);
 
 async function callStatusFunction(db: Queryable, sql: string, params: unknown[]): Promise<string> {
   const rows = await db.query<{ status: string }>(sql, params);
+  // These functions append to the run's thread log; viewers are woken after the commit.
+  notifyRunThread(db, params[0] as string);
   return rows[0]!.status;
 }
 

@@ -3,6 +3,7 @@
 import { assert, InvalidArgumentError } from '../errors.js';
 import type { Queryable } from '../store/db.js';
 import { toNumber } from '../store/db.js';
+import { notifyThread } from '../store/notify-thread.js';
 import { isClosed, toRun, type Run, type RunRow } from './run-row.js';
 
 /** A held lease: the run, who holds it, and the fence that proves it. */
@@ -101,6 +102,7 @@ export async function mirrorPartial(db: Queryable, lease: Lease, delta: string):
   );
   const row = rows[0];
   if (!row) return { ok: false };
+  if (row.seq !== null) notifyThread(db, lease.threadId);
   return { ok: true, seq: row.seq === null ? null : toNumber(row.seq), interrupt: row.interrupt };
 }
 
@@ -113,7 +115,9 @@ export async function beginSegment(
     [lease.runId, lease.owner, lease.fence, partial, JSON.stringify(data)],
   );
   const seq = rows[0]?.seq;
-  return seq === null || seq === undefined ? null : toNumber(seq);
+  if (seq === null || seq === undefined) return null;
+  notifyThread(db, lease.threadId);
+  return toNumber(seq);
 }
 
 /** Append an event under the lease. Null = lost. */
@@ -125,7 +129,9 @@ export async function appendEvent(
     [lease.runId, lease.owner, lease.fence, type, JSON.stringify(data)],
   );
   const seq = rows[0]?.seq;
-  return seq === null || seq === undefined ? null : toNumber(seq);
+  if (seq === null || seq === undefined) return null;
+  notifyThread(db, lease.threadId);
+  return toNumber(seq);
 }
 
 export type ParkStatus = 'queued' | 'waiting_input' | 'waiting_takeover';
@@ -141,7 +147,9 @@ export async function parkRun(
     status,
     waitingFor === undefined ? null : JSON.stringify(waitingFor),
   ]);
-  return rows[0]?.ok === true;
+  if (rows[0]?.ok !== true) return false;
+  notifyThread(db, lease.threadId);
+  return true;
 }
 
 export type CloseStatus = 'completed' | 'failed' | 'aborted';
@@ -154,5 +162,7 @@ export async function closeRun(
     'select agent_kit_close_run($1, $2, $3::jsonb, $4, $5) as id',
     [lease.runId, status, JSON.stringify(message), lease.owner, lease.fence],
   );
-  return rows[0]?.id ?? null;
+  const id = rows[0]?.id ?? null;
+  if (id !== null) notifyThread(db, lease.threadId);
+  return id;
 }

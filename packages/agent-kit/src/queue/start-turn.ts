@@ -2,6 +2,7 @@
 // (agent_kit_start_turn). A retried call with the same client message id creates nothing new.
 import { InvalidArgumentError } from '../errors.js';
 import type { Queryable } from '../store/db.js';
+import { notifyThread } from '../store/notify-thread.js';
 
 export interface StartTurnOptions {
   /** Omit to create a new thread owned by `ownerId`. */
@@ -57,5 +58,6 @@ export async function startTurn(db: Queryable, options: StartTurnOptions): Promi
     ],
   );
   const row = rows[0]!;
+  if (row.created) notifyThread(db, row.thread_id);
   return { threadId: row.thread_id, messageId: row.message_id, runId: row.run_id, created: row.created, kind: row.kind };
 }

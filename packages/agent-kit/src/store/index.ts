@@ -7,3 +7,4 @@ export { openDb, defaultDataDir, type OpenDbOptions } from './open.js';
 export { migrate, loadMigrations, schemaVersion, checkSchema, migrationsDir, type Migration } from './migrate.js';
 export { setFakeNow, clearFakeNow, advanceFakeNow, dbNow } from './clock.js';
 export { dumpSchema, schemaFileText, schemaFileHeader } from './dump-schema.js';
+export { notifyThread, notifyRunThread } from './notify-thread.js';

@@ -4,6 +4,7 @@ import type { ModelMessage } from 'ai';
 import type { Lease } from '../lease/lease.js';
 import type { Queryable } from '../store/db.js';
 import { toNumber } from '../store/db.js';
+import { notifyThread } from '../store/notify-thread.js';
 
 export interface ToolCall {
   toolCallId: string;
@@ -54,7 +55,9 @@ export async function recordStep(
     'select agent_kit_record_step($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb) as seq',
     [lease.runId, lease.owner, lease.fence, stepNo, kind, JSON.stringify(data), event.type, JSON.stringify(event.data)],
   );
-  return rows[0]?.seq !== null && rows[0]?.seq !== undefined;
+  const recorded = rows[0]?.seq !== null && rows[0]?.seq !== undefined;
+  if (recorded) notifyThread(db, lease.threadId);
+  return recorded;
 }
 
 /** The text of all completed model steps: what the final message is built from. */

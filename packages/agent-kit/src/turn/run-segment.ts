@@ -2,6 +2,7 @@
 // a dead segment left, rebuilds the conversation from the step journal, and runs steps until the
 // turn ends, waits, slices at its deadline, or loses the lease — writing nothing after a loss.
 import { coerceError, serializeError, StoreUnavailableError } from '../errors.js';
+import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
   appendEvent, beginSegment, claimRun, closeRun, parkRun, renewLease, type Lease,
@@ -221,6 +222,7 @@ async function failSegment(s: Segment, error: Error): Promise<SegmentOutcome> {
   await s.rt.db.query('select agent_kit_fail_segment($1, $2, $3, $4::jsonb)', [
     s.lease.runId, s.lease.owner, s.lease.fence, JSON.stringify(serializeError(error)),
   ]);
+  notifyThread(s.rt.db, s.lease.threadId);
   return { kind: 'stopped', fence: s.lease.fence, reason: error.message };
 }
 
