@@ -2,7 +2,9 @@
 -- one round trip and one commit per batch instead of two per run (ADR-0004's guards unchanged).
 -- The bench applies this file to its own fresh database only; adopting it means copying it into
 -- the next free sql/migrations/NNNN_batched_claim_and_close.sql (+ migrations.lock, schema.sql).
--- Lock order as everywhere: runs, then threads, then jobs.
+-- Lock order as everywhere: runs, then threads, then jobs. Every join to a big table also
+-- filters on `= any(array(...))`, so it is an index scan even when the planner's statistics
+-- are stale (a queue that just filled up looks empty until the next analyze).
 
 -- Claim up to p_limit due runs in ONE statement: the same acceptance rule as agent_kit_claim_run
 -- (queued; running with an expired lease; waiting with a cancel to carry out; and only the
@@ -22,7 +24,7 @@ begin
   perform agent_kit__check_ttl('lease ttl', p_ttl);
   perform agent_kit__check_ttl('invocation budget', p_budget);
   return query
-  with due as (
+  with due as materialized (
     select r.id
     from agent_kit_jobs j
     join agent_kit_runs r on r.id = j.run_id
@@ -44,16 +46,17 @@ begin
       lease_expires_at = agent_kit_now() + least(p_ttl, p_budget),
       heartbeat_at = agent_kit_now(), updated_at = now()
     from due d
-    where r.id = d.id
+    where r.id = any(array(select id from due)) and r.id = d.id
     returning r.*
   ), dropped as (
-    delete from agent_kit_jobs j using claimed c where j.run_id = c.id
+    delete from agent_kit_jobs j
+    where j.run_id = any(array(select id from claimed))
   )
   select * from claimed;
 end $$;
 
 -- Close many runs in ONE statement, each exactly as agent_kit_close_run does with its lease:
--- guarded by (owner, fence, running) under a row lock, final message, run row, job, closing
+-- guarded by (owner, fence, running) in the run row's UPDATE, final message, run row, job, closing
 -- event with the thread's next seq, the thread's next queued turn enqueued, viewers notified.
 -- p_closes: [{runId, owner, fence, status, message: {text, ...}}]. Returns one row per closed
 -- run; a run missing from the result was rejected by its guard and nothing was written for it.
@@ -78,28 +81,27 @@ begin
     select (c->>'runId')::uuid as id, c->>'owner' as owner, (c->>'fence')::bigint as fence,
       c->>'status' as status, c->'message' as message
     from jsonb_array_elements(p_closes) c
-  ), locked as (
-    -- The guard, atomic with any claim: the run row locked with its owner and fence.
-    select r.id, r.thread_id, i.fence, i.status, i.message
-    from agent_kit_runs r join input i on i.id = r.id
-    where r.owner = i.owner and r.fence = i.fence and r.status = 'running'
-    order by r.id
-    for update of r
-  ), msgs as (
-    insert into agent_kit_messages (thread_id, run_id, role, content, partial)
-    select l.thread_id, l.id, 'assistant', l.message, l.status <> 'completed' from locked l
-    returning agent_kit_messages.id, agent_kit_messages.run_id
   ), closed as (
+    -- The guard is this UPDATE's WHERE: it locks the row, and a claim that committed meanwhile
+    -- makes Postgres recheck the row's new version, which no longer matches (owner, fence).
+    -- The message id is chosen here so that the run row is written once.
     update agent_kit_runs r set
-      status = l.status, message_id = m.id, owner = null, lease_expires_at = null,
+      status = i.status, message_id = gen_random_uuid(), owner = null, lease_expires_at = null,
       deadline_at = null, waiting_for = null, updated_at = now()
-    from locked l join msgs m on m.run_id = l.id
-    where r.id = l.id
-    returning r.id
+    from input i
+    where r.id = any(array(select id from input))
+      and r.id = i.id and r.owner = i.owner and r.fence = i.fence and r.status = 'running'
+    returning r.id, r.thread_id, r.message_id, i.fence, i.status, i.message
+  ), locked as (
+    select * from closed
+  ), msgs as (
+    insert into agent_kit_messages (id, thread_id, run_id, role, content, partial)
+    select l.message_id, l.thread_id, l.id, 'assistant', l.message, l.status <> 'completed' from locked l
+    returning agent_kit_messages.id, agent_kit_messages.run_id
   ), seqs as (
     -- One running run per thread, so each thread appears once: one seq each, gap-free.
     update agent_kit_threads t set last_seq = t.last_seq + 1
-    from locked l where t.id = l.thread_id
+    from locked l where t.id = any(array(select thread_id from locked)) and t.id = l.thread_id
     returning t.id as thread_id, t.last_seq as seq
   ), events as (
     insert into agent_kit_thread_events (thread_id, seq, run_id, fence, type, data)
@@ -111,13 +113,13 @@ begin
   ), dropped as (
     -- After the threads (seqs), keeping the lock order runs → threads → jobs.
     delete from agent_kit_jobs j using seqs s join locked l on l.thread_id = s.thread_id
-    where j.run_id = l.id
+    where j.run_id = any(array(select id from locked)) and j.run_id = l.id
   ), nexts as (
     -- The thread's next queued turn can run now.
     insert into agent_kit_jobs (run_id, due_at)
     select distinct on (q.thread_id) q.id, agent_kit_now()
     from seqs s join agent_kit_runs q on q.thread_id = s.thread_id
-    where q.status = 'queued'
+    where q.thread_id = any(array(select thread_id from seqs)) and q.status = 'queued'
     order by q.thread_id, q.turn_no
     on conflict on constraint agent_kit_jobs_run_id_key
       do update set due_at = least(agent_kit_jobs.due_at, excluded.due_at)
@@ -127,6 +129,6 @@ begin
     union all
     select count(pg_notify('agent_kit_jobs', x.run_id::text)) from nexts x
   )
-  select c.id, m.id from closed c join msgs m on m.run_id = c.id
+  select m.run_id, m.id from msgs m
   where (select sum(n.n) from notified n) >= 0;
 end $$;
