@@ -14,6 +14,8 @@ interface Report {
 }
 
 const dir = process.argv[2];
+/** Default: one row per kind of input (routes listed); `--full`: one row per route and kind. */
+const full = process.argv.includes('--full');
 if (!dir || !fs.existsSync(dir)) {
   console.error('usage: tsx test/hostile/summarize.ts DIR (the HOSTILE_REPORT_DIR of a run)');
   process.exit(2);
@@ -30,23 +32,33 @@ interface Merged {
   inputs: Record<string, number>;
   statuses: Set<string>;
   violations: number;
+  routes: Set<string>;
+  expectedSet: Set<string>;
 }
 
 const merged = new Map<string, Merged>();
 for (const report of reports) {
   for (const row of report.rows) {
-    const key = `${row.suite}|${row.route}|${row.what}`;
+    const key = full ? `${row.suite}|${row.route}|${row.what}` : `${row.suite}|${row.what}`;
     let m = merged.get(key);
     if (!m) {
-      m = { suite: row.suite, route: row.route, what: row.what, expected: row.expected, inputs: {}, statuses: new Set(), violations: 0 };
+      m = { suite: row.suite, route: '', what: row.what, expected: '', inputs: {}, statuses: new Set(), violations: 0, routes: new Set(), expectedSet: new Set() };
       merged.set(key, m);
     }
+    // HTTP labels are "METHOD /path": count paths (routes), not method × path.
+    m.routes.add(row.suite === 'cli' || full ? row.route : row.route.slice(row.route.indexOf(' ') + 1));
+    for (const status of row.expected.split('/')) m.expectedSet.add(status);
     m.inputs[report.store] = (m.inputs[report.store] ?? 0) + row.inputs;
     for (const status of Object.keys(row.statuses)) m.statuses.add(status);
     m.violations += row.violations;
   }
 }
 
+for (const m of merged.values()) {
+  const routes = [...m.routes].sort();
+  m.route = routes.length <= 3 ? routes.join(', ') : `${routes.length} ${m.suite === 'cli' ? 'commands' : 'routes'}`;
+  m.expected = [...m.expectedSet].sort().join('/');
+}
 const suiteOrder = ['bodies', 'params', 'auth', 'state', 'cli'];
 const rows = [...merged.values()].sort((a, b) =>
   suiteOrder.indexOf(a.suite) - suiteOrder.indexOf(b.suite) || a.route.localeCompare(b.route) || a.what.localeCompare(b.what));
