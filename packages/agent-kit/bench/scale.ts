@@ -10,6 +10,7 @@ import { seedQueuedRuns, vacuumAnalyze, type BenchDatabase } from './lib/bench-d
 import { combine, measureThroughput, percentile, type Throughput } from './lib/measure.js';
 import { capturePlans } from './lib/plans.js';
 import type { Row } from './lib/report.js';
+import { enqueueTurnsAtOnce } from './orchestration.js';
 
 export interface ScaleOptions {
   concurrency: number;
@@ -18,6 +19,8 @@ export interface ScaleOptions {
   sliceMs: number;
   rounds: number;
   warmupMs: number;
+  /** Jobs enqueued at once on a queue whose statistics say it is empty. */
+  staleBurst: number;
 }
 
 const leaseTtlMs = 60_000;
@@ -63,6 +66,26 @@ async function plansAtDepth(db: Db, url: string) {
   ]);
 }
 
+/**
+ * The queue right after a quiet spell: its table analyzed while empty, then a burst enqueued in
+ * one statement. Returns how many jobs ONE take of one job actually took (it must be 1).
+ */
+async function takeAfterStaleStatistics(open: OpenQueueDb, burst: number): Promise<{ taken: number; ms: number }> {
+  const bench = await open();
+  try {
+    // A busy spell leaves pages behind; the queue drains; autovacuum's analyze sees it empty.
+    await enqueueTurnsAtOnce(bench.db, burst);
+    await bench.db.exec(`delete from agent_kit_jobs; update agent_kit_runs set status = 'aborted';
+      analyze agent_kit_jobs, agent_kit_runs;`);
+    await enqueueTurnsAtOnce(bench.db, burst);
+    const startAt = performance.now();
+    const jobs = await takeJobs(bench.db, 1, jobLockMs);
+    return { taken: jobs.length, ms: performance.now() - startAt };
+  } finally {
+    await bench.drop();
+  }
+}
+
 /** A fresh store of the bench's kind (Postgres database or embedded instance). */
 export type OpenQueueDb = () => Promise<BenchDatabase>;
 
@@ -103,6 +126,12 @@ export async function benchScale(open: OpenQueueDb, o: ScaleOptions, artifacts: 
   const results = queues.map((q) => {
     const t = combine(q.slices);
     return { depth: q.depth, perSecond: t.perSecond, p99Ms: percentile(q.latencies, 0.99) };
+  });
+  const stale = await takeAfterStaleStatistics(open, o.staleBurst);
+  rows.push({
+    section, metric: `jobs taken by take_jobs(1) after a ${o.staleBurst.toLocaleString('en-US')}-job burst on an analyzed-empty queue`,
+    unit: 'jobs', agentKit: stale.taken, target: { kind: 'at-most', value: 1 },
+    note: `${stale.ms.toFixed(0)} ms; fix: bench/sql/take-jobs-materialized.sql`,
   });
   const first = results[0]!;
   const label = (depth: number) => (depth >= 1000 ? `${depth / 1000}k` : String(depth));
