@@ -258,22 +258,28 @@ CREATE OR REPLACE FUNCTION agent_kit_claim_run(p_run_id uuid, p_owner text, p_tt
  RETURNS SETOF agent_kit_runs
  LANGUAGE plpgsql
 AS $function$
+declare
+  v_now timestamptz := agent_kit_now();
 begin
   if p_owner is null or p_owner = '' then
     raise exception 'owner is required' using errcode = 'AK001';
   end if;
-  perform agent_kit__check_ttl('lease ttl', p_ttl);
-  perform agent_kit__check_ttl('invocation budget', p_budget);
+  if p_ttl is null or p_ttl <= interval '0' then
+    raise exception 'lease ttl must be a positive interval, got %', coalesce(p_ttl::text, 'NULL') using errcode = 'AK001';
+  end if;
+  if p_budget is null or p_budget <= interval '0' then
+    raise exception 'invocation budget must be a positive interval, got %', coalesce(p_budget::text, 'NULL')
+      using errcode = 'AK001';
+  end if;
   return query
   with claimed as (
     update agent_kit_runs r set
       status = 'running', owner = p_owner, fence = r.fence + 1, attempts = r.attempts + 1,
-      deadline_at = agent_kit_now() + p_budget,
-      lease_expires_at = agent_kit_now() + least(p_ttl, p_budget),
-      heartbeat_at = agent_kit_now(), updated_at = now()
+      deadline_at = v_now + p_budget, lease_expires_at = v_now + least(p_ttl, p_budget),
+      heartbeat_at = v_now, updated_at = now()
     where r.id = p_run_id
       and (r.status = 'queued'
-        or (r.status = 'running' and r.lease_expires_at <= agent_kit_now())
+        or (r.status = 'running' and r.lease_expires_at <= v_now)
         or (r.status in ('waiting_input', 'waiting_takeover') and r.cancel_requested_at is not null))
       and not exists (
         select 1 from agent_kit_runs e
@@ -292,9 +298,11 @@ CREATE OR REPLACE FUNCTION agent_kit_close_run(p_run_id uuid, p_status text, p_m
  LANGUAGE plpgsql
 AS $function$
 declare
-  v_run agent_kit_runs;
+  v_thread_id uuid;
   v_message_id uuid;
   v_partial boolean := p_status <> 'completed';
+  v_seq bigint;
+  v_next uuid;
 begin
   if p_owner is null or p_fence is null then
     raise exception 'agent_kit_close_run needs the lease (p_owner, p_fence) since migration 0004'
@@ -308,26 +316,30 @@ begin
       or jsonb_typeof(p_message->'text') is distinct from 'string' then
     raise exception 'message must be a JSON object with a string "text"' using errcode = 'AK001';
   end if;
-  select * into v_run from agent_kit_runs
-  where id = p_run_id and owner = p_owner and fence = p_fence and status = 'running'
-  for update;
-  if not found then
-    return null;
-  end if;
-  insert into agent_kit_messages (thread_id, run_id, role, content, partial)
-  values (v_run.thread_id, p_run_id, 'assistant', p_message, v_partial)
-  returning id into v_message_id;
+  v_message_id := gen_random_uuid();
+  -- The guard and the row lock in one statement: ordered before or after any claim.
   update agent_kit_runs set
     status = p_status, message_id = v_message_id, owner = null, lease_expires_at = null,
     deadline_at = null, waiting_for = null, updated_at = now()
-  where id = p_run_id;
+  where id = p_run_id and owner = p_owner and fence = p_fence and status = 'running'
+  returning thread_id into v_thread_id;
+  if not found then
+    return null;
+  end if;
+  insert into agent_kit_messages (id, thread_id, run_id, role, content, partial)
+  values (v_message_id, v_thread_id, p_run_id, 'assistant', p_message, v_partial);
   delete from agent_kit_jobs where run_id = p_run_id;
-  perform agent_kit__append_event(v_run.thread_id, p_run_id, p_fence, 'run-closed',
-    jsonb_build_object('runId', p_run_id, 'status', p_status, 'messageId', v_message_id,
-      'text', p_message->>'text', 'partial', v_partial, 'fence', p_fence));
-  perform agent_kit__enqueue(r.id, agent_kit_now()) from agent_kit_runs r
-  where r.thread_id = v_run.thread_id and r.status = 'queued'
-  order by r.turn_no limit 1;
+  update agent_kit_threads set last_seq = last_seq + 1 where id = v_thread_id returning last_seq into v_seq;
+  insert into agent_kit_thread_events (thread_id, seq, run_id, fence, type, data)
+  values (v_thread_id, v_seq, p_run_id, p_fence, 'run-closed', jsonb_build_object(
+    'runId', p_run_id, 'status', p_status, 'messageId', v_message_id,
+    'text', p_message->>'text', 'partial', v_partial, 'fence', p_fence));
+  -- The thread's next queued turn can run now.
+  select r.id into v_next from agent_kit_runs r
+  where r.thread_id = v_thread_id and r.status = 'queued' order by r.turn_no limit 1;
+  if found then
+    perform agent_kit__enqueue(v_next, agent_kit_now());
+  end if;
   return v_message_id;
 end $function$
 
@@ -399,22 +411,25 @@ CREATE OR REPLACE FUNCTION agent_kit_mirror_partial(p_run_id uuid, p_owner text,
  LANGUAGE plpgsql
 AS $function$
 declare
-  v_run agent_kit_runs;
+  v_thread_id uuid;
+  v_cancel timestamptz;
+  v_takeover timestamptz;
   v_seq bigint;
 begin
   update agent_kit_runs set partial = partial || coalesce(p_delta, ''), heartbeat_at = agent_kit_now()
   where id = p_run_id and owner = p_owner and fence = p_fence and status = 'running'
-  returning * into v_run;
+  returning thread_id, cancel_requested_at, takeover_requested_at into v_thread_id, v_cancel, v_takeover;
   if not found then
     return;
   end if;
   if coalesce(p_delta, '') <> '' then
-    v_seq := agent_kit__append_event(v_run.thread_id, p_run_id, p_fence, 'text-delta',
-      jsonb_build_object('text', p_delta));
+    update agent_kit_threads set last_seq = last_seq + 1 where id = v_thread_id returning last_seq into v_seq;
+    insert into agent_kit_thread_events (thread_id, seq, run_id, fence, type, data)
+    values (v_thread_id, v_seq, p_run_id, p_fence, 'text-delta', jsonb_build_object('text', p_delta));
   end if;
-  return query select v_seq, case
-    when v_run.cancel_requested_at is not null then 'cancel'
-    when v_run.takeover_requested_at is not null then 'takeover' end;
+  seq := v_seq;
+  interrupt := case when v_cancel is not null then 'cancel' when v_takeover is not null then 'takeover' end;
+  return next;
 end $function$
 
 -- function agent_kit_now()
