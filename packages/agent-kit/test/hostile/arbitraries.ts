@@ -23,15 +23,16 @@ export const sqlStrings = [
 ];
 
 /**
- * Text that Postgres stores: no NUL (see the known-bug test in http-bodies.test.ts). Includes
- * SQL-looking text, control characters, lone surrogates, emoji and right-to-left marks.
+ * SQL-looking text, control characters (NUL too: Postgres refuses it, a 400), lone surrogates,
+ * emoji and right-to-left marks.
  */
 export const nastyText = fc.oneof(
   fc.constantFrom(...sqlStrings),
-  fc.string({ unit: 'binary', minLength: 1, maxLength: 40 }).filter((s) => !s.includes('\u0000')),
+  fc.string({ unit: 'binary', minLength: 1, maxLength: 40 }),
   fc.string({ unit: 'grapheme', minLength: 1, maxLength: 40 }),
-  fc.constantFrom('\ud800', 'a\udfffb', '\u202e\u202d', '😀'.repeat(5), '\u0001\u0002\u001f', '\r\n\r\n', ' '),
-).filter((s) => !s.includes('\u0000'));
+  fc.constantFrom('\ud800', 'a\udfffb', '\u202e\u202d', '😀'.repeat(5), '\u0001\u0002\u001f', '\r\n\r\n', ' ',
+    'a\u0000b'),
+);
 
 /** A string that is not a uuid. */
 export const notUuid = fc.oneof(

@@ -147,10 +147,11 @@ describe('agent-kit with hostile arguments', () => {
 });
 
 describe('a bad model setting', () => {
-  // createRuntime resolves the model before it opens the store, so nothing is left open.
+  // createRuntime resolves the model before it opens the store, so nothing is left open. (Until
+  // it did, the embedded store kept the process alive and Postgres's pool held it 10 s.)
   let bogus: Promise<RunResult> | undefined;
   const runBogus = () => (bogus ??= run(process.execPath, [bin, 'reap'], {
-    cwd: packageDir, env: { ...store.env, AGENT_KIT_MODEL: 'bogus' }, timeoutMs: 5_000,
+    cwd: packageDir, env: { ...store.env, AGENT_KIT_MODEL: 'bogus' }, timeoutMs: 8_000,
   }));
 
   it('AGENT_KIT_MODEL=bogus: `agent-kit reap` says why on one line and writes nothing', async () => {

@@ -58,11 +58,14 @@ const answerBody = fc.record({
   data: fc.oneof(nastyText.map((answer) => ({ answer })), fc.boolean().map((approved) => ({ approved }))),
 }).map(({ questionId, data }) => ({ questionId, ...data }));
 const hasLoneSurrogate = (json: string) => /\\ud[89a-f][0-9a-f]{2}/i.test(json);
+/** Postgres refuses U+0000 in text and jsonb (a 400) before the run's state is looked at. */
+const expectedFor = (body: unknown) => (JSON.stringify(body).includes('\\u0000') ? [400]
+  : hasLoneSurrogate(JSON.stringify(body)) ? [400, 409] : [409]);
 
 describe('answers', () => {
   it('a replayed or different answer to a run that already has its answer is a 409', async () => {
     await fc.assert(fc.asyncProperty(answerBody, async (body) => {
-      const expected = hasLoneSurrogate(JSON.stringify(body)) ? [400, 409] : [409];
+      const expected = expectedFor(body);
       await refused('POST /api/runs/:id/input', 'replayed answer', `/api/runs/${answered.runId}/input`,
         { user: 'alice', body }, expected);
     }), runs);
@@ -71,7 +74,7 @@ describe('answers', () => {
   it('an answer to a completed, aborted or taken-over run is a 409', async () => {
     const target = fc.constantFrom(f.alice.completed, f.alice.aborted, f.alice.takenOver);
     await fc.assert(fc.asyncProperty(target, answerBody, async (run, body) => {
-      const expected = hasLoneSurrogate(JSON.stringify(body)) ? [400, 409] : [409];
+      const expected = expectedFor(body);
       await refused('POST /api/runs/:id/input', 'answer to a run not waiting', `/api/runs/${run.runId}/input`,
         { user: 'alice', body }, expected);
     }), runs);
