@@ -5,7 +5,7 @@
 // error body, and the snapshot of every agent_kit_ table is unchanged after each one.
 import crypto from 'node:crypto';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { chatBodySchema, inputBodySchema } from '../../src/http/request.js';
 import {
   deepJson, hugeString, nastyText, notJsonBody, notString, notUuid, wrongContentType,
