@@ -98,6 +98,7 @@ async function newTurn(sim: Simulation): Promise<string> {
     return settled(sim, `spawn ${worker.name}: "${text}" on ${thread}`);
   }
   await sim.scheduler.syncDbClock();
+  sim.dirty = true;
   const turn = await outsideWorkers(() => startTurn(sim.db, { threadId, ownerId: 'u', text }));
   sim.noteTurn(turn.threadId, turn.runId);
   return `enqueue "${text}" on ${sim.names.of(turn.threadId)} → ${turn.kind} ${sim.names.of(turn.runId)}`;
@@ -106,6 +107,7 @@ async function newTurn(sim: Simulation): Promise<string> {
 /** Call one of the public SQL functions as the app would; an error is an answer, not a crash. */
 async function callSql(sim: Simulation, sql: string, params: unknown[]): Promise<{ text: string; code?: string }> {
   await sim.scheduler.syncDbClock();
+  sim.dirty = true;
   try {
     const rows = await sim.db.query<Record<string, unknown>>(sql, params);
     return { text: `→ ${JSON.stringify(Object.values(rows[0] ?? {})[0] ?? null)}` };
@@ -126,6 +128,7 @@ async function answer(sim: Simulation, run: RunSnapshot): Promise<string> {
     // A message sent while the run waits is its answer (ADR-0001).
     const text = run.waitingFor?.kind === 'approval' ? sim.user.pick(['yes', 'no']) : 'blue please';
     await sim.scheduler.syncDbClock();
+    sim.dirty = true;
     const turn = await outsideWorkers(() => startTurn(sim.db, { threadId: run.threadId, ownerId: 'u', text }));
     sim.answered.push({ runId: run.id, questionId });
     return `answer ${name} by message "${text}" → ${turn.kind}`;

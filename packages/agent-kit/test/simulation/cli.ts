@@ -4,7 +4,6 @@
 // protocol bug is applied first and the run reports how soon the simulator finds it.
 import { parseArgs } from 'node:util';
 import type { Db } from '../../src/store/db.js';
-import { openTestDb } from '../harness/test-db.js';
 import { applyMutation, mutationNamed, mutations } from './mutations.js';
 import { runSchedule, type ScheduleResult } from './simulation.js';
 
@@ -68,6 +67,11 @@ async function main() {
     known: {}, knownSeeds: [], wallMs: 0, virtualMs: 0, mutation: mutation?.name,
   };
   const startedMs = Date.now();
+  // On Postgres (DATABASE_URL) test databases are cloned from a template that vitest's global
+  // setup makes; outside vitest, make it here (and drop everything at the end).
+  process.env.AGENT_KIT_TEST_RUN ??= `sim${process.pid}`;
+  const { openTestDb } = await import('../harness/test-db.js');
+  const teardown = process.env.DATABASE_URL ? await (await import('../harness/global-setup.js')).default() : undefined;
   const open = async () => {
     const db = await openTestDb();
     if (mutation) await applyMutation(db, mutation);
@@ -101,6 +105,7 @@ async function main() {
     }
   } finally {
     await db.close();
+    await teardown?.();
   }
   summary.wallMs = Date.now() - startedMs;
   printSummary(summary);

@@ -30,10 +30,11 @@ beforeEach(async () => {
 
 /** Claim the run as the simulator would record it: the fence, and the thread's seq at the claim. */
 async function claim(owner = 'w1') {
-  const [row] = await db.query<{ fence: number }>(`select * from agent_kit_claim_run($1, $2, '60 seconds'::interval)`, [runId, owner]);
+  const [row] = await db.query<{ fence: number; attempts: number }>(`select * from agent_kit_claim_run($1, $2, '60 seconds'::interval)`, [runId, owner]);
   await db.query(
-    `insert into sim_claims (run_id, fence, seq_at_claim, step) select $1, $2, last_seq, 0 from agent_kit_threads where id = $3`,
-    [runId, row!.fence, threadId],
+    `insert into sim_claims (run_id, fence, seq_at_claim, step, attempts)
+     select $1, $2, last_seq, 0, $4 from agent_kit_threads where id = $3`,
+    [runId, row!.fence, threadId, row!.attempts],
   );
   return Number(row!.fence);
 }

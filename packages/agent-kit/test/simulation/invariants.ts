@@ -31,10 +31,7 @@ export interface RunSnapshot {
  * fail a schedule, so the suite keeps guarding everything else until the fix lands. Remove an
  * entry when its fix is in; the simulator then fails on it again.
  */
-export const knownIssues: Record<string, string> = {
-  'crash-budget': 'agent_kit_claim_run does not check the crash budget: a drain whose job is delivered twice ' +
-    '(the visibility timeout passed before its claim) claims the run twice, past AGENT_KIT_MAX_RUN_ATTEMPTS',
-};
+export const knownIssues: Record<string, string> = {};
 
 export const closedStatuses = ['completed', 'failed', 'aborted'];
 export const isClosed = (status: string) => closedStatuses.includes(status);
@@ -42,7 +39,7 @@ export const isClosed = (status: string) => closedStatuses.includes(status);
 /** The simulator's own record of claims: the fence each got and the thread's last seq then. */
 export const claimsTableSql = `create table if not exists sim_claims (
   run_id uuid not null, fence bigint not null, seq_at_claim bigint not null, step int not null,
-  primary key (run_id, fence))`;
+  attempts int not null, primary key (run_id, fence))`;
 
 // One statement, so the check costs one round trip per step. Each branch names a violation.
 const protocolViolationsSql = `
@@ -121,8 +118,10 @@ left join lateral (select string_agg(e.data->>'text', '' order by e.seq) as text
   where e.thread_id = r.thread_id and e.run_id = r.id and e.type = 'text-delta' and e.seq > s.seq) d on true
 where r.partial <> s.text || coalesce(d.text, '')
 union all
-select 'crash-budget', r.id::text, format('attempts=%s, above the crash budget %s', r.attempts, $1::int)
-from agent_kit_runs r where r.attempts > $1::int
+select 'crash-budget', e.run_id::text, format('segment-started of fence %s is attempt %s, above the crash budget %s',
+  e.fence, e.data->>'attempt', $1::int)
+from agent_kit_thread_events e
+where e.type = 'segment-started' and (e.data->>'attempt')::int > $1::int
 `;
 
 
@@ -137,6 +136,12 @@ select 'event-under-lost-fence', e.run_id::text,
   format('%s of fence %s at seq %s, after fence %s was claimed at seq %s', e.type, e.fence, e.seq, c.fence, c.seq_at_claim)
 from agent_kit_thread_events e
 join sim_claims c on c.run_id = e.run_id and e.fence > 0 and e.fence < c.fence and e.seq > c.seq_at_claim
+union all
+-- A claim past the crash budget may only salvage (ADR-0007): no work, no other ending.
+select 'crash-budget', e.run_id::text, format('%s (%s) at seq %s under fence %s, whose claim made attempt %s (budget %s)',
+  e.type, coalesce(e.data->>'status', ''), e.seq, e.fence, c.attempts, $1::int)
+from agent_kit_thread_events e join sim_claims c on c.run_id = e.run_id and c.fence = e.fence
+where c.attempts > $1::int and e.type <> 'run-salvaged' and not (e.type = 'run-closed' and e.data->>'status' = 'aborted')
 `;
 
 const snapshotSql = `
@@ -184,10 +189,27 @@ export class InvariantChecker {
     return text;
   }
 
+  private functionsReady = false;
+
+  /**
+   * The checks live in plpgsql functions (created on first use), so the database plans their
+   * queries once rather than at every step: the check runs after every step of every schedule.
+   */
+  private async ensureFunctions(): Promise<void> {
+    if (this.functionsReady) return;
+    const define = (name: string, sql: string) => `
+      create or replace function ${name}(p_max int) returns table (kind text, run_id text, detail text)
+      language plpgsql as $fn$ begin return query ${sql.replaceAll('$1::int', 'p_max')}; end $fn$;`;
+    await this.db.exec(define('sim_protocol_violations', protocolViolationsSql) +
+      (this.withClaims ? define('sim_claim_violations', claimViolationsSql) : ''));
+    this.functionsReady = true;
+  }
+
   async check(runs: RunSnapshot[]): Promise<Violation[]> {
     type Row = { kind: string; run_id: string | null; detail: string };
-    const rows = await this.db.query<Row>(protocolViolationsSql, [this.maxRunAttempts]);
-    if (this.withClaims) rows.push(...(await this.db.query<Row>(claimViolationsSql)));
+    await this.ensureFunctions();
+    const rows = await this.db.query<Row>('select * from sim_protocol_violations($1)', [this.maxRunAttempts]);
+    if (this.withClaims) rows.push(...(await this.db.query<Row>('select * from sim_claim_violations($1)', [this.maxRunAttempts])));
     const violations = rows.map((row) => ({ kind: row.kind, detail: `${row.run_id ?? ''} ${row.detail}`.trim() }));
     for (const run of runs) violations.push(...(await this.checkRun(run)));
     violations.push(...(await this.checkEffects()));

@@ -58,6 +58,9 @@ export class Simulation implements FaultSource {
   readonly effects = effectsFile();
   step = 0;
   turnsCreated = 0;
+  /** Something may have changed since the last check (a statement ran, an effect was written). */
+  dirty = true;
+  private effectsSize = 0;
   windDownCrons = 0;
   readonly threads: string[] = [];
   readonly answered: { runId: string; questionId: string }[] = [];
@@ -118,6 +121,8 @@ export class Simulation implements FaultSource {
   async runOp(op: PendingOp, mode: OpMode = 'run'): Promise<string> {
     const worker = this.scheduler.workers[op.workerId - 1]!;
     const result = await this.scheduler.runOp(op, mode);
+    // Reads change nothing; everything else (a write, a tool's effect) is checked after the step.
+    if (mode !== 'fail-before' && !op.label.startsWith('read ') && op.label !== 'now') this.dirty = true;
     await this.observe(op, result);
     const modeText = mode === 'run' ? '' : ` [${mode}]`;
     return `${worker.name} ${op.label}${describeParams(op.params)}${modeText} → ${summarize(result)}`;
@@ -129,9 +134,9 @@ export class Simulation implements FaultSource {
     if ((op.label === 'claim_run' || op.label === 'take_for_salvage') && rows[0]) {
       try {
         await this.db.query(
-          `insert into sim_claims (run_id, fence, seq_at_claim, step)
-           select $1, $2, last_seq, $3 from agent_kit_threads where id = $4`,
-          [rows[0].id, rows[0].fence, this.step, rows[0].thread_id],
+          `insert into sim_claims (run_id, fence, seq_at_claim, step, attempts)
+           select $1, $2, last_seq, $3, $5 from agent_kit_threads where id = $4`,
+          [rows[0].id, rows[0].fence, this.step, rows[0].thread_id, rows[0].attempts],
         );
       } catch (error) {
         this.violations.push({ kind: 'double-claim', detail: `${rows[0].id} fence ${rows[0].fence} claimed twice: ${String(error)}` });
@@ -191,8 +196,15 @@ export class Simulation implements FaultSource {
     const notes = this.pendingNotes.length ? ` (${this.pendingNotes.join('; ')})` : '';
     this.pendingNotes = [];
     this.log.add(this.step, this.scheduler.nowMs, simulationEpochMs, `${text}${notes}`);
-    this.runs = this.sortRuns(await this.checker.snapshot());
-    this.record([...(await this.checker.check(this.runs)), ...this.checkWorkers()]);
+    // A hung tool that wakes on a timer writes its effect without a statement: watch the file too.
+    const effectsSize = fs.existsSync(this.effects.file) ? fs.statSync(this.effects.file).size : 0;
+    if (this.dirty || effectsSize !== this.effectsSize) {
+      this.runs = this.sortRuns(await this.checker.snapshot());
+      this.record(await this.checker.check(this.runs));
+      this.dirty = false;
+      this.effectsSize = effectsSize;
+    }
+    this.record(this.checkWorkers());
   }
 
   /** Keep new violations; a known issue is noted once per run and does not stop the schedule. */
