@@ -22,9 +22,13 @@ export async function logDigest(db: Db, threadId: string, runId: string): Promis
       hash.update(`${event.seq}|${event.type}|${JSON.stringify(toEventJson(event))}\n`);
       count++;
       lastSeq = event.seq;
-      if (event.type === 'run-closed' && event.runId === runId) return { count, lastSeq, hash: hash.digest('hex') };
+      if (event.type === 'run-closed' && event.runId === runId) {
+        return { count, lastSeq, hash: hash.digest('hex') };
+      }
     }
-    if (page.length < maxEventPageSize) return { count, lastSeq, hash: `${hash.digest('hex')} (no run-closed)` };
+    if (page.length < maxEventPageSize) {
+      return { count, lastSeq, hash: `${hash.digest('hex')} (no run-closed)` };
+    }
   }
 }
 

@@ -30,7 +30,9 @@ export interface LoadServer {
 }
 
 /** The server under test: the real engine, the scripted model with a per-token delay. */
-export async function openLoadServer(db: Db, model: { tokens: number; delayMs: number }): Promise<LoadServer> {
+export async function openLoadServer(
+  db: Db, model: { tokens: number; delayMs: number },
+): Promise<LoadServer> {
   const rt = makeRuntime(db, model);
   const handlers = createHandlers({ rt, authenticate: headerAuth, chatJobDelayMs: 600_000 });
   const listener = toNodeListener(handlers.handle);
@@ -42,7 +44,9 @@ export async function openLoadServer(db: Db, model: { tokens: number; delayMs: n
   });
   server.maxConnections = 10_000;
   // A deep accept queue: a crowd of viewers arrives at once (the kernel caps it at somaxconn).
-  await new Promise<void>((resolve) => server.listen({ port: 0, host: '127.0.0.1', backlog: 4096 }, resolve));
+  await new Promise<void>((resolve) => {
+    server.listen({ port: 0, host: '127.0.0.1', backlog: 4096 }, resolve);
+  });
   const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
     db, handlers, origin,
@@ -74,7 +78,9 @@ class MemorySampler {
   constructor() {
     gc();
     const { heapUsed, rss } = process.memoryUsage();
-    this.figures = { baseHeap: heapUsed, peakHeap: heapUsed, afterHeap: 0, baseRss: rss, peakRss: rss, afterRss: 0 };
+    this.figures = {
+      baseHeap: heapUsed, peakHeap: heapUsed, afterHeap: 0, baseRss: rss, peakRss: rss, afterRss: 0,
+    };
     this.timer = setInterval(() => this.sample(), 20);
   }
   private sample() {
@@ -160,22 +166,27 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * start, half at random moments over `spreadMs` after (replay, then live).
  */
 export async function runViewersPhase(
-  server: LoadServer, options: { runs: number; viewers: number; spreadMs: number; deadlineMs: number; seed?: number },
+  server: LoadServer,
+  options: { runs: number; viewers: number; spreadMs: number; deadlineMs: number; seed?: number },
 ): Promise<PhaseReport> {
   const turns: (StartTurnResult & { user: string })[] = [];
   for (let i = 0; i < options.runs; i++) {
-    turns.push({ ...(await startTurn(server.db, { ownerId: `user-${i}`, text: `load turn ${i}`, jobDelayMs: 600_000 })), user: `user-${i}` });
+    const user = `user-${i}`;
+    const turn = await startTurn(server.db, { ownerId: user, text: `load turn ${i}`, jobDelayMs: 600_000 });
+    turns.push({ ...turn, user });
   }
   let state = options.seed ?? 1;
   const random = () => ((state = (state * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
   const specs: ViewerSpec[] = Array.from({ length: options.viewers }, (_, i) => {
     const turn = turns[i % turns.length]!;
     const afterGo = i % 2 === 1;
-    return { threadId: turn.threadId, runId: turn.runId, user: turn.user, afterGo, delayMs: afterGo ? Math.floor(random() * options.spreadMs) : 0 };
+    const delayMs = afterGo ? Math.floor(random() * options.spreadMs) : 0;
+    return { threadId: turn.threadId, runId: turn.runId, user: turn.user, afterGo, delayMs };
   });
   const sampler = new MemorySampler();
   const started = Date.now();
-  const viewers = options.viewers > 0 ? spawnViewers(server.origin, specs, options.deadlineMs) : undefined;
+  const viewers = options.viewers > 0
+    ? spawnViewers(server.origin, specs, options.deadlineMs) : undefined;
   await viewers?.ready;
   for (const turn of turns) server.handlers.segments.start(turn.runId);
   viewers?.go();
@@ -184,7 +195,9 @@ export async function runViewersPhase(
   const durationMs = Date.now() - started;
   const memory = sampler.stop();
   const digests = new Map<string, Awaited<ReturnType<typeof logDigest>>>();
-  for (const turn of turns) digests.set(turn.threadId, await logDigest(server.db, turn.threadId, turn.runId));
+  for (const turn of turns) {
+    digests.set(turn.threadId, await logDigest(server.db, turn.threadId, turn.runId));
+  }
   return {
     name: 'runs', runs: options.runs, viewers: options.viewers, durationMs, memory,
     delivered: outcome.results.reduce((n, r) => n + r.count, 0),
@@ -220,7 +233,8 @@ export async function runFloodPhase(
   sampler.markLive();
   const closeListeners = server.maxCloseListeners();
   await server.db.query(
-    `select agent_kit__append_event($1, $2, 0, 'run-closed', jsonb_build_object('runId', $3::text, 'status', 'completed'))`,
+    `select agent_kit__append_event($1, $2, 0, 'run-closed',
+       jsonb_build_object('runId', $3::text, 'status', 'completed'))`,
     [turn.threadId, turn.runId, turn.runId]);
   const outcome = await viewers.done;
   const durationMs = Date.now() - started;

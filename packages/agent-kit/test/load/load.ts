@@ -98,7 +98,7 @@ async function main(): Promise<number> {
     fs.writeFileSync(values.json, JSON.stringify({ store: store.label, machine, tokens, delayMs, phases, figures }, null, 1));
   }
   const failures = phases.flatMap((p) => p.failures.map((f) => `${p.name}: ${f}`));
-  if (figures.perViewerUpperBytes > perViewerLimitBytes) failures.push(`heap per viewer over ${perViewerLimitBytes} bytes`);
+  if (figures.perViewerBytes > perViewerLimitBytes) failures.push(`heap per viewer over ${perViewerLimitBytes} bytes`);
   if (!figures.floodBounded) failures.push(`10k-event peak growth is ${figures.floodGrowthRatio.toFixed(1)}× the 1k one`);
   for (const failure of failures) console.error(`load: ${failure}`);
   console.log(`load: ${failures.length} violations`);

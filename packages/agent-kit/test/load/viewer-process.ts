@@ -51,7 +51,9 @@ async function connectSlot(): Promise<() => void> {
   };
 }
 
-async function watch(origin: string, spec: ViewerSpec, signal: AbortSignal, onHeaders: () => void): Promise<ViewerResult> {
+async function watch(
+  origin: string, spec: ViewerSpec, signal: AbortSignal, onHeaders: () => void,
+): Promise<ViewerResult> {
   const result: ViewerResult = {
     threadId: spec.threadId, count: 0, lastSeq: 0, hash: '', outcome: 'ended-early', problems: [],
   };
@@ -103,7 +105,8 @@ async function watch(origin: string, spec: ViewerSpec, signal: AbortSignal, onHe
   } catch (raw) {
     result.outcome = signal.aborted ? 'deadline' : 'error';
     const error = raw as Error & { cause?: { code?: string; message?: string } };
-    if (!signal.aborted) problem(`error: ${error.message}${error.cause ? ` (${error.cause.code ?? error.cause.message})` : ''}`);
+    const cause = error.cause ? ` (${error.cause.code ?? error.cause.message})` : '';
+    if (!signal.aborted) problem(`error: ${error.message}${cause}`);
   } finally {
     settle();
   }
