@@ -10,7 +10,7 @@ import type { Db } from '../../src/store/db.js';
 import { runSegment } from '../../src/turn/index.js';
 import { onPostgres, openTestDb } from '../harness/test-db.js';
 import { effectsFile, freezingModel, gate, makeRuntime } from '../harness/turn-kit.js';
-import { expectEndedOnce, expectInvariants, faultRounds, finishRun, installDiskFull, setDiskFull } from './pg-faults.js';
+import { expectEndedOnce, expectInvariants, faultRounds, finishRun, installDiskFull, setDiskFull, tally } from './pg-faults.js';
 
 const tokens = 12;
 
@@ -44,7 +44,7 @@ describe.runIf(onPostgres)('a full disk mid-turn (real Postgres)', () => {
       if (first === 'paused') await setDiskFull(db, true);
       frozen.open();
       const outcome = await segment;
-      outcomes.push(`cut ${cutAfterParts}: ${outcome.kind}${outcome.kind === 'stopped' ? ` (${outcome.reason.slice(0, 30)})` : ''}`);
+      outcomes.push(outcome.kind === 'stopped' ? `stopped (${outcome.reason.slice(0, 45)})` : outcome.kind);
       // While the disk is still full: every write either happened whole or not at all.
       await expectInvariants(db, tokens, effects.lines);
       await setDiskFull(db, false);
@@ -52,7 +52,8 @@ describe.runIf(onPostgres)('a full disk mid-turn (real Postgres)', () => {
       await expectEndedOnce(db, turn.runId, scriptedReplyText([text], tokens), tokens, effects.lines);
       expect(effects.lines().filter((line) => line.startsWith(turn.runId)).length).toBeLessThanOrEqual(1);
     }
-    console.log(`disk full: ${outcomes.join('; ')}`);
+    console.log(`disk full: ${cuts} turns, the disk filling at a different point of each; the segment ` +
+      `${tally(outcomes)}; no half-written state while full; every run then completed exactly once`);
     expect(outcomes.filter((o) => o.includes('stopped')).length).toBeGreaterThan(cuts / 2);
   }, 60_000 + faultRounds * 10_000);
 });

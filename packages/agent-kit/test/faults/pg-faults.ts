@@ -21,6 +21,13 @@ export const faultRounds = Number(process.env.AGENT_KIT_FAULT_ROUNDS ?? 3);
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** "stopped 45, closed 4": how often each outcome occurred, most frequent first. */
+export function tally(items: string[]): string {
+  const counts = new Map<string, number>();
+  for (const item of items) counts.set(item, (counts.get(item) ?? 0) + 1);
+  return [...counts].sort((a, b) => b[1] - a[1]).map(([item, n]) => `${item} ${n}`).join(', ');
+}
+
 export async function databaseNameOf(db: Db): Promise<string> {
   const [row] = await db.query<{ name: string }>('select current_database() as name');
   return row!.name;

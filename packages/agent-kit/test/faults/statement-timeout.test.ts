@@ -12,7 +12,7 @@ import { openPgDb } from '../../src/store/pg-driver.js';
 import { runSegment } from '../../src/turn/index.js';
 import { onPostgres, openTestDb, urlForDatabase } from '../harness/test-db.js';
 import { effectsFile, freezingModel, gate, makeRuntime } from '../harness/turn-kit.js';
-import { databaseNameOf, expectEndedOnce, faultRounds, finishRun } from './pg-faults.js';
+import { databaseNameOf, expectEndedOnce, faultRounds, finishRun, tally } from './pg-faults.js';
 
 const tokens = 20;
 const statementTimeoutMs = 250;
@@ -62,13 +62,14 @@ describe.runIf(onPostgres)('statement timeouts (real Postgres)', () => {
       frozen.open();
       const outcome = await segment;
       await release();
-      outcomes.push(outcome.kind === 'stopped' ? `stopped (${outcome.reason.slice(0, 40)})` : outcome.kind);
+      outcomes.push(outcome.kind === 'stopped' ? `stopped (${outcome.reason.slice(0, 50)})` : outcome.kind);
       expect(outcome.kind).toBe('stopped');
       const healthy = makeRuntime(db, { tokens });
       expect((await finishRun(healthy, turn.runId)).status).toBe('completed');
       await expectEndedOnce(db, turn.runId, scriptedReplyText([text], tokens), tokens, effects.lines);
     }
-    console.log(`statement timeouts: ${outcomes.length} segments stopped by a ${statementTimeoutMs} ms timeout: ${outcomes.join('; ')}`);
+    console.log(`statement timeouts: ${faultRounds} turns met a held row lock under a ${statementTimeoutMs} ms ` +
+      `statement_timeout; the segment ${tally(outcomes)}; every run then completed exactly once`);
   }, 60_000 + faultRounds * 10_000);
 
   it('leaves a run claimable when its claim times out: the claim wrote nothing', async () => {

@@ -59,6 +59,8 @@ export function labelOf(sql: string): string {
   if (call) return call;
   const table = /\bfrom\s+agent_kit_([a-z_]+)/i.exec(sql);
   if (table) return `read ${table[1]}`;
+  const other = /^\s*select\s+(?:\*\s+from\s+)?([a-z_]+)\s*\(/i.exec(sql);
+  if (other) return other[1]!;
   return sql.trim().split(/\s+/)[0]!.toLowerCase();
 }
 
