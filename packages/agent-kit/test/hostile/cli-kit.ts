@@ -33,7 +33,8 @@ function listSources(dir: string): string[] {
  */
 export async function buildCli(): Promise<string> {
   const hash = crypto.createHash('sha256');
-  const inputs = [...listSources(path.join(packageDir, 'src')), 'tsconfig.json', 'tsconfig.build.json', 'bin/agent-kit.js']
+  const configs = ['tsconfig.json', 'tsconfig.build.json', 'bin/agent-kit.js'];
+  const inputs = [...listSources(path.join(packageDir, 'src')), ...configs]
     .map((f) => path.resolve(packageDir, f));
   for (const file of inputs) hash.update(file).update(fs.readFileSync(file));
   const root = path.join(packageDir, '.scratch-hostile-cli');

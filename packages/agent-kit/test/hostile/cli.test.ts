@@ -53,7 +53,8 @@ async function tryCase(c: CliCase): Promise<void> {
   });
   const problem = problemWith(result);
   const firstLine = result.stderr.split('\n').find((l) => l.trim() !== '') ?? '';
-  const wrongReason = !problem && c.says && !c.says.test(firstLine) ? `refused for another reason: ${firstLine}` : undefined;
+  const wrongReason = !problem && c.says && !c.says.test(firstLine)
+    ? `refused for another reason: ${firstLine}` : undefined;
   tally.record(`agent-kit ${c.args[0] ?? ''}`, c.what, [1, 2], result.code ?? -1, problem ?? wrongReason, firstLine);
   expect(problem ?? wrongReason, `${c.what}: agent-kit ${c.args.join(' ').slice(0, 80)}`).toBeUndefined();
 }
@@ -72,7 +73,8 @@ const sql = sqlStrings[0]!;
 
 /** Refused while parsing arguments or configuration, before the store is opened. */
 function parseCases(): CliCase[] {
-  const flag = (command: string, ...args: string[]): CliCase => ({ what: 'unknown flag', args: [command, ...args, '--bogus'] });
+  const flag = (command: string, ...args: string[]): CliCase =>
+    ({ what: 'unknown flag', args: [command, ...args, '--bogus'] });
   return [
     { what: 'unknown command', args: ['frobnicate'] },
     { what: 'unknown flag', args: ['--bogus'] },
@@ -84,20 +86,23 @@ function parseCases(): CliCase[] {
     { what: 'no text', args: ['chat'] }, flag('chat', 'hi'),
     { what: '--thread without a value', args: ['chat', 'hi', '--thread'] },
     { what: 'no text', args: ['enqueue'] }, flag('enqueue', 'hi'),
-    ...['-1', '0', 'abc', '86401', '', 'Infinity', '1e9'].map((v) => ({ what: `--budget ${v || '(empty)'}`, args: ['drain', '--budget', v] })),
+    ...['-1', '0', 'abc', '86401', '', 'Infinity', '1e9']
+      .map((v) => ({ what: `--budget ${v || '(empty)'}`, args: ['drain', '--budget', v] })),
     ...['0', '1.5', '101', 'x', '-3'].map((v) => ({ what: `--concurrency ${v}`, args: ['drain', '--concurrency', v] })),
     flag('drain'),
     ...['0', 'x', '1001'].map((v) => ({ what: `--limit ${v}`, args: ['reap', '--limit', v] })), flag('reap'),
     { what: '--concurrency 0', args: ['worker', '--concurrency', '0'] },
     ...['0', 'x', '60001'].map((v) => ({ what: `--poll-ms ${v}`, args: ['worker', '--poll-ms', v] })), flag('worker'),
-    ...['sleeping', sql, ''].map((v) => ({ what: `--status ${v === sql ? 'SQL-looking' : v || '(empty)'}`, args: ['runs', '--status', v] })),
+    ...['sleeping', sql, ''].map((v) =>
+      ({ what: `--status ${v === sql ? 'SQL-looking' : v || '(empty)'}`, args: ['runs', '--status', v] })),
     ...['0', '1001', 'x'].map((v) => ({ what: `--limit ${v}`, args: ['runs', '--limit', v] })), flag('runs', '--json'),
     { what: 'no run id', args: ['show'] },
     ...['not-a-uuid', sql, `${unknownId}x`, ''].map((v) => ({ what: 'run id not a uuid', args: ['show', v] })),
     flag('show', unknownId),
     { what: 'no thread id', args: ['events'] },
     ...['not-a-uuid', sql, unknownId.slice(1)].map((v) => ({ what: 'thread id not a uuid', args: ['events', v] })),
-    ...['-1', 'x', '1'.repeat(16)].map((v) => ({ what: `--after ${v.length > 8 ? '16 digits' : v}`, args: ['events', unknownId, '--after', v] })),
+    ...['-1', 'x', '1'.repeat(16)].map((v) =>
+      ({ what: `--after ${v.length > 8 ? '16 digits' : v}`, args: ['events', unknownId, '--after', v] })),
     flag('events', unknownId),
     { what: 'AGENT_KIT_INVOCATION_BUDGET=abc', args: ['drain'], env: { AGENT_KIT_INVOCATION_BUDGET: 'abc' } },
     { what: 'AGENT_KIT_MAX_RUN_ATTEMPTS=0', args: ['reap'], env: { AGENT_KIT_MAX_RUN_ATTEMPTS: '0' } },
@@ -123,7 +128,8 @@ function storeCases(): CliCase[] {
     { what: '--thread SQL-looking', args: [command, 'hi', '--thread', sql], says: notUuid },
     { what: '--thread unknown', args: [command, 'hi', '--thread', unknownId], says: notFound },
     { what: '--thread of another owner', args: [command, 'hi', '--thread', thread], says: notFound },
-    { what: '--thread of another owner, --owner bob', args: [command, 'hi', '--thread', thread, '--owner', 'bob'], says: notFound },
+    { what: '--thread of another owner, --owner bob', says: notFound,
+      args: [command, 'hi', '--thread', thread, '--owner', 'bob'] },
     { what: 'empty --owner', args: [command, 'hi', '--owner', ''], says: /owner/ },
   ];
   // chat and enqueue share startTurn's checks; chat gets the ones its own path reaches first.

@@ -76,7 +76,9 @@ export async function openHostileFixture(): Promise<HostileFixture> {
   const rows = await t.db.query<{ id: string; status: string }>('select id, status from agent_kit_runs');
   const statusOf = (ids: Ids) => rows.find((r) => r.id === ids.runId)?.status;
   expect([alice.waiting, alice.completed, alice.aborted, alice.takenOver, bob.waiting, bob.completed]
-    .map(statusOf)).toEqual(['waiting_input', 'completed', 'aborted', 'waiting_takeover', 'waiting_input', 'completed']);
+    .map(statusOf)).toEqual([
+    'waiting_input', 'completed', 'aborted', 'waiting_takeover', 'waiting_input', 'completed',
+  ]);
 
   return {
     t, cronSecret, send, alice, bob,

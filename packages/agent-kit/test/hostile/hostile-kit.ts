@@ -134,7 +134,9 @@ export class Tally {
     const key = `${route}\u0000${what}`;
     let row = this.rows.get(key);
     if (!row) {
-      row = { suite: this.suite, route, what, expected: expected.join('/'), inputs: 0, statuses: {}, violations: 0, sample };
+      row = {
+        suite: this.suite, route, what, expected: expected.join('/'), inputs: 0, statuses: {}, violations: 0, sample,
+      };
       this.rows.set(key, row);
     }
     const union = new Set([...row.expected.split('/'), ...expected.map(String)]);

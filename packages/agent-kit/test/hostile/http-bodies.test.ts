@@ -65,7 +65,9 @@ describe('POST /api/chat bodies', () => {
 
   it('each field with a wrong type or out of range is a 400', async () => {
     const wrongField = fc.oneof(
-      fc.record({ message: fc.oneof(notString, fc.constantFrom('', ' ', '\n\t '), hugeString.map((s) => s.slice(0, 32_500))) }),
+      fc.record({
+        message: fc.oneof(notString, fc.constantFrom('', ' ', '\n\t '), hugeString.map((s) => s.slice(0, 32_500))),
+      }),
       fc.record({ message: fc.constant('hi'), threadId: fc.oneof(notString, notUuid) }),
       fc.record({
         message: fc.constant('hi'), threadId: fc.constant(unknownThread()),
@@ -89,7 +91,9 @@ describe('POST /api/chat bodies', () => {
 
   it('a message of valid length whose UTF-8 exceeds 64 KiB is a 413, not a 500', async () => {
     // 22 000-32 000 three- or four-byte characters: within maxMessageChars, over maxBodyBytes.
-    const wide = fc.record({ filler: fc.constantFrom('字', '😀', '\u0001'), length: fc.integer({ min: 22_000, max: 32_000 }) })
+    const wide = fc.record({
+      filler: fc.constantFrom('字', '😀', '\u0001'), length: fc.integer({ min: 22_000, max: 32_000 }),
+    })
       .map(({ filler, length }) => filler.repeat(Math.ceil(length / filler.length)).slice(0, length))
       .filter((s) => s.length <= 32_000 && utf8Bytes(JSON.stringify({ message: s })) > bodyLimit);
     await fc.assert(fc.asyncProperty(wide, async (message) => {
@@ -110,7 +114,8 @@ describe('POST /api/chat bodies', () => {
 
   it('SQL-looking and control-character text in a valid body only ever reaches an unknown thread (404)', async () => {
     await fc.assert(fc.asyncProperty(nastyText, nastyText, async (message, clientMessageId) => {
-      const body = { message: message.trim() === '' ? `${message}x` : message, clientMessageId, threadId: unknownThread() };
+      const text = message.trim() === '' ? `${message}x` : message;
+      const body = { message: text, clientMessageId, threadId: unknownThread() };
       const expected = hasNul(body) ? [400] : [404]; // Postgres text cannot hold U+0000
       await refused(chatRoute, 'SQL-looking or control text', 'POST', '/api/chat', { body }, expected);
     }), runs);
@@ -132,11 +137,16 @@ describe('POST /api/runs/:id/input bodies (on the caller\'s own waiting run)', (
 
   it('wrong types, both answer and approval, extra keys and huge answers are a 400 or 413', async () => {
     const bad = fc.oneof(
-      fc.record({ questionId: fc.oneof(notString, fc.constant(''), fc.string({ minLength: 201, maxLength: 300 })), answer: fc.constant('x') }),
+      fc.record({
+        questionId: fc.oneof(notString, fc.constant(''), fc.string({ minLength: 201, maxLength: 300 })),
+        answer: fc.constant('x'),
+      }),
       fc.record({ questionId: fc.constant('q1'), answer: fc.oneof(notString, fc.constant('')) }),
       fc.record({ questionId: fc.constant('q1'), approved: fc.oneof(fc.integer(), fc.string(), fc.constant(null)) }),
       fc.record({ questionId: fc.constant('q1'), answer: fc.constant('x'), approved: fc.boolean() }),
-      fc.record({ questionId: fc.constant('q1'), answer: fc.constant('x'), [crypto.randomUUID().slice(0, 6)]: fc.jsonValue() }),
+      fc.record({
+        questionId: fc.constant('q1'), answer: fc.constant('x'), [crypto.randomUUID().slice(0, 6)]: fc.jsonValue(),
+      }),
       fc.record({ questionId: fc.constant('q1'), answer: hugeString }),
     ).filter((v) => !inputBodySchema.safeParse(v).success);
     await fc.assert(fc.asyncProperty(bad, async (body) => {
@@ -153,7 +163,8 @@ describe('POST /api/runs/:id/input bodies (on the caller\'s own waiting run)', (
         // Postgres's JSON parser refuses a lone surrogate in the stored answer first (a 400).
         const expected = hasNul([questionId, data]) ? [400]
           : hasLoneSurrogate(JSON.stringify(data)) ? [400, 409] : [409];
-        await refused(inputRoute, 'answer to another question', 'POST', inputPath(), { body: { questionId, ...data } }, expected);
+        const body = { questionId, ...data };
+        await refused(inputRoute, 'answer to another question', 'POST', inputPath(), { body }, expected);
       }), runs);
   });
 
@@ -181,7 +192,8 @@ function sharedBodyCases(route: string, path: () => string, validish: Record<str
       ['empty body', { raw: '' }, 400],
       ['no body at all', { headers: { 'content-type': 'application/json' } }, 400],
       ['no content type', { raw: JSON.stringify(validish), headers: { 'content-type': '' } }, 415],
-      ['declared length over 64 KiB', { raw: JSON.stringify(validish), headers: { 'content-length': String(bodyLimit + 1) } }, 413],
+      ['declared length over 64 KiB',
+        { raw: JSON.stringify(validish), headers: { 'content-length': String(bodyLimit + 1) } }, 413],
       ['body over 64 KiB', { raw: big }, 413],
       ['body over 64 KiB, declared small', { raw: big, headers: { 'content-length': '10' } }, 413],
     ];

@@ -11,7 +11,7 @@ import { runStatuses } from '../../src/lease/run-row.js';
 import { matchPath, routes } from '../../src/http/routes.js';
 import { notUuid } from './arbitraries.js';
 import {
-  expectNothingWritten, expectRefusal, hostileRuns, routeNamesIn, Tally, type HostileRequest,
+  expectNothingWritten, expectRefusal, hostileRuns, routeNamesIn, Tally, type HostileRequest, type Refusal,
 } from './hostile-kit.js';
 import { maskIds, openHostileFixture, type HostileFixture } from './hostile-fixture.js';
 
@@ -59,15 +59,18 @@ const idRoutes: [string, string, (id: string) => string, unknown?][] = [
 describe('path parameters', () => {
   it('a path id that is not a uuid (random, SQL-looking, near-miss) is a 400 on every id route', async () => {
     const id = notUuid.filter((s) => !['', '.', '..'].includes(s));
-    await fc.assert(fc.asyncProperty(fc.constantFrom(...idRoutes), id, async ([route, method, path, body], raw) => {
+    const property = fc.asyncProperty(fc.constantFrom(...idRoutes), id, async ([route, method, path, body], raw) => {
       const options = { user: 'alice', body: method === 'POST' ? body ?? {} : undefined };
       await refused(route, 'id not a uuid', method, path(encodeURIComponent(raw)), options, [400]);
-    }), { numRuns: hostileRuns * 3 });
+    });
+    await fc.assert(property, { numRuns: hostileRuns * 3 });
   });
 
   it('a path that names no route is a 404, and a route with the wrong method a 405', async () => {
-    const segment = fc.oneof(fc.constantFrom('api', 'threads', 'runs', 'cron', 'drain', 'events', 'input', '%2e%2e', '%ZZ', ''),
-      fc.string({ maxLength: 12 }).map(encodeURIComponent));
+    const segment = fc.oneof(
+      fc.constantFrom('api', 'threads', 'runs', 'cron', 'drain', 'events', 'input', '%2e%2e', '%ZZ', ''),
+      fc.string({ maxLength: 12 }).map(encodeURIComponent),
+    );
     const method = fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS');
     const pathArb = fc.array(segment, { minLength: 1, maxLength: 5 }).map((parts) => `/api/${parts.join('/')}`);
     await fc.assert(fc.asyncProperty(pathArb, method, async (path, verb) => {
@@ -76,7 +79,8 @@ describe('path parameters', () => {
       fc.pre(matched.every((r) => !r.methods.includes(verb))); // a real route: tested elsewhere
       const expected = matched.length === 0 ? 404 : 405;
       const label = matched.length === 0 ? `${verb} (no route)` : `${verb} ${matched[0]!.path}`;
-      await refused(label, expected === 404 ? 'random path' : 'wrong method', verb, path, { user: 'alice' }, [expected]);
+      const what = expected === 404 ? 'random path' : 'wrong method';
+      await refused(label, what, verb, path, { user: 'alice' }, [expected]);
     }), { numRuns: hostileRuns * 2 });
   });
 
@@ -86,7 +90,8 @@ describe('path parameters', () => {
     for (const route of routes) {
       const path = route.path.replace(':id', id);
       for (const method of methods.filter((m) => !route.methods.includes(m))) {
-        const refusal = await refused(`${method} ${route.path}`, 'wrong method', method, path, { user: 'alice' }, [405]);
+        const label = `${method} ${route.path}`;
+        const refusal = await refused(label, 'wrong method', method, path, { user: 'alice' }, [405]);
         expect(refusal.headers.get('allow')).toBe(route.methods.join(', '));
       }
     }
@@ -94,6 +99,11 @@ describe('path parameters', () => {
     expect([...covered].sort()).toEqual(routes.map((r) => r.name).sort());
   });
 });
+
+const parity = "another user's id vs an unknown id";
+/** A refusal with its ids masked and its headers listed, to compare two answers. */
+const comparable = (refusal: Refusal, ids: string[]) =>
+  ({ ...refusal, message: maskIds(refusal.message, ids), headers: headerList(refusal.headers) });
 
 describe("another user's ids", () => {
   it("another user's thread or run answers exactly like an unknown id, on every id route", async () => {
@@ -106,8 +116,8 @@ describe("another user's ids", () => {
         const answers = [];
         for (const id of ids) {
           const options = { user: caller, body: method === 'POST' ? body ?? {} : undefined };
-          const refusal = await refused(route, "another user's id vs an unknown id", method, path(id), options, [404]);
-          answers.push({ ...refusal, message: maskIds(refusal.message, ids), headers: headerList(refusal.headers) });
+          const refusal = await refused(route, parity, method, path(id), options, [404]);
+          answers.push(comparable(refusal, ids));
         }
         expect(answers[0]).toEqual(answers[1]);
       }), runs);
@@ -117,7 +127,8 @@ describe("another user's ids", () => {
     await fc.assert(fc.asyncProperty(fc.uuid(), fc.constantFrom('alice', 'mallory'), async (unknown, caller) => {
       const theirs = f.bob.waiting;
       const pairs: [string, (id: string) => [string, string, HostileRequest]][] = [
-        ['POST /api/chat', (id) => ['POST', '/api/chat', { user: caller, body: { message: 'let me in', threadId: id } }]],
+        ['POST /api/chat', (id) => ['POST', '/api/chat',
+          { user: caller, body: { message: 'let me in', threadId: id } }]],
         ['GET /api/threads/:id/events', (id) => ['GET',
           `/api/threads/${f.alice.waiting.threadId}/events?format=ai-sdk&runId=${id}`, { user: 'alice' }]],
       ];
@@ -127,8 +138,8 @@ describe("another user's ids", () => {
         const answers = [];
         for (const id of ids) {
           const [method, path, options] = make(id);
-          const refusal = await refused(route, "another user's id vs an unknown id", method, path, options, [404]);
-          answers.push({ ...refusal, message: maskIds(refusal.message, ids), headers: headerList(refusal.headers) });
+          const refusal = await refused(route, parity, method, path, options, [404]);
+          answers.push(comparable(refusal, ids));
         }
         expect(answers[0]).toEqual(answers[1]);
       }
@@ -159,17 +170,23 @@ describe('query parameters and cursors', () => {
   const value = fc.oneof(notUuid, fc.string({ maxLength: 20 }), fc.integer().map(String),
     fc.constantFrom('-1', '0', '1.5', '1e3', '0x10', '9'.repeat(16), '1000001', 'Infinity', ' 1', '+1'));
   const thread = () => f.alice.completed.threadId;
+  const q = encodeURIComponent;
+  const events = () => `/api/threads/${thread()}/events`;
+  const statuses = runStatuses as readonly string[];
+  /** [route, parameter, the request for a value, whether the value is valid]. */
   const cases: [string, string, (v: string) => [string, HostileRequest], (v: string) => boolean][] = [
-    ['GET /api/threads', '?limit=', (v) => [`/api/threads?limit=${encodeURIComponent(v)}`, {}], (v) => isIntIn(v, maxThreadItems)],
-    ['GET /api/threads', '?all=', (v) => [`/api/threads?all=${encodeURIComponent(v)}`, {}], (v) => ['0', '1', 'true', 'false'].includes(v)],
-    ['GET /api/runs', '?limit=', (v) => [`/api/runs?limit=${encodeURIComponent(v)}`, {}], (v) => isIntIn(v, maxRunListSize)],
-    ['GET /api/runs', '?status=', (v) => [`/api/runs?status=${encodeURIComponent(v)}`, {}], (v) => (runStatuses as readonly string[]).includes(v)],
-    ['GET /api/threads/:id/events', '?after=', (v) => [`/api/threads/${thread()}/events?after=${encodeURIComponent(v)}`, {}], cursorOk],
-    ['GET /api/threads/:id/events', 'Last-Event-ID', (v) => [`/api/threads/${thread()}/events`, { headers: { 'last-event-id': v } }],
+    ['GET /api/threads', '?limit=', (v) => [`/api/threads?limit=${q(v)}`, {}],
+      (v) => isIntIn(v, maxThreadItems)],
+    ['GET /api/threads', '?all=', (v) => [`/api/threads?all=${q(v)}`, {}],
+      (v) => ['0', '1', 'true', 'false'].includes(v)],
+    ['GET /api/runs', '?limit=', (v) => [`/api/runs?limit=${q(v)}`, {}], (v) => isIntIn(v, maxRunListSize)],
+    ['GET /api/runs', '?status=', (v) => [`/api/runs?status=${q(v)}`, {}], (v) => statuses.includes(v)],
+    ['GET /api/threads/:id/events', '?after=', (v) => [`${events()}?after=${q(v)}`, {}], cursorOk],
+    ['GET /api/threads/:id/events', 'Last-Event-ID', (v) => [events(), { headers: { 'last-event-id': v } }],
       (v) => v.trim() === '' || cursorOk(v.trim())],
-    ['GET /api/threads/:id/events', '?format=', (v) => [`/api/threads/${thread()}/events?format=${encodeURIComponent(v)}`, {}],
+    ['GET /api/threads/:id/events', '?format=', (v) => [`${events()}?format=${q(v)}`, {}],
       (v) => ['sse', 'ai-sdk'].includes(v)],
-    ['GET /api/threads/:id/events', '?runId= (ai-sdk)', (v) => [`/api/threads/${thread()}/events?format=ai-sdk&runId=${encodeURIComponent(v)}`, {}],
+    ['GET /api/threads/:id/events', '?runId= (ai-sdk)', (v) => [`${events()}?format=ai-sdk&runId=${q(v)}`, {}],
       (v) => v === ''],
   ];
 
@@ -183,7 +200,8 @@ describe('query parameters and cursors', () => {
 
   it('?all=1 from a non-operator is a 403', async () => {
     for (const v of ['1', 'true']) {
-      await refused('GET /api/threads', '?all=1 without operator', 'GET', `/api/threads?all=${v}`, { user: 'alice' }, [403]);
+      const path = `/api/threads?all=${v}`;
+      await refused('GET /api/threads', '?all=1 without operator', 'GET', path, { user: 'alice' }, [403]);
     }
   });
 });

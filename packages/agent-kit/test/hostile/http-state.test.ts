@@ -30,7 +30,9 @@ beforeAll(async () => {
   const response = await f.send('POST', '/api/chat', { user: 'alice', body: { message: 'answer me once' } });
   await response.body?.cancel();
   await f.t.handlers.segments.settle();
-  answered = { threadId: response.headers.get('x-agent-kit-thread-id')!, runId: response.headers.get('x-agent-kit-run-id')! };
+  answered = {
+    threadId: response.headers.get('x-agent-kit-thread-id')!, runId: response.headers.get('x-agent-kit-run-id')!,
+  };
   const first = await idle.handle(hostileRequest('POST', `/api/runs/${answered.runId}/input`, {
     user: 'alice', body: { questionId: 'q1', answer: 'the first answer' },
   }));
@@ -96,7 +98,8 @@ describe('answers', () => {
     }
     const [counts] = await f.t.db.query<{ inputs: number; events: number }>(
       `select (select count(*)::int from agent_kit_inputs where run_id = $1) as inputs,
-              (select count(*)::int from agent_kit_thread_events where run_id = $1 and type = 'input-received') as events`,
+              (select count(*)::int from agent_kit_thread_events
+               where run_id = $1 and type = 'input-received') as events`,
       [runId]);
     expect(counts).toEqual({ inputs: 1, events: 1 });
     before = await f.snapshot(); // the one accepted answer is the only write
@@ -126,14 +129,16 @@ describe('cancel, takeover and release', () => {
   it('release of a run that is not taken over is a 409; by a non-operator a 403', async () => {
     for (const run of [...closed(), f.alice.waiting, answered]) {
       const path = `/api/runs/${run.runId}/release`;
-      await refused('POST /api/runs/:id/release', 'release of a run not taken over', path, { user: operatorName }, [409]);
+      const what = 'release of a run not taken over';
+      await refused('POST /api/runs/:id/release', what, path, { user: operatorName }, [409]);
     }
     await refused('POST /api/runs/:id/release', 'release by a non-operator',
       `/api/runs/${f.alice.takenOver.runId}/release`, { user: 'alice' }, [403]);
   });
 
   it('a repeated takeover or cancel is answered as before and writes nothing new', async () => {
-    const again = await idle.handle(hostileRequest('POST', `/api/runs/${f.alice.takenOver.runId}/takeover`, { user: operatorName }));
+    const takeover = `/api/runs/${f.alice.takenOver.runId}/takeover`;
+    const again = await idle.handle(hostileRequest('POST', takeover, { user: operatorName }));
     expect(again.status).toBe(200);
     expect(await again.json()).toEqual({ runId: f.alice.takenOver.runId, status: 'waiting_takeover' });
     await expectNothingWritten(tally, 'POST /api/runs/:id/takeover', 'repeated takeover', f.t.db, before);
