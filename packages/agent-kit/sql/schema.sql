@@ -121,7 +121,6 @@ create table agent_kit_runs (
 CREATE UNIQUE INDEX agent_kit_runs__active_run_key ON agent_kit_runs USING btree (thread_id) WHERE (status = ANY (ARRAY['running'::text, 'waiting_input'::text, 'waiting_takeover'::text]));
 CREATE INDEX agent_kit_runs__created_at_idx ON agent_kit_runs USING btree (created_at);
 CREATE INDEX agent_kit_runs__lease_expires_at_idx ON agent_kit_runs USING btree (lease_expires_at) WHERE (status = 'running'::text);
-CREATE INDEX agent_kit_runs__thread_id_idx ON agent_kit_runs USING btree (thread_id, turn_no);
 CREATE UNIQUE INDEX agent_kit_runs_pkey ON agent_kit_runs USING btree (id);
 CREATE UNIQUE INDEX agent_kit_runs_thread_id_turn_no_key ON agent_kit_runs USING btree (thread_id, turn_no);
 
@@ -392,16 +391,20 @@ CREATE OR REPLACE FUNCTION agent_kit_fail_segment(p_run_id uuid, p_owner text, p
  LANGUAGE plpgsql
 AS $function$
 declare
-  v_run agent_kit_runs;
+  v_thread_id uuid;
+  v_attempts int;
+  v_seq bigint;
 begin
-  update agent_kit_runs set lease_expires_at = agent_kit_now(), last_error = p_error, updated_at = now()
+  update agent_kit_runs set
+    lease_expires_at = least(agent_kit_now(), coalesce(deadline_at, agent_kit_now())),
+    last_error = p_error, updated_at = now()
   where id = p_run_id and owner = p_owner and fence = p_fence and status = 'running'
-  returning * into v_run;
+  returning thread_id, attempts into v_thread_id, v_attempts;
   if not found then
     return false;
   end if;
-  perform agent_kit__append_event(v_run.thread_id, p_run_id, p_fence, 'segment-failed',
-    jsonb_build_object('runId', p_run_id, 'fence', p_fence, 'attempt', v_run.attempts, 'error', p_error));
+  v_seq := agent_kit__append_event(v_thread_id, p_run_id, p_fence, 'segment-failed',
+    jsonb_build_object('runId', p_run_id, 'fence', p_fence, 'attempt', v_attempts, 'error', p_error));
   return true;
 end $function$
 
@@ -828,12 +831,20 @@ begin
   if p_limit is null or p_limit < 1 or p_limit > 1000 then
     raise exception 'job limit must be 1..1000, got %', p_limit using errcode = 'AK001';
   end if;
-  perform agent_kit__check_ttl('job lock', p_lock);
+  if p_lock is null or p_lock <= interval '0' then
+    raise exception 'job lock must be a positive interval, got %', coalesce(p_lock::text, 'NULL') using errcode = 'AK001';
+  end if;
   return query
+  with due as materialized (
+    select q.id from agent_kit_jobs q
+    where q.due_at <= agent_kit_now()
+    order by q.due_at
+    limit p_limit
+    for update skip locked
+  )
   update agent_kit_jobs j set due_at = agent_kit_now() + p_lock, tries = j.tries + 1
-  where j.id in (
-    select q.id from agent_kit_jobs q where q.due_at <= agent_kit_now()
-    order by q.due_at limit p_limit for update skip locked)
+  from due
+  where j.id = due.id
   returning j.id, j.run_id, j.tries;
 end $function$
 

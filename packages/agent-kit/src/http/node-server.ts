@@ -57,8 +57,14 @@ async function serve(
       const { done, value } = await reader.read();
       if (done) break;
       if (!res.write(value)) await new Promise<void>((resolve) => {
-        res.once('drain', resolve);
-        res.once('close', resolve);
+        // Whichever fires first removes both, so a long stream to a slow reader adds no listeners.
+        const done = () => {
+          res.off('drain', done);
+          res.off('close', done);
+          resolve();
+        };
+        res.once('drain', done);
+        res.once('close', done);
       });
       if (controller.signal.aborted) break;
     }

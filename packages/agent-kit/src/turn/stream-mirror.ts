@@ -24,7 +24,10 @@ export class StreamMirror {
     private readonly lease: Lease,
     private readonly intervalMs: number,
     private readonly onStop: (reason: MirrorStop) => void,
-  ) {}
+  ) {
+    // The first batch waits a full interval too: the segment's start already wrote this run.
+    this.lastWriteAt = Date.now();
+  }
 
   /** Queue text for the next batched write. Ignored once stopped. */
   push(text: string): void {
