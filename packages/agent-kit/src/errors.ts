@@ -70,7 +70,8 @@ export const sqlStateErrors: Record<string, new (message: string, o?: { cause?: 
 };
 
 /** Connection-level failures: class 08, admin shutdown (57P01..03), and node socket errors. */
-const unavailableStates = new Set(['57P01', '57P02', '57P03', '53300']);
+// 57014: a statement timeout (or cancel): transient like a dropped connection; the caller retries.
+const unavailableStates = new Set(['57P01', '57P02', '57P03', '53300', '57014']);
 const unavailableNodeCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND']);
 
 /** Normalise anything thrown into an Error, mapping database errors to our classes. */

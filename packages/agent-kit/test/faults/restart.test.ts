@@ -40,15 +40,20 @@ describe.runIf(enabled)('a Postgres restart mid-turn (real Postgres, AGENT_KIT_F
       const segment: Promise<SegmentOutcome | { kind: 'threw' }> = runSegment(rt, { runId: turn.runId, owner: `restart-${round}` })
         .catch(() => ({ kind: 'threw' }) as const);
       await paused.wait();
-      const downtimeMs = await restartPostgres();
+      // Let the segment write again while the server goes down: its statements meet the outage.
+      const restarting = restartPostgres();
+      await new Promise((resolve) => setTimeout(resolve, 300));
       frozen.open();
       const outcome = await segment;
+      const downtimeMs = await restarting;
       // The pool recovers by itself: the same Db serves the rest of the turn.
       const finished = await finishRun(makeRuntime(db, { tokens }), turn.runId);
       expect(finished.status).toBe('completed');
       await expectEndedOnce(db, turn.runId, scriptedReplyText([text], tokens), tokens, effects.lines);
       expect(effects.lines().filter((line) => line.startsWith(turn.runId)).length).toBeLessThanOrEqual(1);
-      report.push(`restart ${round + 1}: server back after ${downtimeMs} ms, segment ${outcome.kind}, run completed in ${finished.rounds} drain round(s)`);
+      report.push(`restart ${round + 1}: server back after ${downtimeMs} ms, the segment ${outcome.kind}, ` +
+        `the run completed after ${finished.rounds} reap+drain round(s)`);
+      expect(outcome.kind).not.toBe('closed'); // the outage must have hit it, or this proves nothing
     }
     console.log(`postgres restarts: ${report.join('; ')}`);
   }, 120_000 * restarts);

@@ -88,10 +88,8 @@ describe.runIf(onPostgres)('statement timeouts (real Postgres)', () => {
     await expectEndedOnce(db, turn.runId, scriptedReplyText([text], tokens), tokens, effects.lines);
   }, 30_000);
 
-  // Known issue: SQLSTATE 57014 (query_canceled) is not in errors.ts, so a statement timeout
-  // reaches callers as the driver's raw DatabaseError rather than a typed AgentKitError. This test
-  // fails (as expected) until it is mapped; then remove `.fails`.
-  it.fails('surfaces a statement timeout as a typed AgentKitError', async () => {
+  // SQLSTATE 57014 (query_canceled) maps to StoreUnavailableError: transient, retried.
+  it('surfaces a statement timeout as a typed AgentKitError', async () => {
     const turn = await startTurn(db, { ownerId: 'u', text: 'typed timeout' });
     const release = await holdRunRow(url, turn.runId);
     const error = await runSegment(makeRuntime(timed, { tokens }), { runId: turn.runId, owner: 'typed' }).then(

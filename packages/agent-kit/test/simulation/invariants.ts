@@ -15,6 +15,7 @@ export interface RunSnapshot {
   threadId: string;
   turnNo: number;
   status: string;
+  owner: string | null;
   fence: number;
   attempts: number;
   partial: string;
@@ -158,7 +159,7 @@ where c.attempts > $1::int and e.type <> 'run-salvaged' and not (e.type = 'run-c
 `;
 
 const snapshotSql = `
-select r.id, r.thread_id, r.turn_no, r.status, r.fence, r.attempts, r.partial, r.waiting_for,
+select r.id, r.thread_id, r.turn_no, r.status, r.owner, r.fence, r.attempts, r.partial, r.waiting_for,
   r.cancel_requested_at is not null as cancel, r.takeover_requested_at is not null as takeover,
   r.lease_expires_at, r.message_id, m.content->>'text' as message_text
 from agent_kit_runs r left join agent_kit_messages m on m.id = r.message_id`;
@@ -179,7 +180,8 @@ export class InvariantChecker {
   async snapshot(): Promise<RunSnapshot[]> {
     const rows = await this.db.query<Record<string, any>>(snapshotSql);
     return rows.map((row) => ({
-      id: row.id, threadId: row.thread_id, turnNo: Number(row.turn_no), status: row.status, fence: Number(row.fence),
+      id: row.id, threadId: row.thread_id, turnNo: Number(row.turn_no), status: row.status, owner: row.owner,
+      fence: Number(row.fence),
       attempts: Number(row.attempts), partial: row.partial, waitingFor: row.waiting_for, cancel: row.cancel,
       takeover: row.takeover, leaseExpiresAt: row.lease_expires_at ? new Date(row.lease_expires_at) : null,
       messageId: row.message_id, messageText: row.message_text,

@@ -9,8 +9,8 @@ export interface Mutation {
   description: string;
   /** The function to rewrite, as a regprocedure. */
   fn: string;
-  /** Text of the guard in the function's definition, and what it becomes. */
-  from: string;
+  /** The guard in the function's definition (text or pattern), and what it becomes. */
+  from: string | RegExp;
   to: string;
 }
 
@@ -33,7 +33,7 @@ export const mutations: Mutation[] = [
     name: 'claim-live-lease',
     description: 'a claim also takes a running run whose lease has not expired',
     fn: 'agent_kit_claim_run(uuid, text, interval, interval)',
-    from: "r.status = 'running' and r.lease_expires_at <= agent_kit_now()",
+    from: /r\.status = 'running' and r\.lease_expires_at <= (agent_kit_now\(\)|v_now)/g,
     to: "r.status = 'running'",
   },
   {
@@ -58,8 +58,9 @@ export function mutationNamed(name: string): Mutation {
 export async function applyMutation(db: Db, mutation: Mutation): Promise<void> {
   const rows = await db.query<{ def: string }>('select pg_get_functiondef($1::regprocedure) as def', [mutation.fn]);
   const definition = rows[0]!.def;
-  if (!definition.includes(mutation.from)) {
-    throw new Error(`mutation ${mutation.name}: "${mutation.from}" is not in ${mutation.fn} any more; update mutations.ts`);
+  const mutated = definition.replaceAll(mutation.from, mutation.to);
+  if (mutated === definition) {
+    throw new Error(`mutation ${mutation.name}: ${String(mutation.from)} is not in ${mutation.fn} any more; update mutations.ts`);
   }
-  await db.exec(definition.replaceAll(mutation.from, mutation.to));
+  await db.exec(mutated);
 }

@@ -57,7 +57,10 @@ export function labelOf(sql: string): string {
   // The function the statement calls; agent_kit_now() only appears inside conditions.
   const call = [...sql.matchAll(/agent_kit_([a-z_]+)\s*\(/g)].map((m) => m[1]!).find((name) => name !== 'now');
   if (call) return call;
-  const table = /\bfrom\s+agent_kit_([a-z_]+)/i.exec(sql);
+  const write = /^\s*(delete\s+from|update|insert\s+into)\s+agent_kit_([a-z_]+)/i.exec(sql);
+  if (write) return `${write[1]!.split(/\s+/)[0]!.toLowerCase()} ${write[2]}`;
+  // The main table of a read: the last one named after `from` (earlier ones sit in subqueries).
+  const table = [...sql.matchAll(/\bfrom\s+agent_kit_([a-z_]+)/gi)].at(-1);
   if (table) return `read ${table[1]}`;
   const other = /^\s*select\s+(?:\*\s+from\s+)?([a-z_]+)\s*\(/i.exec(sql);
   if (other) return other[1]!;

@@ -7,7 +7,7 @@ import path from 'node:path';
 import type { Db } from '../../src/store/db.js';
 import { effectsFile } from '../harness/turn-kit.js';
 import { chooseAction, chooseWindDownAction, type ActionPick } from './actions.js';
-import { InvariantChecker, knownIssues, type RunSnapshot, type Violation } from './invariants.js';
+import { InvariantChecker, isClosed, knownIssues, type RunSnapshot, type Violation } from './invariants.js';
 import { Prng } from './prng.js';
 import { profileFor, type Profile } from './profile.js';
 import { Scheduler, type OpMode, type OpResult, type PendingOp, type SimWorker } from './scheduler.js';
@@ -66,6 +66,8 @@ export class Simulation implements FaultSource {
   readonly answered: { runId: string; questionId: string }[] = [];
   /** Workers paused as zombies: the run and fence they held, and when they wake regardless. */
   readonly zombies = new Map<number, { runId: string; fence: number; untilMs: number }>();
+  /** The newest op that zombieAtWrite has considered. */
+  lastOpSeen = 0;
   readonly faults: Record<string, number> = {};
   readonly actions: Record<string, number> = {};
   readonly violations: Violation[] = [];
@@ -132,6 +134,7 @@ export class Simulation implements FaultSource {
     const rows = Array.isArray(result.value) ? (result.value as Record<string, any>[]) : [];
     if (op.label === 'start_turn' && rows[0]) this.noteTurn(rows[0].thread_id, rows[0].run_id);
     if ((op.label === 'claim_run' || op.label === 'take_for_salvage') && rows[0]) {
+      this.checkClaim(rows[0].id, Number(rows[0].fence));
       try {
         await this.db.query(
           `insert into sim_claims (run_id, fence, seq_at_claim, step, attempts)
@@ -141,6 +144,22 @@ export class Simulation implements FaultSource {
       } catch (error) {
         this.violations.push({ kind: 'double-claim', detail: `${rows[0].id} fence ${rows[0].fence} claimed twice: ${String(error)}` });
       }
+    }
+  }
+
+  /** Invariant 1, at the claim: it took a closed run, or a lease that had not expired. */
+  private checkClaim(runId: string, fence: number): void {
+    const before = this.runs.find((r) => r.id === runId);
+    if (!before) return;
+    if (isClosed(before.status)) {
+      this.violations.push({ kind: 'claim-closed', detail: `${runId} was ${before.status} and got claimed at fence ${fence}` });
+    }
+    const expiresMs = before.leaseExpiresAt?.getTime();
+    if (before.status === 'running' && expiresMs !== undefined && expiresMs > this.scheduler.nowMs) {
+      this.violations.push({
+        kind: 'claim-live-lease',
+        detail: `${runId} claimed at fence ${fence} while fence ${before.fence} held a lease until t+${expiresMs - this.scheduler.nowMs}ms from now`,
+      });
     }
   }
 

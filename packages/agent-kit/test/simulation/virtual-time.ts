@@ -104,7 +104,8 @@ export class VirtualClock {
   fire(timer: VirtualTimer): void {
     if (!timer.active) return;
     if (timer.intervalMs !== null) {
-      timer.dueMs += timer.intervalMs;
+      // Like Node: the next tick counts from now, so a stopped process does not catch up on ticks.
+      timer.dueMs = this.nowMs + timer.intervalMs;
     } else {
       this.timers.delete(timer.id);
       timer.active = false;

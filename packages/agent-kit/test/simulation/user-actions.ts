@@ -1,0 +1,109 @@
+// The user's and the operator's side of a schedule, through the public SQL functions the HTTP
+// routes call: answers (by the input route or a chat message; again, early, to a wrong question),
+// cancels, takeovers and releases. A refused call is an answer, not a crash; a second answer that
+// is accepted is a violation.
+import { startTurn } from '../../src/queue/start-turn.js';
+import { hashFnv1a } from '../../src/model/scripted-reply.js';
+import { isClosed, type RunSnapshot } from './invariants.js';
+import type { Simulation } from './simulation.js';
+import { action, duplicateSegment, type Candidate } from './spawn.js';
+import { outsideWorkers } from './virtual-time.js';
+
+/** Call one of the public SQL functions as the app would; an error is an answer, not a crash. */
+async function callSql(sim: Simulation, sql: string, params: unknown[]): Promise<{ text: string; code?: string }> {
+  await sim.scheduler.syncDbClock();
+  sim.dirty = true;
+  try {
+    const rows = await sim.db.query<Record<string, unknown>>(sql, params);
+    return { text: `→ ${JSON.stringify(Object.values(rows[0] ?? {})[0] ?? null)}` };
+  } catch (raw) {
+    const error = raw as Error & { code?: string };
+    return { text: `→ ${error.name} ${error.code ?? ''}`.trim(), code: error.code };
+  }
+}
+
+function answerData(sim: Simulation, run: RunSnapshot) {
+  return run.waitingFor?.kind === 'approval' ? { approved: sim.user.chance(0.7) } : { answer: sim.user.pick(['blue', 'green']) };
+}
+
+export async function answer(sim: Simulation, run: RunSnapshot): Promise<string> {
+  const questionId = run.waitingFor!.id!;
+  const name = sim.names.of(run.id);
+  if (sim.user.chance(0.3)) {
+    // A message sent while the run waits is its answer (ADR-0001).
+    const text = run.waitingFor?.kind === 'approval' ? sim.user.pick(['yes', 'no']) : 'blue please';
+    await sim.scheduler.syncDbClock();
+    sim.dirty = true;
+    const turn = await outsideWorkers(() => startTurn(sim.db, { threadId: run.threadId, ownerId: 'u', text }));
+    sim.answered.push({ runId: run.id, questionId });
+    return `answer ${name} by message "${text}" → ${turn.kind}`;
+  }
+  const data = answerData(sim, run);
+  const result = await callSql(sim, 'select agent_kit_submit_input($1, $2, $3::jsonb) as status', [run.id, questionId, JSON.stringify(data)]);
+  if (!result.code) sim.answered.push({ runId: run.id, questionId });
+  return `answer ${name} ${JSON.stringify(data)} ${result.text}`;
+}
+
+async function answerAgain(sim: Simulation): Promise<string> {
+  const { runId, questionId } = sim.user.pick(sim.answered);
+  sim.count(sim.faults, 'answer-again');
+  const result = await callSql(sim, 'select agent_kit_submit_input($1, $2, $3::jsonb) as status', [runId, questionId, '{"answer":"again"}']);
+  if (!result.code) sim.violations.push({ kind: 'duplicate-answer', detail: `${runId}: a second answer to ${questionId} was accepted` });
+  return `answer ${sim.names.of(runId)} again ${result.text}`;
+}
+
+/** The question id the scripted model will ask with for this run (it is derived from the texts). */
+async function expectedQuestionId(sim: Simulation, run: RunSnapshot): Promise<string> {
+  const rows = await sim.db.query<{ text: string }>(
+    `select (select m.content->>'text' from agent_kit_messages m where m.run_id = r.id and m.role = 'user'
+             order by m.created_at limit 1) as text
+     from agent_kit_runs r where r.thread_id = $1 and r.turn_no <= $2 order by r.turn_no`,
+    [run.threadId, run.turnNo],
+  );
+  const hash = hashFnv1a(rows.map((r) => r.text).join('\u0000')).toString(16).padStart(8, '0');
+  return `scripted-ask_user-${hash}`;
+}
+
+/** An answer that arrives while the run is still running: the right question, or a wrong one. */
+async function answerEarly(sim: Simulation, run: RunSnapshot, wrong: boolean): Promise<string> {
+  const questionId = wrong ? 'no-such-question' : await expectedQuestionId(sim, run);
+  sim.count(sim.faults, wrong ? 'answer-wrong-question' : 'answer-early');
+  const result = await callSql(sim, 'select agent_kit_submit_input($1, $2, $3::jsonb) as status',
+    [run.id, questionId, '{"answer":"early"}']);
+  if (!result.code) sim.answered.push({ runId: run.id, questionId });
+  return `answer ${sim.names.of(run.id)} early to ${wrong ? 'a wrong question' : 'its question'} ${result.text}`;
+}
+
+export async function operator(sim: Simulation, verb: 'cancel' | 'takeover' | 'release', run: RunSnapshot): Promise<string> {
+  const sql = {
+    cancel: 'select agent_kit_request_cancel($1) as status',
+    takeover: `select agent_kit_takeover_run($1, 'operator') as status`,
+    release: 'select agent_kit_release_run($1) as status',
+  }[verb];
+  if (verb !== 'release') sim.count(sim.faults, verb);
+  const result = await callSql(sim, sql, [run.id]);
+  return `${verb} ${sim.names.of(run.id)} ${result.text}`;
+}
+
+export function userActions(sim: Simulation, runs: RunSnapshot[], chaos: number): Candidate[] {
+  const candidates: Candidate[] = [];
+  const open = runs.filter((r) => !isClosed(r.status));
+  for (const run of runs.filter((r) => r.status === 'waiting_input' && r.waitingFor?.id).slice(0, 3)) {
+    candidates.push([action('answer', () => answer(sim, run)), 1.5]);
+  }
+  if (sim.answered.length) candidates.push([action('answer-again', () => answerAgain(sim)), 0.1 * chaos]);
+  const asking = runs.filter((r) => r.status === 'running' && !sim.answered.some((a) => a.runId === r.id));
+  if (asking.length) {
+    candidates.push([action('answer-early', () => answerEarly(sim, sim.pick.pick(asking), false)), 0.1 * chaos]);
+    candidates.push([action('answer-wrong', () => answerEarly(sim, sim.pick.pick(asking), true)), 0.05 * chaos]);
+  }
+  if (open.length) {
+    candidates.push([action('duplicate-segment', () => duplicateSegment(sim, sim.pick.pick(open))), 0.25 * chaos]);
+    candidates.push([action('cancel', () => operator(sim, 'cancel', sim.pick.pick(open))), 0.04 * chaos]);
+    candidates.push([action('takeover', () => operator(sim, 'takeover', sim.pick.pick(open))), 0.06 * chaos]);
+  }
+  for (const run of runs.filter((r) => r.status === 'waiting_takeover' || (r.status === 'running' && r.takeover)).slice(0, 2)) {
+    candidates.push([action('release', () => operator(sim, 'release', run)), 0.8]);
+  }
+  return candidates;
+}
