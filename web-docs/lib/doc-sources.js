@@ -122,6 +122,11 @@ export function collectAssets({ repoRoot }) {
       assets.push({ sourcePath, outPath });
     }
   }
+  // Shared images (screenshots the root README and the guides show) live in docs/images/.
+  const imagesDir = join(repoRoot, 'docs', 'images');
+  for (const sourcePath of listFiles(imagesDir)) {
+    assets.push({ sourcePath, outPath: `images/${toPosix(relative(imagesDir, sourcePath))}` });
+  }
   return assets;
 }
 
