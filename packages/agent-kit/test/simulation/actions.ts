@@ -15,6 +15,8 @@ export type { ActionPick } from './spawn.js';
 
 /** Reaper + drain rounds the wind-down may use; a run still open after them is stuck (livelock). */
 const windDownCronsMax = 150;
+/** Cron rounds of the wind-down during which a worker may still freeze as a zombie. */
+const windDownZombieCrons = 20;
 
 function faultActions(sim: Simulation, chaos: number): Candidate[] {
   const { scheduler, profile } = sim;
@@ -95,7 +97,10 @@ export function chooseAction(sim: Simulation): ActionPick {
  */
 export async function chooseWindDownAction(sim: Simulation): Promise<ActionPick | undefined> {
   const { scheduler } = sim;
-  const paused = scheduler.workers.find((w) => w.state === 'paused');
+  // Zombies still strike early in the wind-down, where most runs close: they delay, never block.
+  const zombie = sim.windDownCrons < windDownZombieCrons ? zombieAtWrite(sim) : undefined;
+  if (zombie) return zombie;
+  const paused = scheduler.workers.find((w) => w.state === 'paused' && hasMovedOn(sim, w));
   if (paused) return action('resume', async () => (await scheduler.resume(paused), `resume ${paused.name}`));
   const ops = scheduler.eligibleOps();
   if (ops.length) return action('op', () => sim.runOp(sim.pick.pick(ops)));
@@ -109,7 +114,10 @@ export async function chooseWindDownAction(sim: Simulation): Promise<ActionPick 
   if (waiting) return action('answer', () => answer(sim, waiting));
   const taken = sim.runs.find((r) => r.status === 'waiting_takeover' || (r.status === 'running' && r.takeover));
   if (taken) return action('release', () => operator(sim, 'release', taken));
-  if (sim.runs.every((r) => isClosed(r.status))) return undefined;
+  const sleeping = scheduler.workers.find((w) => w.state === 'paused');
+  if (sim.runs.every((r) => isClosed(r.status))) {
+    return sleeping ? action('resume', async () => (await scheduler.resume(sleeping), `resume ${sleeping.name}`)) : undefined;
+  }
   if (++sim.windDownCrons > windDownCronsMax) {
     const open = sim.runs.filter((r) => !isClosed(r.status)).map((r) => `${r.id} ${r.status}`);
     sim.violations.push({ kind: 'liveness', detail: `${windDownCronsMax} cron rounds left runs open: ${open.join(', ')}` });

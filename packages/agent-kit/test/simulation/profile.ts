@@ -42,7 +42,8 @@ export function profileFor(seed: number): Profile {
     mirrorIntervalMs: rng.pick([0, 10, 40, 150]),
     invocationBudgetMs,
     leaseTtlMs: renews ? Math.max(30, Math.floor(invocationBudgetMs / 3)) : invocationBudgetMs,
-    maxRunAttempts: rng.between(1, 4),
+    // Zombies and kills each spend an attempt; 1 is legal but ends most runs in salvage.
+    maxRunAttempts: rng.pick([1, 2, 3, 3, 4, 5]),
     drainBudgetMs: rng.pick([3_000, 8_000, 30_000, 120_000]),
     stallTimeoutMs: rng.pick([1_000, 5_000, 30_000]),
     prefill: rng.chance(0.8),

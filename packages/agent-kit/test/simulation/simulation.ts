@@ -66,8 +66,9 @@ export class Simulation implements FaultSource {
   readonly answered: { runId: string; questionId: string }[] = [];
   /** Workers paused as zombies: the run and fence they held, and when they wake regardless. */
   readonly zombies = new Map<number, { runId: string; fence: number; untilMs: number }>();
-  /** The newest op that zombieAtWrite has considered. */
+  /** The newest op that zombieAtWrite has considered, and the runs it froze a worker of. */
   lastOpSeen = 0;
+  readonly frozenRuns = new Set<string>();
   readonly faults: Record<string, number> = {};
   readonly actions: Record<string, number> = {};
   readonly violations: Violation[] = [];

@@ -10,8 +10,8 @@ import { action, advanceBy, runReaperNow, spawnDrain, type ActionPick, type Cand
 
 /** The writes only a lease holder may make, and the chance that one freezes its worker. */
 const freezeChance: Record<string, number> = {
-  mirror_partial: 0.06, renew_lease: 0.02, begin_segment: 0.08, record_step: 0.08, record_effect: 0.1,
-  append_event: 0.1, transaction: 0.15, park_run: 0.2, fail_segment: 0.2, close_run: 0.25,
+  mirror_partial: 0.1, renew_lease: 0.03, begin_segment: 0.12, record_step: 0.12, record_effect: 0.15,
+  append_event: 0.15, transaction: 0.25, park_run: 0.3, fail_segment: 0.3, close_run: 0.4,
 };
 
 interface Holder {
@@ -72,7 +72,10 @@ export function zombieAtWrite(sim: Simulation): ActionPick | undefined {
     if (chance === undefined || !sim.pick.chance(Math.min(0.9, chance * sim.profile.chaos))) continue;
     const holder = leaseHolders(sim).find((h) => h.worker.id === op.workerId &&
       (op.params?.[0] === undefined || op.params[0] === h.run.id));
-    if (holder) return action('zombie', () => freeze(sim, holder, `right before ${op.label}`));
+    // One per run: each costs the run an attempt, and enough of them would salvage every run.
+    if (!holder || sim.frozenRuns.has(holder.run.id)) continue;
+    sim.frozenRuns.add(holder.run.id);
+    return action('zombie', () => freeze(sim, holder, `right before ${op.label}`));
   }
   return undefined;
 }
