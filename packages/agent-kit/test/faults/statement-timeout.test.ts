@@ -4,7 +4,7 @@
 // resumes later and ends exactly once. How the timeout surfaces (its error class) is pinned too.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentKitError } from '../../src/errors.js';
+import { StoreUnavailableError } from '../../src/errors.js';
 import { createScriptedModel, scriptedReplyText } from '../../src/model/index.js';
 import { startTurn } from '../../src/queue/start-turn.js';
 import type { Db } from '../../src/store/db.js';
@@ -89,13 +89,14 @@ describe.runIf(onPostgres)('statement timeouts (real Postgres)', () => {
   }, 30_000);
 
   // SQLSTATE 57014 (query_canceled) maps to StoreUnavailableError: transient, retried.
-  it('surfaces a statement timeout as a typed AgentKitError', async () => {
+  it('surfaces a statement timeout as a typed, retryable StoreUnavailableError', async () => {
     const turn = await startTurn(db, { ownerId: 'u', text: 'typed timeout' });
     const release = await holdRunRow(url, turn.runId);
     const error = await runSegment(makeRuntime(timed, { tokens }), { runId: turn.runId, owner: 'typed' }).then(
       () => undefined, (raw: unknown) => raw,
     );
     await release();
-    expect(error).toBeInstanceOf(AgentKitError);
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    expect((error as Error & { cause?: { code?: string } }).cause?.code).toBe('57014');
   }, 30_000);
 });

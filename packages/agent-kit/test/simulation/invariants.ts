@@ -32,11 +32,7 @@ export interface RunSnapshot {
  * fail a schedule, so the suite keeps guarding everything else until the fix lands. Remove an
  * entry when its fix is in; the simulator then fails on it again.
  */
-export const knownIssues: Record<string, string> = {
-  'lease-expired-late': 'agent_kit_fail_segment sets lease_expires_at = agent_kit_now(), which is past deadline_at ' +
-    'when a segment fails after its deadline (a worker paused past it): harmless, the lease is expired either way, ' +
-    'but the row breaks "lease_expires_at <= deadline_at"; least(agent_kit_now(), deadline_at) would keep it',
-};
+export const knownIssues: Record<string, string> = {};
 
 export const closedStatuses = ['completed', 'failed', 'aborted'];
 export const isClosed = (status: string) => closedStatuses.includes(status);
@@ -58,11 +54,8 @@ where (status = 'running') <> (owner is not null)
    or (status = 'running' and (lease_expires_at is null or deadline_at is null))
    or (status <> 'running' and (lease_expires_at is not null or deadline_at is not null))
 union all
--- A lease past its deadline. When the segment of that fence failed (agent_kit_fail_segment sets
--- the expiry to "now", which is past the deadline if it fails late) it is a known issue.
-select case when exists (select 1 from agent_kit_thread_events e where e.thread_id = r.thread_id
-    and e.run_id = r.id and e.type = 'segment-failed' and e.fence = r.fence)
-  then 'lease-expired-late' else 'lease' end, r.id::text,
+-- Invariant 8: no lease outlives its invocation's deadline (renewals and failures included).
+select 'lease', r.id::text,
   format('lease_expires_at=%s is past deadline_at=%s (fence %s)', r.lease_expires_at, r.deadline_at, r.fence)
 from agent_kit_runs r
 where r.status = 'running' and r.lease_expires_at > r.deadline_at
