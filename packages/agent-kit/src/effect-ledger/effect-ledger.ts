@@ -98,20 +98,24 @@ export async function reconcileWithTool(
 }
 
 /**
- * Reconcile every effect that an earlier (dead) segment left `started`, under our lease.
- * Runs before a resumed segment does anything else. Returns how many it settled, or null if lost.
+ * Reconcile every effect that an earlier (dead) segment left `started`, under our lease: through
+ * the tool's hook (completed) or else in doubt. Runs before a resumed segment does anything else,
+ * and before a salvage. Returns how many of each it settled, or null if the lease was lost.
  */
 export async function reconcileDeadEffects(
   db: Queryable, lease: Lease, tools: Record<string, AgentTool<any, any>>,
-): Promise<number | null> {
+): Promise<{ completed: number; inDoubt: number } | null> {
   const rows = await db.query<EffectRow>(
-    `select * from agent_kit_effects where run_id = $1 and status = 'started' and fence < $2`,
+    `select * from agent_kit_effects where run_id = $1 and status = 'started' and fence < $2
+     order by started_at, key`,
     [lease.runId, lease.fence],
   );
+  const settled = { completed: 0, inDoubt: 0 };
   for (const row of rows) {
     const outcome = await reconcileWithTool(tools[row.tool], row.key);
-    const done = await finishEffect(db, lease, row.key, outcome.status, outcome.result);
-    if (!done) return null;
+    if (!(await finishEffect(db, lease, row.key, outcome.status, outcome.result))) return null;
+    if (outcome.status === 'completed') settled.completed++;
+    else settled.inDoubt++;
   }
-  return rows.length;
+  return settled;
 }

@@ -4,10 +4,11 @@
 // bounded: a viewer holds at most one page and reads the next only when its consumer pulls.
 import { coerceError } from '../errors.js';
 import type { Db } from '../store/db.js';
+import { eventsChannel } from '../store/notify-thread.js';
 import { defaultEventPageSize, readEvents, type ThreadEvent } from './read-events.js';
 
-/** The NOTIFY channel every append uses, with payload "threadId:seq". */
-export const eventsChannel = 'agent_kit_events';
+// The channel (and its payload, "threadId:<hint>") is the store's: see store/notify-thread.ts.
+export { eventsChannel } from '../store/notify-thread.js';
 
 // The poll is the safety net for a lost notification. Postgres delivers NOTIFY over a dedicated
 // connection that can drop; PGlite delivers in-process, so its poll can be tight and cheap.

@@ -166,3 +166,15 @@ export async function closeRun(
   if (id !== null) notifyThread(db, lease.threadId);
   return id;
 }
+
+/**
+ * Give a run up after its crash budget is spent: a run-salvaged event with the reason, then close
+ * it as aborted with its partial output as the (partial) message. Null when the guard rejected.
+ */
+export async function salvageRun(db: Queryable, lease: Lease, partial: string, reason: string): Promise<string | null> {
+  const seq = await appendEvent(db, lease, 'run-salvaged', {
+    runId: lease.runId, fence: lease.fence, attempts: lease.attempts, text: partial, reason,
+  });
+  if (seq === null) return null;
+  return closeRun(db, lease, 'aborted', { text: partial, salvaged: true });
+}

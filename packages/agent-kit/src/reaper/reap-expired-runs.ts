@@ -3,9 +3,9 @@
 // promoted); at the crash budget it is taken with the next fence and closed as aborted with its
 // partial salvaged. Either way the dead segment's `started` effects are reconciled first. Two
 // reapers, or a reaper and a drain, are safe together: every write is guarded by the fence seen.
-import { finishEffect, reconcileWithTool } from '../effect-ledger/index.js';
+import { reconcileDeadEffects, reconcileWithTool } from '../effect-ledger/index.js';
 import { coerceError, InvalidArgumentError } from '../errors.js';
-import { appendEvent, closeRun, msInterval, type Lease } from '../lease/lease.js';
+import { msInterval, salvageRun, type Lease } from '../lease/lease.js';
 import { toRun, type RunRow } from '../lease/run-row.js';
 import { enqueueRun } from '../queue/jobs.js';
 import { toNumber } from '../store/db.js';
@@ -74,7 +74,7 @@ export async function reapExpiredRuns(rt: Runtime, options: ReapOptions = {}): P
       continue;
     }
     try {
-      if (run.attempts >= rt.config.maxRunAttempts) await salvageRun(rt, run, owner, report);
+      if (run.attempts >= rt.config.maxRunAttempts) await giveUpRun(rt, run, owner, report);
       else await requeueRun(rt, run, report);
     } catch (raw) {
       report.errors++;
@@ -132,7 +132,7 @@ async function requeueAll(rt: Runtime, runs: ExpiredRun[]): Promise<number> {
  * effects under that lease, tell viewers, and close it as aborted with its partial as a message
  * marked partial. A reaper that dies midway leaves a lease that expires; the next pass retries.
  */
-async function salvageRun(rt: Runtime, run: ExpiredRun, owner: string, report: ReapReport): Promise<void> {
+async function giveUpRun(rt: Runtime, run: ExpiredRun, owner: string, report: ReapReport): Promise<void> {
   const rows = await rt.db.query<RunRow>(
     'select * from agent_kit_take_for_salvage($1, $2, $3::interval, $4)',
     [run.id, owner, msInterval(Math.min(rt.config.leaseTtlMs, salvageLeaseMaxMs)), rt.config.maxRunAttempts],
@@ -143,18 +143,12 @@ async function salvageRun(rt: Runtime, run: ExpiredRun, owner: string, report: R
     runId: taken.id, threadId: taken.threadId, owner, fence: taken.fence, attempts: taken.attempts,
     expiresAt: taken.leaseExpiresAt!, deadlineAt: taken.deadlineAt!,
   };
-  for (const effect of await startedEffects(rt, run.id)) {
-    const outcome = await reconcileWithTool(rt.tools[effect.tool], effect.key);
-    if (!(await finishEffect(rt.db, lease, effect.key, outcome.status, outcome.result))) return; // lost
-    if (outcome.status === 'completed') report.reconciled++;
-    else report.inDoubt++;
-  }
-  const seq = await appendEvent(rt.db, lease, 'run-salvaged', {
-    runId: taken.id, fence: taken.fence, attempts: taken.attempts, text: taken.partial,
-    reason: `the run's segments died ${taken.attempts} times in a row (AGENT_KIT_MAX_RUN_ATTEMPTS=${rt.config.maxRunAttempts})`,
-  });
-  if (seq === null) return;
-  const messageId = await closeRun(rt.db, lease, 'aborted', { text: taken.partial, salvaged: true });
+  const settled = await reconcileDeadEffects(rt.db, lease, rt.tools);
+  if (!settled) return; // lost
+  report.reconciled += settled.completed;
+  report.inDoubt += settled.inDoubt;
+  const reason = `the run's segments died ${taken.attempts} times in a row (AGENT_KIT_MAX_RUN_ATTEMPTS=${rt.config.maxRunAttempts})`;
+  const messageId = await salvageRun(rt.db, lease, taken.partial, reason);
   if (messageId !== null) report.salvaged++;
   rt.log?.({ msg: 'reap: salvaged', runId: taken.id, fence: taken.fence, attempt: taken.attempts, closed: messageId !== null });
 }

@@ -30,11 +30,6 @@ export interface Db extends Queryable {
   close(): Promise<void>;
 }
 
-/** Run `fn` on `db` inside a transaction unless `db` already is one. */
-export function isDb(q: Queryable): q is Db {
-  return typeof (q as Db).transaction === 'function';
-}
-
 /** Normalise an int8 that may arrive as string (pg), number or bigint (PGlite) to a number. */
 export function toNumber(value: unknown): number {
   if (typeof value === 'number') return value;

@@ -5,7 +5,7 @@ import { coerceError, serializeError, StoreUnavailableError } from '../errors.js
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
-  appendEvent, beginSegment, claimRun, closeRun, parkRun, renewLease, type Lease,
+  appendEvent, beginSegment, claimRun, closeRun, parkRun, renewLease, salvageRun, type Lease,
 } from '../lease/lease.js';
 import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
@@ -86,11 +86,9 @@ async function driveSegment(s: Segment): Promise<SegmentOutcome> {
     // The crash budget is spent (whoever enqueued this claim): give up here as the reaper would,
     // salvaging what viewers saw. Effects were reconciled just above.
     const reason = `the run's segments died ${lease.attempts - 1} times in a row (AGENT_KIT_MAX_RUN_ATTEMPTS=${rt.config.maxRunAttempts})`;
-    const seq = await appendEvent(rt.db, lease, 'run-salvaged', {
-      runId: lease.runId, fence: lease.fence, attempts: lease.attempts, text: s.run.partial, reason,
-    });
-    if (seq === null) return lost(s);
-    return close(s, 'aborted', { text: s.run.partial, salvaged: true });
+    const messageId = await salvageRun(rt.db, lease, s.run.partial, reason);
+    if (!messageId) return lost(s);
+    return { kind: 'closed', status: 'aborted', messageId, fence: lease.fence };
   }
   const journal = await loadJournal(rt.db, lease.runId);
   const history = await loadHistory(rt.db, lease.threadId, s.run.turnNo);
