@@ -1,50 +1,46 @@
-// Waking a thread's viewers after a commit: one NOTIFY on agent_kit_events in a statement of its
-// own (see migration 0009 for why not inside the writing transaction). At most one notification
-// per thread is in flight per Db; writes that land meanwhile fold into one more after it, so a
-// streaming run costs at most one extra cheap statement per mirror write.
+// Waking a thread's viewers after a commit: NOTIFY on agent_kit_events in a statement of its own
+// (see migration 0009 for why not inside the writing transaction). One notifying statement is in
+// flight per Db; threads written meanwhile are all sent by the next one, so however many runs a
+// process drives, it adds at most one cheap statement per write and usually fewer. The statement
+// commits with synchronous_commit off: the events are already durable, and a notification lost in
+// a crash only delays viewers to their next poll, so it need not wait for a WAL flush (which,
+// on Postgres, it would do while holding the database-wide notify lock).
 import type { Queryable } from './db.js';
 
 export const eventsChannel = 'agent_kit_events';
 
-interface Pending {
-  again: boolean;
+interface Outbox {
+  threads: Set<string>;
+  sending: boolean;
 }
 
-const inFlight = new WeakMap<Queryable, Map<string, Pending>>();
+const outboxes = new WeakMap<Queryable, Outbox>();
+
+const notifySql = `select set_config('synchronous_commit', 'off', true), pg_notify($1, t || ':0')
+  from unnest($2::text[]) t`;
 
 /**
  * Tell viewers of `threadId` that its log grew. Fire-and-forget: a failure only delays viewers
  * until their next poll. Call it with the Db (not an open transaction) after the write committed.
  */
 export function notifyThread(db: Queryable, threadId: string): void {
-  let threads = inFlight.get(db);
-  if (!threads) {
-    threads = new Map();
-    inFlight.set(db, threads);
+  let outbox = outboxes.get(db);
+  if (!outbox) {
+    outbox = { threads: new Set(), sending: false };
+    outboxes.set(db, outbox);
   }
-  const running = threads.get(threadId);
-  if (running) {
-    running.again = true;
-    return;
+  outbox.threads.add(threadId);
+  if (!outbox.sending) void send(db, outbox);
+}
+
+async function send(db: Queryable, outbox: Outbox): Promise<void> {
+  outbox.sending = true;
+  while (outbox.threads.size > 0) {
+    const threads = [...outbox.threads];
+    outbox.threads.clear();
+    await db.query(notifySql, [eventsChannel, threads]).catch(() => undefined); // closed or unreachable: viewers poll
   }
-  const pending: Pending = { again: false };
-  threads.set(threadId, pending);
-  const send = (): Promise<void> =>
-    db
-      .query('select pg_notify($1, $2)', [eventsChannel, `${threadId}:0`])
-      .then(
-        () => undefined,
-        () => undefined, // store closed or unreachable: viewers poll
-      )
-      .then(() => {
-        if (!pending.again) {
-          threads.delete(threadId);
-          return;
-        }
-        pending.again = false;
-        return send();
-      });
-  void send();
+  outbox.sending = false;
 }
 
 /** The same for a run: looks its thread up in the notifying statement itself. */

@@ -4,7 +4,6 @@ import type { ModelMessage } from 'ai';
 import type { Lease } from '../lease/lease.js';
 import type { Queryable } from '../store/db.js';
 import { toNumber } from '../store/db.js';
-import { notifyThread } from '../store/notify-thread.js';
 
 export interface ToolCall {
   toolCallId: string;
@@ -43,21 +42,43 @@ export async function loadJournal(db: Queryable, runId: string): Promise<Step[]>
   return rows.map((row) => ({ ...row.data, kind: row.kind, stepNo: toNumber(row.step_no) }) as Step);
 }
 
+/** What a step boundary writes together with the step (see migration 0012). */
+export interface StepCommit {
+  /** Streamed text the mirror has not written yet: appended to the partial with its event first. */
+  delta?: string;
+  /** The tool call's effect, finished with its result in the same transaction as its step. */
+  effect?: { key: string; status: 'completed' | 'failed' | 'in_doubt'; result: unknown };
+  /** Close the run with this final message: the step ended the turn. */
+  close?: { status: 'completed' | 'failed' | 'aborted'; message: { text: string } & Record<string, unknown> };
+}
+
+export type CommitResult =
+  | { ok: true; seq: number; interrupt: 'cancel' | 'takeover' | null; messageId: string | null }
+  | { ok: false };
+
 /**
- * Record a step under the lease, with its event in the same transaction. False = lease lost.
+ * Record a step under the lease with its event, and what `extra` asks for, in one guarded
+ * statement (agent_kit_commit_step). `ok: false` = lease lost and nothing written. The caller
+ * wakes viewers (notifyThread) once the write has committed.
  * `stepNo` must be the journal's length: a step is written once, by one segment.
  */
-export async function recordStep(
-  db: Queryable, lease: Lease, step: Step, event: { type: string; data: Record<string, unknown> },
-): Promise<boolean> {
+export async function commitStep(
+  db: Queryable, lease: Lease, step: Step, event: { type: string; data: Record<string, unknown> }, extra: StepCommit = {},
+): Promise<CommitResult> {
   const { kind, stepNo, ...data } = step;
-  const rows = await db.query<{ seq: number | null }>(
-    'select agent_kit_record_step($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb) as seq',
-    [lease.runId, lease.owner, lease.fence, stepNo, kind, JSON.stringify(data), event.type, JSON.stringify(event.data)],
+  const rows = await db.query<{ seq: number | string | null; interrupt: 'cancel' | 'takeover' | null; message_id: string | null }>(
+    'select * from agent_kit_commit_step($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb, $9, $10, $11, $12::jsonb, $13, $14::jsonb)',
+    [
+      lease.runId, lease.owner, lease.fence, stepNo, kind, JSON.stringify(data), event.type, JSON.stringify(event.data),
+      extra.delta ?? null,
+      extra.effect?.key ?? null, extra.effect?.status ?? null,
+      extra.effect ? JSON.stringify(extra.effect.result ?? null) : null,
+      extra.close?.status ?? null, extra.close ? JSON.stringify(extra.close.message) : null,
+    ],
   );
-  const recorded = rows[0]?.seq !== null && rows[0]?.seq !== undefined;
-  if (recorded) notifyThread(db, lease.threadId);
-  return recorded;
+  const row = rows[0];
+  if (!row) return { ok: false };
+  return { ok: true, seq: toNumber(row.seq ?? 0), interrupt: row.interrupt, messageId: row.message_id };
 }
 
 /** The text of all completed model steps: what the final message is built from. */

@@ -10,12 +10,12 @@ import {
 import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
 import {
-  buildMessages, committedText, isTurnFinished, loadHistory, loadJournal, pendingToolCalls, recordStep, type Step,
+  buildMessages, commitStep, committedText, isTurnFinished, loadHistory, loadJournal, pendingToolCalls, type Step,
 } from './journal.js';
 import { runModelStep, type StepStop } from './model-step.js';
 import { defaultTurnSettings, type TurnSettings } from './settings.js';
 import { StreamMirror } from './stream-mirror.js';
-import { settleToolCalls } from './tool-calls.js';
+import { settleToolCalls, type Interrupt } from './tool-calls.js';
 import type { Runtime, SegmentOptions, SegmentOutcome } from './types.js';
 
 interface Segment {
@@ -30,6 +30,8 @@ interface Segment {
   options: SegmentOptions;
   /** The run's visible text when this segment started (committed steps + continued prefix). */
   startText: string;
+  /** The run's pending cancel or takeover as the last guarded write saw it (claim, step). */
+  interrupt: Interrupt;
 }
 
 /**
@@ -48,7 +50,7 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
   const mirror = new StreamMirror(rt.db, lease, settings.mirrorIntervalMs, (reason) => controller.abort(reason));
   const stopRenewing = leaseTtlMs < budgetMs ? renewOnTimer(rt, lease, leaseTtlMs, controller) : () => {};
   const segment: Segment = {
-    rt, lease, run, settings, mirror, signal: controller.signal, options, startText: '',
+    rt, lease, run, settings, mirror, signal: controller.signal, options, startText: '', interrupt: null,
     // Local clock: started before the claim, so we stop no later than the database's deadline.
     stopAtMs: startedAtMs + budgetMs - settings.deadlineSafetyMs,
   };
@@ -81,7 +83,10 @@ function renewOnTimer(rt: Runtime, lease: Lease, leaseTtlMs: number, controller:
 
 async function driveSegment(s: Segment): Promise<SegmentOutcome> {
   const { rt, lease } = s;
-  if ((await reconcileDeadEffects(rt.db, lease, rt.tools)) === null) return lost(s);
+  // Every step and effect is written under the fence of the segment that wrote it, so the first
+  // claim of a run (fence 1) has none to reconcile or replay: two reads saved per fresh turn.
+  const resumed = lease.fence > 1;
+  if (resumed && (await reconcileDeadEffects(rt.db, lease, rt.tools)) === null) return lost(s);
   if (lease.attempts > rt.config.maxRunAttempts) {
     // The crash budget is spent (whoever enqueued this claim): give up here as the reaper would,
     // salvaging what viewers saw. Effects were reconciled just above.
@@ -90,7 +95,7 @@ async function driveSegment(s: Segment): Promise<SegmentOutcome> {
     if (!messageId) return lost(s);
     return { kind: 'closed', status: 'aborted', messageId, fence: lease.fence };
   }
-  const journal = await loadJournal(rt.db, lease.runId);
+  const journal = resumed ? await loadJournal(rt.db, lease.runId) : [];
   const history = await loadHistory(rt.db, lease.threadId, s.run.turnNo);
   const model = typeof rt.model === 'function' ? rt.model(lease.runId) : rt.model;
   if (s.run.cancelRequestedAt) return close(s, 'aborted', { text: s.run.partial, cancelled: true });
@@ -109,12 +114,13 @@ async function driveSegment(s: Segment): Promise<SegmentOutcome> {
       if (settled.kind === 'lost') return lost(s);
       if (settled.kind === 'stopped') return { kind: 'stopped', fence: lease.fence, reason: settled.reason };
       if (settled.kind === 'wait') return waitForInput(s, settled.waitingFor);
+      s.interrupt = settled.interrupt;
     }
     if (isTurnFinished(journal)) return close(s, 'completed', { text: committedText(journal) });
     if (journal.filter((step) => step.kind === 'model').length >= s.settings.maxSteps) {
       return close(s, 'failed', { text: committedText(journal), error: `stopped after ${s.settings.maxSteps} model steps` });
     }
-    const boundary = await checkBoundary(s);
+    const boundary = checkBoundary(s);
     if (boundary) return boundary;
 
     const result = await runModelStep({
@@ -123,16 +129,29 @@ async function driveSegment(s: Segment): Promise<SegmentOutcome> {
     });
     prefix = '';
     if (result.kind === 'stopped') return handleStop(s, result.reason, model);
-    const stopped = await s.mirror.flush();
-    if (stopped) return handleStop(s, stopped, model);
-    if (result.kind === 'error') return failSegment(s, result.error);
+    if (result.kind === 'error') {
+      const stopped = await s.mirror.flush();
+      return stopped ? handleStop(s, stopped, model) : failSegment(s, result.error);
+    }
+    const taken = await s.mirror.takeForCommit();
+    if ('stopped' in taken) return handleStop(s, taken.stopped, model);
 
     const step: Step = {
       kind: 'model', stepNo: journal.length, text: result.text, toolCalls: result.toolCalls, finishReason: result.finishReason,
     };
     const event = { type: 'step-finished', data: { stepNo: step.stepNo, text: step.text, toolCalls: step.toolCalls } };
-    if (!(await recordStep(rt.db, lease, step, event))) return lost(s);
+    // A step without tool calls ends the turn: it is journalled and the run closed in one write.
+    const ends = step.toolCalls.length === 0;
+    const committed = await commitStep(rt.db, lease, step, event, {
+      delta: taken.delta,
+      close: ends ? { status: 'completed', message: { text: committedText([...journal, step]) } } : undefined,
+    });
+    if (!committed.ok) return lost(s);
+    s.mirror.written(taken.delta);
+    notifyThread(rt.db, lease.threadId);
     journal.push(step);
+    if (ends) return closed(s, 'completed', committed.messageId!);
+    s.interrupt = committed.interrupt;
   }
 }
 
@@ -144,18 +163,16 @@ function continuationPrefix(s: Segment, journal: Step[], prefillSupported: boole
   return s.run.partial.startsWith(committed) ? s.run.partial.slice(committed.length) : '';
 }
 
-/** At a step boundary: slice when out of time or asked to stop; honour cancel and takeover. */
-async function checkBoundary(s: Segment): Promise<SegmentOutcome | undefined> {
+/**
+ * At a step boundary: slice when out of time or asked to stop; honour cancel and takeover as
+ * the last guarded write reported them (it came just before this boundary).
+ */
+function checkBoundary(s: Segment): Promise<SegmentOutcome> | undefined {
   if (s.options.stopSignal?.aborted || Date.now() >= s.stopAtMs - s.settings.sliceMarginMs) {
     return park(s, 'queued');
   }
-  const rows = await s.rt.db.query<{ cancel: boolean; takeover: boolean }>(
-    `select cancel_requested_at is not null as cancel, takeover_requested_at is not null as takeover
-     from agent_kit_runs where id = $1`,
-    [s.lease.runId],
-  );
-  if (rows[0]?.cancel) return close(s, 'aborted', { text: visibleText(s), cancelled: true });
-  if (rows[0]?.takeover) return park(s, 'waiting_takeover');
+  if (s.interrupt === 'cancel') return close(s, 'aborted', { text: visibleText(s), cancelled: true });
+  if (s.interrupt === 'takeover') return park(s, 'waiting_takeover');
   return undefined;
 }
 
@@ -210,6 +227,10 @@ async function close(
 ): Promise<SegmentOutcome> {
   const messageId = await closeRun(s.rt.db, s.lease, status, message);
   if (!messageId) return lost(s);
+  return closed(s, status, messageId);
+}
+
+function closed(s: Segment, status: 'completed' | 'failed' | 'aborted', messageId: string): SegmentOutcome {
   s.rt.log?.({ msg: 'run closed', runId: s.lease.runId, fence: s.lease.fence, status });
   return { kind: 'closed', status, messageId, fence: s.lease.fence };
 }

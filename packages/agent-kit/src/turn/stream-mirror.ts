@@ -85,6 +85,27 @@ export class StreamMirror {
     return this.stopped;
   }
 
+  /**
+   * Hand the unwritten text to the caller, who writes it with the step it ends (one statement
+   * instead of a mirror write and a step record). Waits for a write in flight first; returns
+   * the stop reason instead when the mirror stopped. Call `written(delta)` once that committed.
+   */
+  async takeForCommit(): Promise<{ stopped: MirrorStop } | { delta: string }> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    while (this.inFlight) await this.inFlight;
+    if (this.stopped) return { stopped: this.stopped };
+    const delta = this.buffer;
+    this.buffer = '';
+    return { delta };
+  }
+
+  /** Text taken with takeForCommit reached the database. */
+  written(delta: string): void {
+    this.writtenText += delta;
+    this.lastWriteAt = Date.now();
+  }
+
   /** Stop scheduling writes (the segment is over). */
   dispose(): void {
     if (this.timer) clearTimeout(this.timer);

@@ -1,11 +1,12 @@
 // Settling a model step's tool calls: run each through the effect ledger (at most once per
 // idempotency key), answer questions and approvals from stored inputs (consumed exactly once, in
 // the same transaction as the journal step), and turn bad calls into error results, not crashes.
-import { effectKey, finishEffect, reconcileWithTool, startEffect } from '../effect-ledger/index.js';
+import { effectKey, reconcileWithTool, startEffect } from '../effect-ledger/index.js';
 import type { Lease } from '../lease/lease.js';
 import type { AgentTool } from '../model/index.js';
 import type { Db, Queryable } from '../store/db.js';
-import { recordStep, type Step, type ToolCall, type ToolStep, pendingToolCalls } from './journal.js';
+import { notifyThread } from '../store/notify-thread.js';
+import { commitStep, type StepCommit, type Step, type ToolCall, type ToolStep, pendingToolCalls } from './journal.js';
 
 export interface ToolContext {
   db: Db;
@@ -16,8 +17,11 @@ export interface ToolContext {
   stopAtMs: number;
 }
 
+export type Interrupt = 'cancel' | 'takeover' | null;
+
 export type SettleResult =
-  | { kind: 'done' }
+  /** `interrupt`: the run's pending cancel or takeover as of the last step written. */
+  | { kind: 'done'; interrupt: Interrupt }
   | { kind: 'lost' }
   | { kind: 'stopped'; reason: string }
   | { kind: 'wait'; waitingFor: Record<string, unknown> };
@@ -26,12 +30,13 @@ class LeaseLost extends Error {}
 
 /** Settle every pending tool call of the journal's last model step, appending tool steps to it. */
 export async function settleToolCalls(ctx: ToolContext, journal: Step[]): Promise<SettleResult> {
+  let interrupt: Interrupt = null;
   for (const { step, index, call } of pendingToolCalls(journal)) {
     const tool = ctx.tools[call.toolName];
     const key = effectKey(ctx.lease.runId, step.stepNo, index);
     const base: Base = { kind: 'tool', stepNo: journal.length, toolCallId: call.toolCallId, toolName: call.toolName };
     const parsed = tool?.inputSchema.safeParse(call.input);
-    let result: ToolStep | SettleResult;
+    let result: Recorded | SettleResult;
     if (!tool || !parsed) {
       result = await recordToolStep(ctx, { ...base, outcome: 'invalid', output: `Unknown tool "${call.toolName}".` });
     } else if (!parsed.success) {
@@ -43,16 +48,28 @@ export async function settleToolCalls(ctx: ToolContext, journal: Step[]): Promis
       result = await runApproved(ctx, tool, call, base, key, parsed.data);
     } else {
       const outcome = await runEffect(ctx, tool, call, key, parsed.data);
-      result = 'kind' in outcome ? outcome : await recordToolStep(ctx, { ...base, ...outcome });
+      result = 'kind' in outcome ? outcome : await recordToolStep(ctx, { ...base, ...outcome.step }, outcome.effect);
     }
-    if (result.kind !== 'tool') return result;
-    journal.push(result);
+    if (result.kind !== 'recorded') return result;
+    journal.push(result.step);
+    interrupt = result.interrupt;
   }
-  return { kind: 'done' };
+  return { kind: 'done', interrupt };
 }
 
-async function recordToolStep(ctx: ToolContext, step: ToolStep): Promise<ToolStep | SettleResult> {
-  return (await recordStep(ctx.db, ctx.lease, step, toolEvent(step))) ? step : { kind: 'lost' };
+/** A tool step in the journal, and the run's interrupt as the write saw it. */
+interface Recorded {
+  kind: 'recorded';
+  step: ToolStep;
+  interrupt: Interrupt;
+}
+
+/** Journal a tool step, with its effect's final status when it ran one. */
+async function recordToolStep(ctx: ToolContext, step: ToolStep, effect?: StepCommit['effect']): Promise<Recorded | SettleResult> {
+  const committed = await commitStep(ctx.db, ctx.lease, step, toolEvent(step), { effect });
+  if (!committed.ok) return { kind: 'lost' };
+  notifyThread(ctx.db, ctx.lease.threadId);
+  return { kind: 'recorded', step, interrupt: committed.interrupt };
 }
 
 function toolEvent(step: ToolStep) {
@@ -62,29 +79,37 @@ function toolEvent(step: ToolStep) {
   };
 }
 
-type EffectOutcome = Pick<ToolStep, 'outcome' | 'output'> | SettleResult;
+/** A tool call's result for the journal, and the effect to finish in the same write. */
+type EffectOutcome = { step: Pick<ToolStep, 'outcome' | 'output'>; effect?: StepCommit['effect'] } | SettleResult;
 
-/** Run a tool's side effect at most once per key, through the ledger. */
+/**
+ * Run a tool's side effect at most once per key, through the ledger: `started` is committed
+ * before the tool runs; the final status is written with the tool step (commitStep).
+ */
 async function runEffect(
   ctx: ToolContext, tool: AgentTool<any, any>, call: ToolCall, key: string, input: unknown,
 ): Promise<EffectOutcome> {
   const record = await startEffect(ctx.db, ctx.lease, key, call.toolName, input);
   if (!record) return { kind: 'lost' };
-  if (record.status === 'completed') return { outcome: 'completed', output: record.result };
-  if (record.status === 'failed') return { outcome: 'failed', output: errorText(record.result) };
-  if (record.status === 'in_doubt') return inDoubt(record.result);
+  if (record.status === 'completed') return { step: { outcome: 'completed', output: record.result } };
+  if (record.status === 'failed') return { step: { outcome: 'failed', output: errorText(record.result) } };
+  if (record.status === 'in_doubt') return { step: inDoubt(record.result) };
   if (record.fence !== ctx.lease.fence) {
     // Left `started` by a dead segment: ask the outside system, never run it again.
     const reconciled = await reconcileWithTool(tool, key);
-    if (!(await finishEffect(ctx.db, ctx.lease, key, reconciled.status, reconciled.result))) return { kind: 'lost' };
-    return reconciled.status === 'completed' ? { outcome: 'completed', output: reconciled.result } : inDoubt(reconciled.result);
+    const effect = { key, status: reconciled.status, result: reconciled.result };
+    if (reconciled.status === 'completed') return { step: { outcome: 'completed', output: reconciled.result }, effect };
+    return { step: inDoubt(reconciled.result), effect };
   }
   const settled = await executeBefore(ctx, tool, input, key);
   if (settled.kind === 'deadline') return { kind: 'stopped', reason: 'deadline during tool' };
-  const status = settled.kind === 'ok' ? 'completed' : 'failed';
-  const stored = settled.kind === 'ok' ? settled.value : { error: settled.message };
-  if (!(await finishEffect(ctx.db, ctx.lease, key, status, stored))) return { kind: 'lost' };
-  return settled.kind === 'ok' ? { outcome: 'completed', output: settled.value } : { outcome: 'failed', output: settled.message };
+  if (settled.kind === 'ok') {
+    return { step: { outcome: 'completed', output: settled.value }, effect: { key, status: 'completed', result: settled.value } };
+  }
+  return {
+    step: { outcome: 'failed', output: settled.message },
+    effect: { key, status: 'failed', result: { error: settled.message } },
+  };
 }
 
 /** Run the tool, giving up (without a result) at the segment's deadline. */
@@ -133,54 +158,58 @@ async function readInput(db: Queryable, runId: string, questionId: string) {
   return rows[0]?.data;
 }
 
-/** Consume the stored input and record the tool step in one guarded transaction. */
-async function consumeAndRecord(ctx: ToolContext, questionId: string, step: ToolStep): Promise<boolean> {
+/** Consume the stored input and record the tool step (and its effect) in one guarded transaction. */
+async function consumeAndRecord(
+  ctx: ToolContext, questionId: string, step: ToolStep, effect?: StepCommit['effect'],
+): Promise<Recorded | SettleResult> {
+  let interrupt: Interrupt;
   try {
-    return await ctx.db.transaction(async (tx) => {
+    interrupt = await ctx.db.transaction(async (tx) => {
       const rows = await tx.query<{ data: unknown }>('select agent_kit_consume_input($1, $2, $3, $4) as data', [
         ctx.lease.runId, ctx.lease.owner, ctx.lease.fence, questionId,
       ]);
       if (rows[0]?.data === null || rows[0]?.data === undefined) throw new LeaseLost();
-      if (!(await recordStep(tx, ctx.lease, step, toolEvent(step)))) throw new LeaseLost();
-      return true;
+      const committed = await commitStep(tx, ctx.lease, step, toolEvent(step), { effect });
+      if (!committed.ok) throw new LeaseLost();
+      return committed.interrupt;
     });
   } catch (error) {
-    if (error instanceof LeaseLost) return false;
+    if (error instanceof LeaseLost) return { kind: 'lost' };
     throw error;
   }
+  notifyThread(ctx.db, ctx.lease.threadId);
+  return { kind: 'recorded', step, interrupt };
 }
 
 type Base = Pick<ToolStep, 'kind' | 'stepNo' | 'toolCallId' | 'toolName'>;
 
-async function answerQuestion(ctx: ToolContext, call: ToolCall, base: Base, input: { question?: string }) {
+async function answerQuestion(
+  ctx: ToolContext, call: ToolCall, base: Base, input: { question?: string },
+): Promise<Recorded | SettleResult> {
   const data = await readInput(ctx.db, ctx.lease.runId, call.toolCallId);
   if (!data) {
-    return { kind: 'wait', waitingFor: { id: call.toolCallId, kind: 'question', question: input.question ?? '', toolName: call.toolName } } as const;
+    return { kind: 'wait', waitingFor: { id: call.toolCallId, kind: 'question', question: input.question ?? '', toolName: call.toolName } };
   }
   const answer = typeof data.answer === 'string' ? data.answer : typeof data.text === 'string' ? data.text : JSON.stringify(data);
-  const step: ToolStep = { ...base, outcome: 'answered', output: { answer } };
-  return (await consumeAndRecord(ctx, call.toolCallId, step)) ? step : ({ kind: 'lost' } as const);
+  return consumeAndRecord(ctx, call.toolCallId, { ...base, outcome: 'answered', output: { answer } });
 }
 
 /** An approval: the effect runs only after a stored "approved"; the input is consumed with the step. */
 async function runApproved(
   ctx: ToolContext, tool: AgentTool<any, any>, call: ToolCall, base: Base, key: string, input: unknown,
-) {
+): Promise<Recorded | SettleResult> {
   const data = await readInput(ctx.db, ctx.lease.runId, call.toolCallId);
   if (!data) {
     return {
       kind: 'wait',
       waitingFor: { id: call.toolCallId, kind: 'approval', toolName: call.toolName, input: call.input },
-    } as const;
+    };
   }
   const approved = data.approved === true || (typeof data.text === 'string' && /^\s*(y|yes|ok|approve|approved)\b/i.test(data.text));
-  let step: ToolStep;
   if (!approved) {
-    step = { ...base, outcome: 'denied', output: 'The user denied this tool call.' };
-  } else {
-    const outcome = await runEffect(ctx, tool, call, key, input);
-    if ('kind' in outcome) return outcome;
-    step = { ...base, ...outcome };
+    return consumeAndRecord(ctx, call.toolCallId, { ...base, outcome: 'denied', output: 'The user denied this tool call.' });
   }
-  return (await consumeAndRecord(ctx, call.toolCallId, step)) ? step : ({ kind: 'lost' } as const);
+  const outcome = await runEffect(ctx, tool, call, key, input);
+  if ('kind' in outcome) return outcome;
+  return consumeAndRecord(ctx, call.toolCallId, { ...base, ...outcome.step }, outcome.effect);
 }

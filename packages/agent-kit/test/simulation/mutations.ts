@@ -39,8 +39,8 @@ export const mutations: Mutation[] = [
   {
     name: 'step-unguarded',
     description: 'journal steps are recorded without checking owner and fence',
-    fn: 'agent_kit_record_step(uuid, text, bigint, integer, text, jsonb, text, jsonb)',
-    from: 'owner = p_owner and fence = p_fence and ',
+    fn: 'agent_kit_commit_step(uuid, text, bigint, integer, text, jsonb, text, jsonb, text, text, text, jsonb, text, jsonb)',
+    from: 'r.owner = p_owner and r.fence = p_fence and ',
     to: '',
   },
 ];

@@ -1,0 +1,201 @@
+// agent_kit_commit_step (migration 0012) on both stores: the step boundary's one write mirrors
+// the last text, finishes the effect, journals the step and closes the run under one guard, or
+// writes nothing at all; and a fresh scripted turn now costs a fixed, small number of statements.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openTestDb } from '../../test/harness/test-db.js';
+import { makeRuntime } from '../../test/harness/turn-kit.js';
+import { startEffect } from '../effect-ledger/index.js';
+import { claimRun, type Lease } from '../lease/lease.js';
+import { startTurn } from '../queue/start-turn.js';
+import type { Db } from '../store/db.js';
+import { commitStep, type Step, type ToolCall } from './journal.js';
+import { runSegment } from './run-segment.js';
+
+let db: Db;
+beforeAll(async () => {
+  db = await openTestDb();
+});
+afterAll(async () => {
+  await db.close();
+});
+
+async function claimedTurn(text = 'hello'): Promise<{ lease: Lease; threadId: string }> {
+  const turn = await startTurn(db, { ownerId: 'user-1', text });
+  const result = await claimRun(db, { runId: turn.runId, owner: 'w1', leaseTtlMs: 30_000 });
+  if (!result.claimed) throw new Error(`expected a claim, got ${result.reason}`);
+  return { lease: result.lease, threadId: turn.threadId };
+}
+
+const modelStep = (stepNo: number, text: string, toolCalls: ToolCall[] = []): Step => ({
+  kind: 'model', stepNo, text, toolCalls, finishReason: toolCalls.length ? 'tool-calls' : 'stop',
+});
+const stepEvent = (step: Step) => ({ type: 'step-finished', data: { stepNo: step.stepNo } });
+
+async function eventTypes(threadId: string) {
+  const rows = await db.query<{ type: string; data: Record<string, unknown> }>(
+    `select type, data from agent_kit_thread_events where thread_id = $1 and type <> 'run-queued' order by seq`,
+    [threadId],
+  );
+  return rows;
+}
+
+async function runRow(runId: string) {
+  const [row] = await db.query<{ status: string; partial: string; message_id: string | null }>(
+    'select status, partial, message_id from agent_kit_runs where id = $1',
+    [runId],
+  );
+  return row!;
+}
+
+describe('agent_kit_commit_step', () => {
+  it('mirrors the delta before journalling the step, each with its event, and reports no interrupt', async () => {
+    const { lease, threadId } = await claimedTurn();
+    const before = (await eventTypes(threadId)).length;
+    const step = modelStep(0, 'Hello there');
+    const result = await commitStep(db, lease, step, stepEvent(step), { delta: 'there' });
+    expect(result).toMatchObject({ ok: true, interrupt: null, messageId: null });
+    const events = (await eventTypes(threadId)).slice(before);
+    expect(events.map((e) => e.type)).toEqual(['text-delta', 'step-finished']);
+    expect(events[0]!.data).toEqual({ text: 'there' });
+    expect((await runRow(lease.runId)).partial).toBe('there');
+    const steps = await db.query<{ step_no: number; kind: string; fence: number; data: { text: string } }>(
+      'select step_no, kind, fence, data from agent_kit_steps where run_id = $1', [lease.runId],
+    );
+    expect(steps).toEqual([{ step_no: 0, kind: 'model', fence: 1, data: { text: 'Hello there', toolCalls: [], finishReason: 'stop' } }]);
+  });
+
+  it('writes no text-delta for an empty delta', async () => {
+    const { lease, threadId } = await claimedTurn();
+    const before = (await eventTypes(threadId)).length;
+    const step = modelStep(0, 'x');
+    expect((await commitStep(db, lease, step, stepEvent(step), { delta: '' })).ok).toBe(true);
+    expect((await eventTypes(threadId)).slice(before).map((e) => e.type)).toEqual(['step-finished']);
+  });
+
+  it('closes the run with the step when asked: message, run-closed event, one transaction', async () => {
+    const { lease, threadId } = await claimedTurn();
+    const step = modelStep(0, 'All done.');
+    const result = await commitStep(db, lease, step, stepEvent(step), {
+      delta: 'All done.', close: { status: 'completed', message: { text: 'All done.' } },
+    });
+    expect(result.ok && result.messageId).toMatch(/^[0-9a-f-]{36}$/);
+    const run = await runRow(lease.runId);
+    expect(run.status).toBe('completed');
+    expect(run.message_id).toBe(result.ok ? result.messageId : null);
+    const types = (await eventTypes(threadId)).map((e) => e.type);
+    expect(types.slice(-3)).toEqual(['text-delta', 'step-finished', 'run-closed']);
+  });
+
+  it('finishes the tool call\'s effect with its step', async () => {
+    const { lease } = await claimedTurn();
+    const key = `${lease.runId}:0:0`;
+    expect((await startEffect(db, lease, key, 'record_effect', { note: 'n' }))?.status).toBe('started');
+    const step: Step = { kind: 'tool', stepNo: 1, toolCallId: 'c1', toolName: 'record_effect', outcome: 'completed', output: { ok: 1 } };
+    const result = await commitStep(db, lease, step, { type: 'tool-result', data: {} }, {
+      effect: { key, status: 'completed', result: { ok: 1 } },
+    });
+    expect(result.ok).toBe(true);
+    const [effect] = await db.query<{ status: string; result: unknown; finished_at: Date | null }>(
+      'select status, result, finished_at from agent_kit_effects where run_id = $1', [lease.runId],
+    );
+    expect(effect).toMatchObject({ status: 'completed', result: { ok: 1 } });
+    expect(effect!.finished_at).not.toBeNull();
+  });
+
+  it('with a stale fence writes nothing: no partial, event, step, effect or close', async () => {
+    const { lease, threadId } = await claimedTurn();
+    const key = `${lease.runId}:0:0`;
+    await startEffect(db, lease, key, 'record_effect', {});
+    const before = JSON.stringify([await runRow(lease.runId), await eventTypes(threadId)]);
+    const stale = { ...lease, fence: lease.fence - 1 };
+    const step = modelStep(0, 'zombie');
+    const result = await commitStep(db, stale, step, stepEvent(step), {
+      delta: 'zombie', effect: { key, status: 'completed', result: 1 }, close: { status: 'completed', message: { text: 'zombie' } },
+    });
+    expect(result).toEqual({ ok: false });
+    expect(JSON.stringify([await runRow(lease.runId), await eventTypes(threadId)])).toBe(before);
+    expect(await db.query('select 1 from agent_kit_steps where run_id = $1', [lease.runId])).toEqual([]);
+    const [effect] = await db.query<{ status: string }>('select status from agent_kit_effects where run_id = $1', [lease.runId]);
+    expect(effect!.status).toBe('started');
+  });
+
+  it('reports a pending cancel, then takeover, as the step boundary\'s interrupt', async () => {
+    const { lease } = await claimedTurn();
+    await db.query('update agent_kit_runs set takeover_requested_at = now() where id = $1', [lease.runId]);
+    const first = modelStep(0, 'a', [{ toolCallId: 'c', toolName: 't', input: {} }]);
+    expect(await commitStep(db, lease, first, stepEvent(first))).toMatchObject({ ok: true, interrupt: 'takeover' });
+    await db.query('select agent_kit_request_cancel($1)', [lease.runId]);
+    const second: Step = { kind: 'tool', stepNo: 1, toolCallId: 'c', toolName: 't', outcome: 'invalid', output: 'x' };
+    expect(await commitStep(db, lease, second, stepEvent(second))).toMatchObject({ ok: true, interrupt: 'cancel' });
+  });
+
+  it('writes nothing when the reaper already settled the effect (the lease expired while the tool ran)', async () => {
+    const { lease, threadId } = await claimedTurn();
+    const key = `${lease.runId}:0:0`;
+    await startEffect(db, lease, key, 'record_effect', {});
+    await db.query(`update agent_kit_effects set status = 'completed', result = '"from reconcile"' where run_id = $1`, [lease.runId]);
+    const before = (await eventTypes(threadId)).length;
+    const step: Step = { kind: 'tool', stepNo: 1, toolCallId: 'c1', toolName: 'record_effect', outcome: 'completed', output: 'late' };
+    const result = await commitStep(db, lease, step, { type: 'tool-result', data: {} }, {
+      delta: 'late text', effect: { key, status: 'completed', result: 'late' },
+    });
+    expect(result).toEqual({ ok: false });
+    expect((await eventTypes(threadId)).length).toBe(before);
+    expect((await runRow(lease.runId)).partial).toBe('');
+    expect(await db.query('select 1 from agent_kit_steps where run_id = $1', [lease.runId])).toEqual([]);
+    const [effect] = await db.query<{ result: unknown }>('select result from agent_kit_effects where run_id = $1', [lease.runId]);
+    expect(effect!.result).toBe('from reconcile');
+  });
+
+  it('overwrites an in_doubt effect with what the tool really returned', async () => {
+    const { lease } = await claimedTurn();
+    const key = `${lease.runId}:0:0`;
+    await startEffect(db, lease, key, 'record_effect', {});
+    await db.query(`update agent_kit_effects set status = 'in_doubt' where run_id = $1`, [lease.runId]);
+    const step: Step = { kind: 'tool', stepNo: 1, toolCallId: 'c1', toolName: 'record_effect', outcome: 'completed', output: 7 };
+    expect((await commitStep(db, lease, step, { type: 'tool-result', data: {} }, { effect: { key, status: 'completed', result: 7 } })).ok)
+      .toBe(true);
+    const [effect] = await db.query<{ status: string; result: unknown }>('select status, result from agent_kit_effects where run_id = $1', [lease.runId]);
+    expect(effect).toEqual({ status: 'completed', result: 7 });
+  });
+
+  it('rejects a bad effect status with a clear error and writes nothing', async () => {
+    const { lease, threadId } = await claimedTurn();
+    const before = (await eventTypes(threadId)).length;
+    const step = modelStep(0, 'x');
+    await expect(commitStep(db, lease, step, stepEvent(step), {
+      delta: 'x', effect: { key: 'k', status: 'started' as 'completed', result: null },
+    })).rejects.toThrow(/completed, failed or in_doubt/);
+    expect((await eventTypes(threadId)).length).toBe(before);
+    expect((await runRow(lease.runId)).partial).toBe('');
+    expect(await db.query('select 1 from agent_kit_steps where run_id = $1', [lease.runId])).toEqual([]);
+  });
+});
+
+describe('a fresh turn\'s statements', () => {
+  it('a scripted turn with one tool call: claim, history, begin, 3 step commits, the effect start, and notifications', async () => {
+    const statements: string[] = [];
+    const counting: Db = Object.create(db, {
+      query: { value: (sql: string, params?: readonly unknown[]) => (statements.push(sql), db.query(sql, params)) },
+    });
+    // The scripted model calls record_effect when asked to remember something, then answers.
+    const rt = makeRuntime(counting, { settings: { mirrorIntervalMs: 60_000 } });
+    const turn = await startTurn(db, { ownerId: 'u', text: 'please remember this #effect' });
+    const outcome = await runSegment(rt, { runId: turn.runId, owner: 'counted' });
+    expect(outcome.kind).toBe('closed');
+    await new Promise((resolve) => setTimeout(resolve, 50)); // let the last notification go out
+    const kinds = statements.map((sql) => /agent_kit_\w+|pg_notify|from agent_kit_messages/.exec(sql)?.[0] ?? sql.slice(0, 40));
+    const writes = kinds.filter((k) => k !== 'pg_notify');
+    expect(writes).toEqual([
+      'agent_kit_claim_run', 'from agent_kit_messages', 'agent_kit_begin_segment',
+      'agent_kit_commit_step', 'agent_kit_record_effect', 'agent_kit_commit_step', 'agent_kit_commit_step',
+    ]);
+    const notifies = kinds.filter((k) => k === 'pg_notify').length;
+    expect(notifies).toBeGreaterThanOrEqual(1);
+    expect(notifies).toBeLessThanOrEqual(4);
+    const [effects] = await db.query<{ n: number }>(
+      `select count(*)::int as n from agent_kit_effects where run_id = $1 and status = 'completed'`, [turn.runId],
+    );
+    expect(effects!.n).toBe(1);
+  });
+});
