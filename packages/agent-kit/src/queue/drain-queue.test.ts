@@ -13,7 +13,7 @@ import { advanceFakeNow, clearFakeNow } from '../store/clock.js';
 import type { Db } from '../store/db.js';
 import type { RunSegment } from '../turn/types.js';
 import { drainQueue, takeMarginMs } from './drain-queue.js';
-import { enqueueRun, settleJob, takeJobs } from './jobs.js';
+import { enqueueRun, settleJob, takeJobs, takeJobsForDrain } from './jobs.js';
 import { startTurn } from './start-turn.js';
 
 let db: Db;
@@ -216,6 +216,32 @@ describe('drainQueue and the crash budget', () => {
       expect(await runState(runId)).toEqual({ status: 'running', fence: 1, messages: 0, jobs: 0 });
       expect(await reapExpiredRuns(rt)).toMatchObject({ salvaged: 1 });
       expect(await runState(runId)).toEqual({ status: 'aborted', fence: 2, messages: 1, jobs: 0 });
+    } finally {
+      await clearFakeNow(db);
+    }
+  });
+});
+
+describe('takeJobsForDrain', () => {
+  it('takes the due jobs and, in the same statement, deletes the jobs of spent runs', async () => {
+    await emptyQueue();
+    const spentRun = (await newRun()).runId;
+    expect((await claimRun(db, { runId: spentRun, owner: 'dead', leaseTtlMs: 5_000 })).claimed).toBe(true);
+    await advanceFakeNow(db, 6_000);
+    try {
+      expect(await enqueueRun(db, spentRun)).toBe(true);
+      const freshRun = (await newRun()).runId;
+      const taken = await takeJobsForDrain(db, 10, 60_000, 1);
+      expect(taken.spent).toBe(1);
+      expect(taken.jobs.map((j) => j.runId)).toEqual([freshRun]);
+      expect(taken.jobs[0]!.tries).toBe(1);
+      expect(await count(db, 'select count(*) as n from agent_kit_jobs where run_id = $1', [spentRun])).toBe(0);
+      // The taken job is pushed out by the lock, so it is not due again.
+      expect((await takeJobsForDrain(db, 10, 60_000, 1)).jobs).toEqual([]);
+      // With attempts left, the same expired run would be taken, not dropped.
+      expect(await enqueueRun(db, spentRun)).toBe(true);
+      expect((await takeJobsForDrain(db, 10, 60_000, 2)).jobs.map((j) => j.runId)).toEqual([spentRun]);
+      await expect(takeJobsForDrain(db, 10, 60_000, 0)).rejects.toThrow(/max attempts must be at least 1/);
     } finally {
       await clearFakeNow(db);
     }

@@ -6,7 +6,7 @@
 import { coerceError, InvalidArgumentError } from '../errors.js';
 import type { RunSegment, Runtime, SegmentOutcome } from '../turn/types.js';
 import { backoffMs, neverAborted, sleep } from './pace.js';
-import { dropJobsOfSpentRuns, settleJob, takeJobs, type SettleOutcome, type TakenJob } from './jobs.js';
+import { settleJob, takeJobsForDrain, type SettleOutcome, type TakenJob } from './jobs.js';
 
 export interface DrainOptions {
   /**
@@ -110,9 +110,13 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
       continue;
     }
     let jobs: TakenJob[];
+    let spent: number;
     try {
-      jobs = await takeJobs(rt.db, free, jobLockMs(rt.config.leaseTtlMs));
+      ({ jobs, spent } = await takeJobsForDrain(rt.db, free, jobLockMs(rt.config.leaseTtlMs), rt.config.maxRunAttempts));
       takeFailures = 0;
+      report.taken += jobs.length + spent;
+      report.dropped += spent;
+      report.notClaimed += spent;
     } catch (raw) {
       report.errors++;
       takeFailures++;
@@ -121,17 +125,8 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
       await sleep(backoffMs(takeFailures), signal);
       continue;
     }
-    report.taken += jobs.length;
-    let spent = new Set<number>();
-    try {
-      spent = await dropJobsOfSpentRuns(rt.db, jobs.map((j) => j.jobId), rt.config.maxRunAttempts);
-    } catch (raw) {
-      rt.log?.({ msg: 'drain: checking attempts failed', error: coerceError(raw).message }); // the claim decides
-    }
-    report.dropped += spent.size;
-    report.notClaimed += spent.size;
-    for (const job of jobs) if (!spent.has(job.jobId)) start(job);
-    if (jobs.length === free) continue;
+    for (const job of jobs) start(job);
+    if (jobs.length + spent === free) continue; // a full batch: more may be due
     // Nothing more is due now.
     if (options.waitForWork) {
       await options.waitForWork(signal);

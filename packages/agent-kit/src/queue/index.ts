@@ -1,6 +1,6 @@
 // The queue: start a turn (enqueue), take and settle jobs, and drain them (the cron entry point).
 export { startTurn, maxMessageChars, type StartTurnOptions, type StartTurnResult } from './start-turn.js';
-export { dropJobsOfSpentRuns, enqueueRun, settleJob, takeJobs, takeJobsMax, type SettleOutcome, type TakenJob } from './jobs.js';
+export { dropJobsOfSpentRuns, enqueueRun, settleJob, takeJobs, takeJobsForDrain, takeJobsMax, type SettleOutcome, type TakenJob } from './jobs.js';
 export {
   drainQueue, defaultDrainConcurrency, jobLockMs, takeMarginMs, type DrainOptions, type DrainReport,
 } from './drain-queue.js';

@@ -33,6 +33,26 @@ export async function takeJobs(db: Queryable, limit: number, lockMs: number): Pr
   return rows.map((row) => ({ jobId: toNumber(row.job_id), runId: row.run_id, tries: toNumber(row.tries) }));
 }
 
+/**
+ * takeJobs for a drain: the same take, and in the same statement the jobs of spent runs (see
+ * dropJobsOfSpentRuns) are deleted instead of taken. Returns the jobs to claim and how many
+ * were dropped.
+ */
+export async function takeJobsForDrain(
+  db: Queryable, limit: number, lockMs: number, maxRunAttempts: number,
+): Promise<{ jobs: TakenJob[]; spent: number }> {
+  if (!Number.isInteger(limit) || limit < 1 || limit > takeJobsMax) {
+    throw new InvalidArgumentError(`job limit must be an integer 1..${takeJobsMax}, got ${limit}`);
+  }
+  const rows = await db.query<{ job_id: number; run_id: string; tries: number; spent: boolean }>(
+    'select * from agent_kit_take_jobs($1, $2::interval, $3)',
+    [limit, msInterval(lockMs), maxRunAttempts],
+  );
+  const jobs = rows.filter((row) => !row.spent)
+    .map((row) => ({ jobId: toNumber(row.job_id), runId: row.run_id, tries: toNumber(row.tries) }));
+  return { jobs, spent: rows.length - jobs.length };
+}
+
 export type SettleOutcome = 'gone' | 'dropped' | 'rescheduled' | 'due';
 
 /**

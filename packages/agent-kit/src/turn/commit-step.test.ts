@@ -173,7 +173,7 @@ describe('agent_kit_commit_step', () => {
 });
 
 describe('a fresh turn\'s statements', () => {
-  it('a scripted turn with one tool call: claim, history, begin, 3 step commits, the effect start, and notifications', async () => {
+  it('a scripted turn with one tool call: claim, begin with history, 3 step commits, the effect start, and notifications', async () => {
     const statements: string[] = [];
     const counting: Db = Object.create(db, {
       query: { value: (sql: string, params?: readonly unknown[]) => (statements.push(sql), db.query(sql, params)) },
@@ -184,10 +184,10 @@ describe('a fresh turn\'s statements', () => {
     const outcome = await runSegment(rt, { runId: turn.runId, owner: 'counted' });
     expect(outcome.kind).toBe('closed');
     await new Promise((resolve) => setTimeout(resolve, 50)); // let the last notification go out
-    const kinds = statements.map((sql) => /agent_kit_\w+|pg_notify|from agent_kit_messages/.exec(sql)?.[0] ?? sql.slice(0, 40));
+    const kinds = statements.map((sql) => /agent_kit_\w+|pg_notify/.exec(sql)?.[0] ?? sql.slice(0, 40));
     const writes = kinds.filter((k) => k !== 'pg_notify');
     expect(writes).toEqual([
-      'agent_kit_claim_run', 'from agent_kit_messages', 'agent_kit_begin_segment',
+      'agent_kit_claim_run', 'agent_kit_begin_segment',
       'agent_kit_commit_step', 'agent_kit_record_effect', 'agent_kit_commit_step', 'agent_kit_commit_step',
     ]);
     const notifies = kinds.filter((k) => k === 'pg_notify').length;

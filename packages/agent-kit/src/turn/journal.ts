@@ -134,19 +134,45 @@ export function buildMessages(history: ModelMessage[], journal: Step[]): ModelMe
 }
 
 /**
- * The conversation before this run's journal: each earlier turn's first user message and final
- * answer, then this run's user message. Answers to questions reach the model as tool results.
+ * The conversation before this run's journal as one JSON array, from the thread and turn number
+ * in the given parameters: each earlier turn's first user message and final answer, then this
+ * run's user message.
  */
+const historyJson = (threadParam: string, turnParam: string) => `(
+  select coalesce(json_agg(json_build_object('role', role, 'text', text)
+    order by turn_no, case when role = 'user' then 0 else 1 end), '[]')
+  from (
+    select m.role, m.content->>'text' as text, r.turn_no,
+           row_number() over (partition by m.run_id, m.role order by m.created_at) as nth
+    from agent_kit_messages m join agent_kit_runs r on r.id = m.run_id
+    where m.thread_id = ${threadParam} and r.turn_no <= ${turnParam} and m.role in ('user', 'assistant')
+  ) t where nth = 1)`;
+
+type HistoryRow = { role: 'user' | 'assistant'; text: string };
+
+/** History rows as model messages. Answers to questions reach the model as tool results. */
+const toMessages = (rows: HistoryRow[]): ModelMessage[] =>
+  rows.map((row) => ({ role: row.role, content: row.text }) as ModelMessage);
+
+/** The conversation before this run's journal (see historyJson). */
 export async function loadHistory(db: Queryable, threadId: string, turnNo: number): Promise<ModelMessage[]> {
-  const rows = await db.query<{ role: 'user' | 'assistant'; text: string }>(
-    `select role, text from (
-       select m.role, m.content->>'text' as text, r.turn_no, m.created_at,
-              row_number() over (partition by m.run_id, m.role order by m.created_at) as nth
-       from agent_kit_messages m join agent_kit_runs r on r.id = m.run_id
-       where m.thread_id = $1 and r.turn_no <= $2 and m.role in ('user', 'assistant')
-     ) t where nth = 1
-     order by turn_no, case when role = 'user' then 0 else 1 end`,
-    [threadId, turnNo],
+  const rows = await db.query<{ history: HistoryRow[] }>(`select ${historyJson('$1', '$2')} as history`, [threadId, turnNo]);
+  return toMessages(rows[0]?.history ?? []);
+}
+
+/**
+ * Start a segment (agent_kit_begin_segment: the visible partial it continues from, and its
+ * segment-started event) and read the conversation before the run in the same round trip. The
+ * history is of closed turns and this run's user message, which no longer change. Null = lost.
+ */
+export async function beginSegmentWithHistory(
+  db: Queryable, lease: Lease, partial: string, data: Record<string, unknown>, turnNo: number,
+): Promise<{ seq: number; history: ModelMessage[] } | null> {
+  const rows = await db.query<{ seq: number | string | null; history: HistoryRow[] }>(
+    `select agent_kit_begin_segment($1, $2, $3, $4, $5::jsonb) as seq, ${historyJson('$6', '$7')} as history`,
+    [lease.runId, lease.owner, lease.fence, partial, JSON.stringify(data), lease.threadId, turnNo],
   );
-  return rows.map((row) => ({ role: row.role, content: row.text }) as ModelMessage);
+  const row = rows[0];
+  if (row?.seq === null || row?.seq === undefined) return null;
+  return { seq: toNumber(row.seq), history: toMessages(row.history) };
 }

@@ -5,12 +5,12 @@ import { coerceError, serializeError, StoreUnavailableError } from '../errors.js
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
-  appendEvent, beginSegment, claimRun, closeRun, parkRun, renewLease, salvageRun, type Lease,
+  appendEvent, claimRun, closeRun, parkRun, renewLease, salvageRun, type Lease,
 } from '../lease/lease.js';
 import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
 import {
-  buildMessages, commitStep, committedText, isTurnFinished, loadHistory, loadJournal, pendingToolCalls, type Step,
+  beginSegmentWithHistory, buildMessages, commitStep, committedText, isTurnFinished, loadJournal, pendingToolCalls, type Step,
 } from './journal.js';
 import { runModelStep, type StepStop } from './model-step.js';
 import { defaultTurnSettings, type TurnSettings } from './settings.js';
@@ -96,15 +96,18 @@ async function driveSegment(s: Segment): Promise<SegmentOutcome> {
     return { kind: 'closed', status: 'aborted', messageId, fence: lease.fence };
   }
   const journal = resumed ? await loadJournal(rt.db, lease.runId) : [];
-  const history = await loadHistory(rt.db, lease.threadId, s.run.turnNo);
   const model = typeof rt.model === 'function' ? rt.model(lease.runId) : rt.model;
   if (s.run.cancelRequestedAt) return close(s, 'aborted', { text: s.run.partial, cancelled: true });
   if (s.run.takeoverRequestedAt) return park(s, 'waiting_takeover');
 
   let prefix = continuationPrefix(s, journal, supportsPrefill(model as { provider: string }));
   s.startText = committedText(journal) + prefix;
-  const seq = await beginSegment(rt.db, lease, s.startText, { continued: prefix.length > 0, stepNo: journal.length });
-  if (seq === null) return lost(s);
+  const begun = await beginSegmentWithHistory(
+    rt.db, lease, s.startText, { continued: prefix.length > 0, stepNo: journal.length }, s.run.turnNo,
+  );
+  if (!begun) return lost(s);
+  notifyThread(rt.db, lease.threadId);
+  const { history } = begun;
 
   for (;;) {
     if (pendingToolCalls(journal).length > 0) {
