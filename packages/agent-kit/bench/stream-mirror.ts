@@ -24,7 +24,7 @@ export interface MirrorOptions {
 // Statements that write (SQL functions); table names are reads (journal, history, effects).
 const writeLabels = new Set([
   'agent_kit_claim_run', 'agent_kit_begin_segment', 'agent_kit_mirror_partial', 'agent_kit_renew_lease',
-  'agent_kit_record_step', 'agent_kit_record_effect', 'agent_kit_close_run', 'agent_kit_park_run',
+  'agent_kit_record_step', 'agent_kit_commit_step', 'agent_kit_record_effect', 'agent_kit_close_run', 'agent_kit_park_run',
   'agent_kit_append_event', 'agent_kit_fail_segment', 'agent_kit_consume_input',
 ]);
 

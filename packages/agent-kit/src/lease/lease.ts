@@ -44,13 +44,22 @@ export interface ClaimOptions {
  * @throws InvalidArgumentError for a malformed id or duration.
  */
 export async function claimRun(db: Queryable, options: ClaimOptions): Promise<ClaimResult> {
-  const rows = await db.query<RunRow>('select * from agent_kit_claim_run($1, $2, $3::interval, $4::interval)', [
+  const rows = await db.query<RunRow>('select * from agent_kit_claim_run($1, $2, $3::interval, $4::interval)', claimParams(options));
+  return claimResult(db, options, rows[0]);
+}
+
+/** The parameters $1..$4 of agent_kit_claim_run for `options`. */
+export function claimParams(options: ClaimOptions): unknown[] {
+  return [
     options.runId,
     options.owner,
     msInterval(options.leaseTtlMs),
     msInterval(options.budgetMs ?? options.leaseTtlMs),
-  ]);
-  const row = rows[0];
+  ];
+}
+
+/** The lease from agent_kit_claim_run's row, or why there is none. */
+export async function claimResult(db: Queryable, options: ClaimOptions, row: RunRow | undefined): Promise<ClaimResult> {
   if (!row) return { claimed: false, reason: await whyNotClaimed(db, options.runId) };
   const run = toRun(row);
   assert(run.fence > 0 && run.owner === options.owner, 'a claimed run has our owner and a fence above 0');

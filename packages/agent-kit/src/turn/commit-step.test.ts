@@ -173,7 +173,7 @@ describe('agent_kit_commit_step', () => {
 });
 
 describe('a fresh turn\'s statements', () => {
-  it('a scripted turn with one tool call: claim, begin with history, 3 step commits, the effect start, and notifications', async () => {
+  it('a scripted turn with one tool call: claim (with begin and history), 3 step commits, the effect start, and notifications', async () => {
     const statements: string[] = [];
     const counting: Db = Object.create(db, {
       query: { value: (sql: string, params?: readonly unknown[]) => (statements.push(sql), db.query(sql, params)) },
@@ -184,10 +184,10 @@ describe('a fresh turn\'s statements', () => {
     const outcome = await runSegment(rt, { runId: turn.runId, owner: 'counted' });
     expect(outcome.kind).toBe('closed');
     await new Promise((resolve) => setTimeout(resolve, 50)); // let the last notification go out
-    const kinds = statements.map((sql) => /agent_kit_\w+|pg_notify/.exec(sql)?.[0] ?? sql.slice(0, 40));
+    const kinds = statements.map((sql) => (sql.includes('agent_kit_claim_run(') ? 'claim' : /agent_kit_\w+|pg_notify/.exec(sql)?.[0] ?? sql.slice(0, 40)));
     const writes = kinds.filter((k) => k !== 'pg_notify');
     expect(writes).toEqual([
-      'agent_kit_claim_run', 'agent_kit_begin_segment',
+      'claim',
       'agent_kit_commit_step', 'agent_kit_record_effect', 'agent_kit_commit_step', 'agent_kit_commit_step',
     ]);
     const notifies = kinds.filter((k) => k === 'pg_notify').length;
@@ -197,5 +197,10 @@ describe('a fresh turn\'s statements', () => {
       `select count(*)::int as n from agent_kit_effects where run_id = $1 and status = 'completed'`, [turn.runId],
     );
     expect(effects!.n).toBe(1);
+    const [started] = await db.query<{ data: Record<string, unknown> }>(
+      `select data from agent_kit_thread_events where run_id = $1 and type = 'segment-started'`, [turn.runId],
+    );
+    expect(started!.data).toMatchObject({ continued: false, stepNo: 0, runId: turn.runId, fence: 1, attempt: 1, owner: 'counted', text: '' });
+    expect(started!.data.leaseExpiresAt).toBeTruthy();
   });
 });

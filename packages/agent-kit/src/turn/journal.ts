@@ -1,7 +1,8 @@
 // The step journal: each completed model step and each tool result of a run, recorded under the
 // run's fence. A resumed segment rebuilds the conversation from it and never re-runs a step.
 import type { ModelMessage } from 'ai';
-import type { Lease } from '../lease/lease.js';
+import { claimParams, claimResult, type ClaimOptions, type ClaimResult, type Lease } from '../lease/lease.js';
+import type { RunRow } from '../lease/run-row.js';
 import type { Queryable } from '../store/db.js';
 import { toNumber } from '../store/db.js';
 
@@ -175,4 +176,31 @@ export async function beginSegmentWithHistory(
   const row = rows[0];
   if (row?.seq === null || row?.seq === undefined) return null;
   return { seq: toNumber(row.seq), history: toMessages(row.history) };
+}
+
+/** A claim for the engine; a first claim (fence 1) has already begun its segment. */
+export type SegmentClaim = ClaimResult & { begun?: { seq: number; history: ModelMessage[] } };
+
+/**
+ * Claim a run (agent_kit_claim_run) and, when it is the run's first claim with no cancel or
+ * takeover pending, begin its segment (empty partial, step 0) and read its history in the same
+ * statement: a fresh turn's start is one round trip. Any later claim begins on its own, after
+ * reading the journal that decides what it continues from.
+ */
+export async function claimSegment(db: Queryable, options: ClaimOptions): Promise<SegmentClaim> {
+  const begin = JSON.stringify({ continued: false, stepNo: 0 });
+  const rows = await db.query<RunRow & { begin_seq: number | string | null; history: HistoryRow[] | null }>(
+    `select c.*,
+       case when c.fence = 1 and c.cancel_requested_at is null and c.takeover_requested_at is null
+         then agent_kit_begin_segment(c.id, $2, c.fence, '', $5::jsonb) end as begin_seq,
+       case when c.fence = 1 then ${historyJson('c.thread_id', 'c.turn_no')} end as history
+     from agent_kit_claim_run($1, $2, $3::interval, $4::interval) c`,
+    [...claimParams(options), begin],
+  );
+  const row = rows[0];
+  const claim: SegmentClaim = await claimResult(db, options, row);
+  if (row && row.begin_seq !== null && row.begin_seq !== undefined) {
+    claim.begun = { seq: toNumber(row.begin_seq), history: toMessages(row.history ?? []) };
+  }
+  return claim;
 }

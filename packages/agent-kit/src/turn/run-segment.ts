@@ -1,16 +1,17 @@
 // The turn engine: one segment of a run, under a fenced lease. It claims the run, reconciles what
 // a dead segment left, rebuilds the conversation from the step journal, and runs steps until the
 // turn ends, waits, slices at its deadline, or loses the lease — writing nothing after a loss.
+import type { ModelMessage } from 'ai';
 import { coerceError, serializeError, StoreUnavailableError } from '../errors.js';
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
-  appendEvent, claimRun, closeRun, parkRun, renewLease, salvageRun, type Lease,
+  appendEvent, closeRun, parkRun, renewLease, salvageRun, type Lease,
 } from '../lease/lease.js';
 import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
 import {
-  beginSegmentWithHistory, buildMessages, commitStep, committedText, isTurnFinished, loadJournal, pendingToolCalls, type Step,
+  beginSegmentWithHistory, buildMessages, claimSegment, commitStep, committedText, isTurnFinished, loadJournal, pendingToolCalls, type Step,
 } from './journal.js';
 import { runModelStep, type StepStop } from './model-step.js';
 import { defaultTurnSettings, type TurnSettings } from './settings.js';
@@ -43,7 +44,7 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
   const budgetMs = options.budgetMs ?? rt.config.invocationBudgetMs;
   const leaseTtlMs = Math.min(options.leaseTtlMs ?? rt.config.leaseTtlMs, budgetMs);
   const settings = { ...defaultTurnSettings(budgetMs), ...rt.turnSettings };
-  const claim = await claimRun(rt.db, { runId: options.runId, owner: options.owner, leaseTtlMs, budgetMs });
+  const claim = await claimSegment(rt.db, { runId: options.runId, owner: options.owner, leaseTtlMs, budgetMs });
   if (!claim.claimed) return { kind: 'not-claimed', reason: claim.reason };
   const { lease, run } = claim;
   const controller = new AbortController();
@@ -55,8 +56,9 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
     stopAtMs: startedAtMs + budgetMs - settings.deadlineSafetyMs,
   };
   rt.log?.({ msg: 'segment claimed', runId: lease.runId, fence: lease.fence, attempt: lease.attempts });
+  if (claim.begun) notifyThread(rt.db, lease.threadId);
   try {
-    return await driveSegment(segment);
+    return await driveSegment(segment, claim.begun?.history);
   } catch (raw) {
     const error = coerceError(raw);
     rt.log?.({ msg: 'segment error', runId: lease.runId, fence: lease.fence, error: error.message });
@@ -81,7 +83,8 @@ function renewOnTimer(rt: Runtime, lease: Lease, leaseTtlMs: number, controller:
   return () => clearInterval(timer);
 }
 
-async function driveSegment(s: Segment): Promise<SegmentOutcome> {
+/** `freshHistory`: the claim already began this (first) segment and read its history. */
+async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<SegmentOutcome> {
   const { rt, lease } = s;
   // Every step and effect is written under the fence of the segment that wrote it, so the first
   // claim of a run (fence 1) has none to reconcile or replay: two reads saved per fresh turn.
@@ -102,12 +105,15 @@ async function driveSegment(s: Segment): Promise<SegmentOutcome> {
 
   let prefix = continuationPrefix(s, journal, supportsPrefill(model as { provider: string }));
   s.startText = committedText(journal) + prefix;
-  const begun = await beginSegmentWithHistory(
-    rt.db, lease, s.startText, { continued: prefix.length > 0, stepNo: journal.length }, s.run.turnNo,
-  );
-  if (!begun) return lost(s);
-  notifyThread(rt.db, lease.threadId);
-  const { history } = begun;
+  let history = freshHistory;
+  if (!history) {
+    const begun = await beginSegmentWithHistory(
+      rt.db, lease, s.startText, { continued: prefix.length > 0, stepNo: journal.length }, s.run.turnNo,
+    );
+    if (!begun) return lost(s);
+    notifyThread(rt.db, lease.threadId);
+    history = begun.history;
+  }
 
   for (;;) {
     if (pendingToolCalls(journal).length > 0) {

@@ -55,7 +55,9 @@ const settleRoundsMax = 2_000; // a worker that never goes quiet is a bug to rep
 /** Label a statement by the agent_kit function it calls or the table it reads. */
 export function labelOf(sql: string): string {
   // The function the statement calls; agent_kit_now() only appears inside conditions.
-  const call = [...sql.matchAll(/agent_kit_([a-z_]+)\s*\(/g)].map((m) => m[1]!).find((name) => name !== 'now');
+  // A claim that begins its segment in the same statement is a claim.
+  const calls = [...sql.matchAll(/agent_kit_([a-z_]+)\s*\(/g)].map((m) => m[1]!).filter((name) => name !== 'now');
+  const call = calls.includes('claim_run') ? 'claim_run' : calls[0];
   if (call) return call;
   const write = /^\s*(delete\s+from|update|insert\s+into)\s+agent_kit_([a-z_]+)/i.exec(sql);
   if (write) return `${write[1]!.split(/\s+/)[0]!.toLowerCase()} ${write[2]}`;
