@@ -1,6 +1,7 @@
 // The read side of the thread event log on both stores: a live follower sees exactly what a later
 // replay from any cursor returns, many viewers of one thread get the same gapless sequence from
-// shared reads, and a follower releases its listener and timers when closed or aborted.
+// shared reads, a follower hands out the rest of its page without reading and reads larger pages
+// while it catches up, and it releases its listener and timers when closed or aborted.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { fakeRunSegment, testOwner } from '../../test/harness/fake-segment.js';
@@ -78,6 +79,53 @@ describe('followEvents', () => {
     await fakeRunSegment({ deltas })(rt, { runId: turn.runId, owner: testOwner() });
     const seen = await collect(followEvents(db, { threadId: turn.threadId, pageSize: 4, until: closesRun(turn.runId) }));
     expect(seen).toEqual(await readEvents(db, { threadId: turn.threadId, limit: 1000 }));
+  });
+
+  it('hands out the rest of a page without a read, then catches up in pages of 1,000', async () => {
+    const turn = await startTurn(db, { ownerId: 'u1', text: 'catch up' });
+    // startTurn wrote two events (the message, run-queued): 1,498 more make 1,500.
+    await db.query(
+      `select count(agent_kit__append_event($1, $2, 1, 'text-delta',
+         jsonb_build_object('text', 't' || g))) from generate_series(1, 1498) g`,
+      [turn.threadId, turn.runId],
+    );
+    const limits: unknown[] = [];
+    const counted: Db = {
+      ...db,
+      query: (sql, params) => {
+        if (sql.includes('from agent_kit_thread_events')) limits.push(params?.[2]);
+        return db.query(sql, params);
+      },
+    };
+    const follower = followEvents(counted, { threadId: turn.threadId });
+    const seen: ThreadEvent[] = [];
+    const takeBuffered = () => {
+      for (let e = follower.nextBuffered(); e; e = follower.nextBuffered()) seen.push(e);
+    };
+    expect(follower.nextBuffered()).toBeUndefined(); // nothing read yet, and it does not read
+    for (const pageSize of [200, 1000, 300]) {
+      const before = seen.length;
+      seen.push((await follower.next()).value!);
+      takeBuffered();
+      expect(seen.length - before).toBe(pageSize);
+      expect(follower.cursor).toBe(seen.length);
+    }
+    expect(limits).toEqual([200, 1000, 1000]);
+    follower.close();
+    expect(seen.map((e) => e.seq)).toEqual(seen.map((_, i) => i + 1));
+  });
+
+  it('nextBuffered stops at the event `until` accepts and ends the follower', async () => {
+    const turn = await startTurn(db, { ownerId: 'u1', text: 'until' });
+    const owner = testOwner();
+    await fakeRunSegment({ deltas: ['a', 'b', 'c'] })(rt, { runId: turn.runId, owner });
+    const until = (e: ThreadEvent) => e.type === 'segment-started';
+    const follower = followEvents(db, { threadId: turn.threadId, until });
+    const seen = [(await follower.next()).value!];
+    for (let e = follower.nextBuffered(); e; e = follower.nextBuffered()) seen.push(e);
+    expect(seen.map((e) => e.type)).toEqual(['message', 'run-queued', 'segment-started']);
+    expect(follower.cursor).toBe(3);
+    expect(await follower.next()).toEqual({ value: undefined, done: true });
   });
 
   it('an abort ends a waiting follower and leaves no timer behind', async () => {

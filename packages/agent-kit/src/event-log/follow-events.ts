@@ -5,7 +5,9 @@
 import { coerceError } from '../errors.js';
 import type { Db } from '../store/db.js';
 import { eventsChannel } from '../store/notify-thread.js';
-import { defaultEventPageSize, readEvents, type ThreadEvent } from './read-events.js';
+import {
+  defaultEventPageSize, maxEventPageSize, readEvents, type ThreadEvent,
+} from './read-events.js';
 
 // The channel (and its payload, "threadId:<hint>") is the store's: see store/notify-thread.ts.
 export { eventsChannel } from '../store/notify-thread.js';
@@ -37,8 +39,25 @@ class EventHub {
   private readonly threads = new Map<string, ThreadChannel>();
   private viewers = 0;
   private listening: Promise<(() => Promise<void>) | undefined> | undefined;
+  private turn: Promise<void> | undefined;
 
   constructor(private readonly db: Db) {}
+
+  /**
+   * Let the event loop run its timers and I/O once. A PGlite query runs in this thread and
+   * resolves without returning to the event loop (measured: fifty in a row and no setImmediate
+   * or setTimeout(0) callback ran), so a replay reading page after page would starve every socket
+   * in the process, its own client's included, until a write blocks. The turn is shared: viewers
+   * woken together resume together and still share their read (Node runs microtasks between
+   * two setImmediate callbacks, so one turn each would split them).
+   */
+  yieldTurn(): Promise<void> {
+    this.turn ??= new Promise((resolve) => setImmediate(() => {
+      this.turn = undefined;
+      resolve();
+    }));
+    return this.turn;
+  }
 
   subscribe(threadId: string): { waiter: Waiter; channel: ThreadChannel; unsubscribe: () => void } {
     let channel = this.threads.get(threadId);
@@ -128,7 +147,11 @@ export interface FollowEventsOptions {
   threadId: string;
   /** Start after this seq (0 = the whole log). */
   afterSeq?: number;
-  /** Events per read; the viewer holds at most one page. */
+  /**
+   * Events per read; the viewer holds at most one page. By default the first read takes
+   * defaultEventPageSize (a quick first page) and, while pages come back full (catching up on a
+   * long log), the next ones take maxEventPageSize, so a replay costs few round trips.
+   */
   pageSize?: number;
   /** How long to wait for a notify before reading anyway (default 1 s on pg, 250 ms on PGlite). */
   pollIntervalMs?: number;
@@ -142,6 +165,12 @@ export interface FollowEventsOptions {
 export interface EventFollower extends AsyncIterableIterator<ThreadEvent> {
   /** The seq of the last event yielded (the resume cursor). */
   readonly cursor: number;
+  /**
+   * The next event of the page already read, without reading or waiting; undefined when the
+   * next event needs a read or a wait (then call `next()`). It moves the cursor and honours
+   * `until` exactly as `next()` does, so the two may be mixed.
+   */
+  nextBuffered(): ThreadEvent | undefined;
   close(): void;
 }
 
@@ -161,13 +190,17 @@ class Follower implements EventFollower {
   private closed = false;
   private readonly hub: EventHub;
   private readonly subscription: ReturnType<EventHub['subscribe']>;
-  private readonly pageSize: number;
+  private readonly pageSize: number | undefined;
+  /** Set while pages come back full: the follower is behind the log's end. */
+  private isCatchingUp = false;
+  private readonly yieldsBeforeRead: boolean;
   private readonly pollIntervalMs: number;
   private readonly onAbort = () => this.close();
 
   constructor(db: Db, private readonly options: FollowEventsOptions) {
     this.cursor = options.afterSeq ?? 0;
-    this.pageSize = options.pageSize ?? defaultEventPageSize;
+    this.pageSize = options.pageSize;
+    this.yieldsBeforeRead = db.kind === 'pglite';
     this.pollIntervalMs = options.pollIntervalMs ?? defaultPollIntervalMs[db.kind];
     this.hub = hubFor(db);
     this.subscription = this.hub.subscribe(options.threadId);
@@ -181,27 +214,41 @@ class Follower implements EventFollower {
 
   async next(): Promise<IteratorResult<ThreadEvent, undefined>> {
     while (!this.closed) {
-      const event = this.page[this.index];
-      if (event) {
-        this.index++;
-        this.cursor = event.seq;
-        if (this.options.until?.(event)) this.close();
-        return { value: event, done: false };
-      }
-      this.page = [];
-      this.index = 0;
-      const { waiter, channel } = this.subscription;
-      waiter.dirty = false; // a notify from here on means "read again", even mid-read
-      try {
-        const { threadId } = this.options;
-        this.page = await this.hub.readShared(threadId, channel, this.cursor, this.pageSize);
-      } catch (raw) {
-        this.close();
-        throw coerceError(raw);
-      }
-      if (this.page.length === 0 && !this.closed) await this.waitForNotify();
+      const event = this.nextBuffered();
+      if (event) return { value: event, done: false };
+      await this.readPage();
     }
     return { value: undefined, done: true };
+  }
+
+  nextBuffered(): ThreadEvent | undefined {
+    // A read that was in flight when the follower closed may still fill the page: ignore it.
+    const event = this.closed ? undefined : this.page[this.index];
+    if (!event) return undefined;
+    this.index++;
+    this.cursor = event.seq;
+    if (this.options.until?.(event)) this.close();
+    return event;
+  }
+
+  /** Read the page after the cursor; when it is empty, wait for a notify or the poll. */
+  private async readPage(): Promise<void> {
+    this.page = [];
+    this.index = 0;
+    if (this.yieldsBeforeRead) await this.hub.yieldTurn();
+    if (this.closed) return;
+    const { waiter, channel } = this.subscription;
+    waiter.dirty = false; // a notify from here on means "read again", even mid-read
+    const limit = this.pageSize ?? (this.isCatchingUp ? maxEventPageSize : defaultEventPageSize);
+    try {
+      const { threadId } = this.options;
+      this.page = await this.hub.readShared(threadId, channel, this.cursor, limit);
+    } catch (raw) {
+      this.close();
+      throw coerceError(raw);
+    }
+    this.isCatchingUp = this.page.length === limit;
+    if (this.page.length === 0 && !this.closed) await this.waitForNotify();
   }
 
   /** Resolve on a notify for this thread, after the poll interval, or on close. */

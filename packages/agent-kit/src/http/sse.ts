@@ -1,6 +1,7 @@
 // Server-sent events from a thread's log: `id:` is the event's seq, so a browser that reconnects
-// sends Last-Event-ID and resumes exactly after what it saw. The stream is pulled: it reads the
-// log only as fast as the client takes bytes, and sends a keep-alive comment while idle.
+// sends Last-Event-ID and resumes exactly after what it saw. The stream is pulled: each pull
+// sends the rest of the page the follower holds as one chunk, or reads one page, so it reads the
+// log only as fast as the client takes bytes; it sends a keep-alive comment while idle.
 // Closing the connection closes the follower and nothing else: the turn goes on.
 import { coerceError } from '../errors.js';
 import type { EventFollower } from '../event-log/follow-events.js';
@@ -55,6 +56,10 @@ export interface EventStreamOptions {
 }
 
 const textEncoder = new TextEncoder();
+// One chunk stops growing past this, which bounds the memory and the time one pull takes: a full
+// page of text deltas (~150 B each, 1,000 a page) fits in one chunk, while a page of large events
+// is spread over several pulls.
+const maxChunkChars = 1_048_576;
 
 /** A streaming SSE Response fed by `follower`; cancelling the body closes the follower. */
 export function eventStreamResponse(follower: EventFollower, options: EventStreamOptions): Response {
@@ -65,6 +70,17 @@ export function eventStreamResponse(follower: EventFollower, options: EventStrea
   // Set when the client went away: a pull still in flight then has nobody to report to.
   let cancelled = false;
 
+  // The events the follower already holds, encoded together: no database round trip, no timer.
+  const encodeBuffered = (text: string) => {
+    while (text.length < maxChunkChars) {
+      const event = follower.nextBuffered();
+      if (!event) break;
+      text += encoder.encode(event);
+    }
+    return text;
+  };
+
+  // Only here does the stream wait (a page read, or the log's end), so only here a timer is armed.
   const waitForEvent = () => {
     pending ??= follower.next();
     const waitMs = Math.max(0, Math.min(options.keepAliveMs, deadline - Date.now()));
@@ -84,15 +100,21 @@ export function eventStreamResponse(follower: EventFollower, options: EventStrea
     async pull(controller) {
       try {
         for (;;) {
-          const outcome = await waitForEvent();
-          if (outcome.kind === 'idle') {
-            if (Date.now() >= deadline) return end(controller);
-            controller.enqueue(textEncoder.encode(': keep-alive\n\n'));
-            return;
+          // Checked on every pull, so a stream that never idles (a long replay) ends on time too.
+          if (Date.now() >= deadline) return end(controller);
+          // A next() left pending by a keep-alive holds the event before the buffered ones.
+          let text = pending ? '' : encodeBuffered('');
+          if (!text) {
+            const outcome = await waitForEvent();
+            if (outcome.kind === 'idle') {
+              if (Date.now() >= deadline) return end(controller);
+              controller.enqueue(textEncoder.encode(': keep-alive\n\n'));
+              return;
+            }
+            pending = undefined;
+            if (outcome.result.done) return end(controller);
+            text = encodeBuffered(encoder.encode(outcome.result.value));
           }
-          pending = undefined;
-          if (outcome.result.done) return end(controller);
-          const text = encoder.encode(outcome.result.value);
           if (text) {
             controller.enqueue(textEncoder.encode(text));
             return;
