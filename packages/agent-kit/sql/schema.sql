@@ -391,7 +391,9 @@ begin
   seq := case when p_event_type is null then 0
     else agent_kit__append_event(v_thread_id, p_run_id, p_fence, p_event_type, p_event_data) end;
   interrupt := case when v_cancel is not null then 'cancel' when v_takeover is not null then 'takeover' end;
-  if p_close_status is not null then
+  -- A pending cancel or takeover is the segment's to honour (close aborted, or park): the step
+  -- is kept, the close is not made.
+  if p_close_status is not null and interrupt is null then
     message_id := agent_kit_close_run(p_run_id, p_close_status, p_close_message, p_owner, p_fence);
   end if;
   return next;

@@ -68,7 +68,7 @@ describe('drainQueue', () => {
     const second = await startTurn(db, { ownerId: 'u', threadId: first.threadId, text: 'two' });
     const third = await startTurn(db, { ownerId: 'u', threadId: first.threadId, text: 'three' });
     const report = await drainQueue(testRuntime(db), { runSegment: nullTurn(), concurrency: 3 });
-    expect(report.closed).toBe(3);
+    expect(report.closed, JSON.stringify(report)).toBe(3);
     for (const { runId } of [first, second, third]) {
       expect(await runState(runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
     }

@@ -3,7 +3,8 @@
 // writes nothing at all; and a fresh scripted turn now costs a fixed, small number of statements.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestDb } from '../../test/harness/test-db.js';
-import { makeRuntime } from '../../test/harness/turn-kit.js';
+import { finalMessage, makeRuntime } from '../../test/harness/turn-kit.js';
+import { createScriptedModel, scriptedReplyText, type LanguageModelV3 } from '../model/index.js';
 import { startEffect } from '../effect-ledger/index.js';
 import { claimRun, type Lease } from '../lease/lease.js';
 import { startTurn } from '../queue/start-turn.js';
@@ -129,6 +130,18 @@ describe('agent_kit_commit_step', () => {
     expect(await commitStep(db, lease, second, stepEvent(second))).toMatchObject({ ok: true, interrupt: 'cancel' });
   });
 
+  it('journals a turn-ending step but does not close over a pending cancel or takeover (0014)', async () => {
+    const { lease } = await claimedTurn();
+    await db.query(`select agent_kit_takeover_run($1, 'op')`, [lease.runId]);
+    const step = modelStep(0, 'Done.');
+    const result = await commitStep(db, lease, step, stepEvent(step), {
+      delta: 'Done.', close: { status: 'completed', message: { text: 'Done.' } },
+    });
+    expect(result).toMatchObject({ ok: true, interrupt: 'takeover', messageId: null });
+    expect(await runRow(lease.runId)).toMatchObject({ status: 'running', partial: 'Done.', message_id: null });
+    expect(await db.query('select step_no from agent_kit_steps where run_id = $1', [lease.runId])).toEqual([{ step_no: 0 }]);
+  });
+
   it('writes nothing when the reaper already settled the effect (the lease expired while the tool ran)', async () => {
     const { lease, threadId } = await claimedTurn();
     const key = `${lease.runId}:0:0`;
@@ -169,6 +182,43 @@ describe('agent_kit_commit_step', () => {
     expect((await eventTypes(threadId)).length).toBe(before);
     expect((await runRow(lease.runId)).partial).toBe('');
     expect(await db.query('select 1 from agent_kit_steps where run_id = $1', [lease.runId])).toEqual([]);
+  });
+});
+
+/** The scripted model, calling `before` as each stream starts (e.g. to request a cancel). */
+function modelWithHook(before: () => Promise<unknown>): LanguageModelV3 {
+  const inner = createScriptedModel({ tokens: 6 });
+  return { ...inner, doGenerate: (o) => inner.doGenerate(o), doStream: async (o) => (await before(), inner.doStream(o)) };
+}
+
+describe('an interrupt that arrives while the last step streams', () => {
+  // The mirror does not write during these short steps (a long interval), so only the step's
+  // commit can see the interrupt: it must be honoured, not closed over.
+  const settings = { mirrorIntervalMs: 60_000 };
+
+  it('a cancel closes the run aborted with the whole text it showed', async () => {
+    const turn = await startTurn(db, { ownerId: 'u', text: 'cancel me late' });
+    const model = modelWithHook(() => db.query('select agent_kit_request_cancel($1)', [turn.runId]));
+    const outcome = await runSegment(makeRuntime(db, { model, settings }), { runId: turn.runId, owner: 'late-cancel' });
+    expect(outcome).toMatchObject({ kind: 'closed', status: 'aborted' });
+    const [message] = await finalMessage(db, turn.runId);
+    expect(message).toEqual({ text: scriptedReplyText(['cancel me late'], 6), partial: true });
+    const [content] = await db.query<{ cancelled: boolean }>(
+      `select (content->>'cancelled')::boolean as cancelled from agent_kit_messages where run_id = $1 and role = 'assistant'`, [turn.runId],
+    );
+    expect(content!.cancelled).toBe(true);
+  });
+
+  it('a takeover parks the run, and after the release the turn closes with the journalled step', async () => {
+    const turn = await startTurn(db, { ownerId: 'u', text: 'take me late' });
+    const model = modelWithHook(() => db.query(`select agent_kit_takeover_run($1, 'op')`, [turn.runId]));
+    const outcome = await runSegment(makeRuntime(db, { model, settings }), { runId: turn.runId, owner: 'late-takeover' });
+    expect(outcome).toMatchObject({ kind: 'parked', status: 'waiting_takeover' });
+    await db.query('select agent_kit_release_run($1)', [turn.runId]);
+    const resumed = await runSegment(makeRuntime(db, { settings }), { runId: turn.runId, owner: 'after-release' });
+    expect(resumed).toMatchObject({ kind: 'closed', status: 'completed', fence: 2 });
+    const [message] = await finalMessage(db, turn.runId);
+    expect(message!.text).toBe(scriptedReplyText(['take me late'], 6));
   });
 });
 

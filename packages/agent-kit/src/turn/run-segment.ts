@@ -125,7 +125,7 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
       if (settled.kind === 'wait') return waitForInput(s, settled.waitingFor);
       s.interrupt = settled.interrupt;
     }
-    if (isTurnFinished(journal)) return close(s, 'completed', { text: committedText(journal) });
+    if (isTurnFinished(journal)) return honourInterrupt(s) ?? close(s, 'completed', { text: committedText(journal) });
     if (journal.filter((step) => step.kind === 'model').length >= s.settings.maxSteps) {
       return close(s, 'failed', { text: committedText(journal), error: `stopped after ${s.settings.maxSteps} model steps` });
     }
@@ -159,7 +159,8 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
     s.mirror.written(taken.delta);
     notifyThread(rt.db, lease.threadId);
     journal.push(step);
-    if (ends) return closed(s, 'completed', committed.messageId!);
+    if (committed.messageId) return closed(s, 'completed', committed.messageId);
+    // Not closed: the turn goes on, or a pending cancel/takeover kept the close (see 0014).
     s.interrupt = committed.interrupt;
   }
 }
@@ -180,6 +181,11 @@ function checkBoundary(s: Segment): Promise<SegmentOutcome> | undefined {
   if (s.options.stopSignal?.aborted || Date.now() >= s.stopAtMs - s.settings.sliceMarginMs) {
     return park(s, 'queued');
   }
+  return honourInterrupt(s);
+}
+
+/** A cancel closes the run aborted with the text so far; a takeover parks it for the operator. */
+function honourInterrupt(s: Segment): Promise<SegmentOutcome> | undefined {
   if (s.interrupt === 'cancel') return close(s, 'aborted', { text: visibleText(s), cancelled: true });
   if (s.interrupt === 'takeover') return park(s, 'waiting_takeover');
   return undefined;
