@@ -131,7 +131,7 @@ export async function benchScale(open: OpenQueueDb, o: ScaleOptions, artifacts: 
   rows.push({
     section, metric: `jobs taken by take_jobs(1) after a ${o.staleBurst.toLocaleString('en-US')}-job burst on an analyzed-empty queue`,
     unit: 'jobs', agentKit: stale.taken, target: { kind: 'at-most', value: 1 },
-    note: `${stale.ms.toFixed(0)} ms; fix: bench/sql/take-jobs-materialized.sql`,
+    note: `${stale.ms.toFixed(0)} ms; fixed by migration 0011 (a MATERIALIZED CTE)`,
   });
   const first = results[0]!;
   const label = (depth: number) => (depth >= 1000 ? `${depth / 1000}k` : String(depth));
