@@ -719,6 +719,14 @@ begin
   if not found then
     return 'gone';
   end if;
+  -- The job's row lock before deciding (after the run's: runs before jobs, as everywhere). A
+  -- concurrent enqueue of this run (the close of the turn before it) now waits for this settle,
+  -- then inserts a fresh job if this one was dropped; without the lock it could update the job
+  -- between the check below and the delete, and the delete took the re-enqueued job with it.
+  perform 1 from agent_kit_jobs where id = p_job_id for update;
+  if not found then
+    return 'gone';
+  end if;
   if v_run.status in ('completed', 'failed', 'aborted') then
     delete from agent_kit_jobs where id = p_job_id;
     return 'dropped';

@@ -8,6 +8,7 @@ import {
   closeWith, count, nullTurn, parkForInput, parkOnStop, stopMidStep, testRuntime,
 } from '../../test/chaos/null-turn.js';
 import { claimRun, closeRun } from '../lease/lease.js';
+import { gate } from '../../test/harness/turn-kit.js';
 import { reapExpiredRuns } from '../reaper/reap-expired-runs.js';
 import { advanceFakeNow, clearFakeNow } from '../store/clock.js';
 import type { Db } from '../store/db.js';
@@ -245,6 +246,37 @@ describe('takeJobsForDrain', () => {
     } finally {
       await clearFakeNow(db);
     }
+  });
+});
+
+describe.runIf(onPostgres)('settling a job while the turn before it closes (Postgres)', () => {
+  it('never drops the job that the close re-enqueued (migration 0015)', async () => {
+    await emptyQueue();
+    const first = await startTurn(db, { ownerId: 'u', text: 'first' });
+    const second = await startTurn(db, { ownerId: 'u', threadId: first.threadId, text: 'second' });
+    const claim = await claimRun(db, { runId: first.runId, owner: 'closer', leaseTtlMs: 60_000 });
+    if (!claim.claimed) throw new Error('expected the first turn to be claimed');
+    await enqueueRun(db, second.runId); // the drain took a job for the blocked second turn
+    await db.query(`update agent_kit_jobs set due_at = now() + interval '1 minute' where run_id = $1`, [second.runId]);
+    const [job] = await db.query<{ id: number }>('select id from agent_kit_jobs where run_id = $1', [second.runId]);
+    const settlerStarted = gate();
+    const closed = gate();
+    // The settler's transaction starts first (its now() is older), then the close re-enqueues the
+    // second turn without committing, then the settle runs and must wait for it.
+    const settling = db.transaction(async (tx) => {
+      await tx.query('select now()');
+      settlerStarted.open();
+      await closed.wait();
+      return (await tx.query<{ outcome: string }>('select agent_kit_settle_job($1) as outcome', [job!.id]))[0]!.outcome;
+    });
+    await settlerStarted.wait();
+    await db.transaction(async (tx) => {
+      await tx.query(`select agent_kit_close_run($1, 'completed', '{"text":"done"}', 'closer', $2)`, [first.runId, claim.lease.fence]);
+      closed.open();
+      await new Promise((resolve) => setTimeout(resolve, 200)); // let the settle reach the job's lock
+    });
+    expect(await settling).toBe('due');
+    expect(await count(db, 'select count(*) as n from agent_kit_jobs where run_id = $1 and due_at <= agent_kit_now()', [second.runId])).toBe(1);
   });
 });
 
