@@ -5,7 +5,9 @@
 -- * finish the tool call's effect (as agent_kit_record_effect with a final status), so a tool
 --   result is never journalled without its ledger entry or the other way round;
 -- * journal the step with its event (as agent_kit_record_step);
--- * close the run with the final message (agent_kit_close_run) when the step ends the turn;
+-- * close the run with the final message (agent_kit_close_run) when the step ends the turn,
+--   unless a cancel or takeover is pending: then the step is kept and the engine honours the
+--   interrupt (close aborted, or park), as the mirror's last write used to make it do;
 -- and it returns the run's pending interrupt, so the step boundary needs no read of its own.
 -- No row = the guard rejected (lease lost, or the reaper settled the effect after the lease
 -- expired): nothing was written.
@@ -61,7 +63,9 @@ begin
   seq := case when p_event_type is null then 0
     else agent_kit__append_event(v_thread_id, p_run_id, p_fence, p_event_type, p_event_data) end;
   interrupt := case when v_cancel is not null then 'cancel' when v_takeover is not null then 'takeover' end;
-  if p_close_status is not null then
+  -- A pending cancel or takeover is the segment's to honour (close aborted, or park): the step
+  -- is kept, the close is not made.
+  if p_close_status is not null and interrupt is null then
     message_id := agent_kit_close_run(p_run_id, p_close_status, p_close_message, p_owner, p_fence);
   end if;
   return next;

@@ -250,7 +250,7 @@ describe('takeJobsForDrain', () => {
 });
 
 describe.runIf(onPostgres)('settling a job while the turn before it closes (Postgres)', () => {
-  it('never drops the job that the close re-enqueued (migration 0015)', async () => {
+  it('never drops the job that the close re-enqueued (migration 0014)', async () => {
     await emptyQueue();
     const first = await startTurn(db, { ownerId: 'u', text: 'first' });
     const second = await startTurn(db, { ownerId: 'u', threadId: first.threadId, text: 'second' });

@@ -130,7 +130,7 @@ describe('agent_kit_commit_step', () => {
     expect(await commitStep(db, lease, second, stepEvent(second))).toMatchObject({ ok: true, interrupt: 'cancel' });
   });
 
-  it('journals a turn-ending step but does not close over a pending cancel or takeover (0014)', async () => {
+  it('journals a turn-ending step but does not close over a pending cancel or takeover', async () => {
     const { lease } = await claimedTurn();
     await db.query(`select agent_kit_takeover_run($1, 'op')`, [lease.runId]);
     const step = modelStep(0, 'Done.');

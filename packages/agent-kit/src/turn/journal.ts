@@ -1,7 +1,7 @@
 // The step journal: each completed model step and each tool result of a run, recorded under the
 // run's fence. A resumed segment rebuilds the conversation from it and never re-runs a step.
 import type { ModelMessage } from 'ai';
-import { claimParams, claimResult, type ClaimOptions, type ClaimResult, type Lease } from '../lease/lease.js';
+import { claimParams, claimResult, type ClaimOptions, type ClaimResult, type Interrupt, type Lease } from '../lease/lease.js';
 import type { RunRow } from '../lease/run-row.js';
 import type { Queryable } from '../store/db.js';
 import { toNumber } from '../store/db.js';
@@ -54,7 +54,7 @@ export interface StepCommit {
 }
 
 export type CommitResult =
-  | { ok: true; seq: number; interrupt: 'cancel' | 'takeover' | null; messageId: string | null }
+  | { ok: true; seq: number; interrupt: Interrupt; messageId: string | null }
   | { ok: false };
 
 /**
@@ -67,7 +67,7 @@ export async function commitStep(
   db: Queryable, lease: Lease, step: Step, event: { type: string; data: Record<string, unknown> }, extra: StepCommit = {},
 ): Promise<CommitResult> {
   const { kind, stepNo, ...data } = step;
-  const rows = await db.query<{ seq: number | string | null; interrupt: 'cancel' | 'takeover' | null; message_id: string | null }>(
+  const rows = await db.query<{ seq: number | string | null; interrupt: Interrupt; message_id: string | null }>(
     'select * from agent_kit_commit_step($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb, $9, $10, $11, $12::jsonb, $13, $14::jsonb)',
     [
       lease.runId, lease.owner, lease.fence, stepNo, kind, JSON.stringify(data), event.type, JSON.stringify(event.data),
@@ -154,12 +154,6 @@ type HistoryRow = { role: 'user' | 'assistant'; text: string };
 /** History rows as model messages. Answers to questions reach the model as tool results. */
 const toMessages = (rows: HistoryRow[]): ModelMessage[] =>
   rows.map((row) => ({ role: row.role, content: row.text }) as ModelMessage);
-
-/** The conversation before this run's journal (see historyJson). */
-export async function loadHistory(db: Queryable, threadId: string, turnNo: number): Promise<ModelMessage[]> {
-  const rows = await db.query<{ history: HistoryRow[] }>(`select ${historyJson('$1', '$2')} as history`, [threadId, turnNo]);
-  return toMessages(rows[0]?.history ?? []);
-}
 
 /**
  * Start a segment (agent_kit_begin_segment: the visible partial it continues from, and its

@@ -6,7 +6,7 @@ import { coerceError, serializeError, StoreUnavailableError } from '../errors.js
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
-  appendEvent, closeRun, parkRun, renewLease, salvageRun, type Lease,
+  appendEvent, closeRun, parkRun, renewLease, salvageRun, type Interrupt, type Lease,
 } from '../lease/lease.js';
 import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
@@ -16,7 +16,7 @@ import {
 import { runModelStep, type StepStop } from './model-step.js';
 import { defaultTurnSettings, type TurnSettings } from './settings.js';
 import { StreamMirror } from './stream-mirror.js';
-import { settleToolCalls, type Interrupt } from './tool-calls.js';
+import { settleToolCalls } from './tool-calls.js';
 import type { Runtime, SegmentOptions, SegmentOutcome } from './types.js';
 
 interface Segment {
@@ -95,8 +95,7 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
     // salvaging what viewers saw. Effects were reconciled just above.
     const reason = `the run's segments died ${lease.attempts - 1} times in a row (AGENT_KIT_MAX_RUN_ATTEMPTS=${rt.config.maxRunAttempts})`;
     const messageId = await salvageRun(rt.db, lease, s.run.partial, reason);
-    if (!messageId) return lost(s);
-    return { kind: 'closed', status: 'aborted', messageId, fence: lease.fence };
+    return messageId ? closed(s, 'aborted', messageId) : lost(s);
   }
   const journal = resumed ? await loadJournal(rt.db, lease.runId) : [];
   const model = typeof rt.model === 'function' ? rt.model(lease.runId) : rt.model;
@@ -160,7 +159,7 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
     notifyThread(rt.db, lease.threadId);
     journal.push(step);
     if (committed.messageId) return closed(s, 'completed', committed.messageId);
-    // Not closed: the turn goes on, or a pending cancel/takeover kept the close (see 0014).
+    // Not closed: the turn goes on, or a pending cancel/takeover kept the close (migration 0012).
     s.interrupt = committed.interrupt;
   }
 }

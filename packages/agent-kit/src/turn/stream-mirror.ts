@@ -78,11 +78,16 @@ export class StreamMirror {
 
   /** Write what is buffered now and wait for it. Returns the stop reason, if any. */
   async flush(): Promise<MirrorStop | undefined> {
+    await this.settle();
+    if (this.buffer && !this.stopped) await this.write();
+    return this.stopped;
+  }
+
+  /** Cancel the scheduled write and wait for the one in flight. */
+  private async settle(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     while (this.inFlight) await this.inFlight;
-    if (this.buffer && !this.stopped) await this.write();
-    return this.stopped;
   }
 
   /**
@@ -91,9 +96,7 @@ export class StreamMirror {
    * the stop reason instead when the mirror stopped. Call `written(delta)` once that committed.
    */
   async takeForCommit(): Promise<{ stopped: MirrorStop } | { delta: string }> {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
-    while (this.inFlight) await this.inFlight;
+    await this.settle();
     if (this.stopped) return { stopped: this.stopped };
     const delta = this.buffer;
     this.buffer = '';

@@ -2,7 +2,7 @@
 // idempotency key), answer questions and approvals from stored inputs (consumed exactly once, in
 // the same transaction as the journal step), and turn bad calls into error results, not crashes.
 import { effectKey, reconcileWithTool, startEffect } from '../effect-ledger/index.js';
-import type { Lease } from '../lease/lease.js';
+import type { Interrupt, Lease } from '../lease/lease.js';
 import type { AgentTool } from '../model/index.js';
 import type { Db, Queryable } from '../store/db.js';
 import { notifyThread } from '../store/notify-thread.js';
@@ -16,8 +16,6 @@ export interface ToolContext {
   /** Local time (ms) by which a running tool must have finished. */
   stopAtMs: number;
 }
-
-export type Interrupt = 'cancel' | 'takeover' | null;
 
 export type SettleResult =
   /** `interrupt`: the run's pending cancel or takeover as of the last step written. */
