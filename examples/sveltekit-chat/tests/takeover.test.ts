@@ -10,8 +10,9 @@ import {
   printServerOutputOnFailure, startServer, waitForRunStatus, waitForWords, type AppServer, type TestStore,
 } from './harness';
 
-// 150 words at 40 ms: a 6 s turn, so a kill early in it leaves most of the turn to the takeover.
-const replyTokens = 150;
+// 250 words at 40 ms: a 10 s turn, so a kill early in it leaves most of the turn to the takeover,
+// and an operator page that opens slowly on a loaded machine still finds the run running.
+const replyTokens = 250;
 const serverEnv = { AGENT_KIT_SCRIPTED_TOKENS: String(replyTokens), AGENT_KIT_SCRIPTED_DELAY_MS: '40' };
 const takeoverMaxMs = 40_000; // lease (5 s) + reaper poll + restart + the rest of the turn
 const expectedReply = (text: string) => scriptedReplyText([text], replyTokens).trim();
@@ -84,7 +85,7 @@ describe.skipIf(!hasChromium)(`takeover in the browser${hasChromium ? '' : ` (sk
     const port = Number(new URL(server.baseUrl).port);
     const stoppingAtMs = Date.now();
     await server.stop();
-    // The step had ~5 s of words left; the process waited for them instead of dying mid-turn.
+    // The step had several seconds of words left; the process waited for them instead of dying mid-turn.
     expect(Date.now() - stoppingAtMs).toBeGreaterThan(2_000);
 
     server = await startServer({ store, port, env: serverEnv });
