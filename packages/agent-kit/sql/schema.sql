@@ -495,11 +495,15 @@ end $function$
 -- function agent_kit_now()
 CREATE OR REPLACE FUNCTION agent_kit_now()
  RETURNS timestamp with time zone
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
 AS $function$
-  select coalesce((select fake_now from agent_kit_clock where id), now())
-$function$
+declare
+  v_fake timestamptz;
+begin
+  select fake_now into v_fake from agent_kit_clock where id;
+  return coalesce(v_fake, now());
+end $function$
 
 -- function agent_kit_park_run(p_run_id uuid, p_owner text, p_fence bigint, p_status text, p_waiting_for jsonb)
 CREATE OR REPLACE FUNCTION agent_kit_park_run(p_run_id uuid, p_owner text, p_fence bigint, p_status text, p_waiting_for jsonb DEFAULT NULL::jsonb)
