@@ -1,7 +1,7 @@
 // One model step: stream the model's answer to the prompt, mirroring text as it comes, and
 // collect its tool calls. Stops early when the mirror is rejected, the lease is lost, the
 // deadline comes, or the stream stalls; the caller decides what each stop means for the run.
-import { streamText, tool, type LanguageModel, type ModelMessage, type ToolSet } from 'ai';
+import { asSchema, streamText, tool, type LanguageModel, type ModelMessage, type ToolSet } from 'ai';
 import type { AgentTool } from '../model/index.js';
 import type { ToolCall } from './journal.js';
 import type { StreamMirror } from './stream-mirror.js';
@@ -28,11 +28,21 @@ export interface ModelStepOptions {
   stallTimeoutMs: number;
 }
 
+// One declaration per tool for the process. The SDK converts a zod schema to JSON Schema lazily
+// and keeps the result on the schema object it wraps it in, so reusing that object converts each
+// tool once instead of once per step (~3 % of a scripted turn's CPU).
+const declarations = new WeakMap<AgentTool<any, any>, ToolSet[string]>();
+
 /** Tool declarations for the model: schemas only; agent-kit runs tools itself, via the ledger. */
 function declareTools(tools: Record<string, AgentTool<any, any>>): ToolSet {
   const set: ToolSet = {};
   for (const [name, t] of Object.entries(tools)) {
-    set[name] = tool({ description: t.description, inputSchema: t.inputSchema });
+    let declared = declarations.get(t);
+    if (!declared) {
+      declared = tool({ description: t.description, inputSchema: asSchema(t.inputSchema) });
+      declarations.set(t, declared);
+    }
+    set[name] = declared;
   }
   return set;
 }
