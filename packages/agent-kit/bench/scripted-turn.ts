@@ -101,7 +101,7 @@ export async function benchScriptedTurn(db: Db, url: string, o: ScriptedTurnOpti
     {
       section, metric: 'vs graphile-worker job, fastest config', unit: 'turns/s', agentKit: agentKit.perSecond,
       baseline: fastest.perSecond, baselineName: 'gw fastest, no lease', target: { kind: 'ratio-at-least', value: 1.0 },
-      note: `agent-kit ${rt.toFixed(1)} round trips/turn (take, claim with begin, step commits, effect start, notifications)`,
+      note: `agent-kit ${rt.toFixed(1)} round trips/turn (take, claim with begin, step commits, one of them starting the effect, notifications)`,
     },
     {
       section, metric: 'vs graphile-worker job, defaults', unit: 'turns/s', agentKit: agentKit.perSecond,

@@ -342,9 +342,9 @@ begin
   return v_message_id;
 end $function$
 
--- function agent_kit_commit_step(p_run_id uuid, p_owner text, p_fence bigint, p_step_no integer, p_kind text, p_data jsonb, p_event_type text, p_event_data jsonb, p_delta text, p_effect_key text, p_effect_status text, p_effect_result jsonb, p_close_status text, p_close_message jsonb)
-CREATE OR REPLACE FUNCTION agent_kit_commit_step(p_run_id uuid, p_owner text, p_fence bigint, p_step_no integer, p_kind text, p_data jsonb, p_event_type text, p_event_data jsonb, p_delta text DEFAULT NULL::text, p_effect_key text DEFAULT NULL::text, p_effect_status text DEFAULT NULL::text, p_effect_result jsonb DEFAULT NULL::jsonb, p_close_status text DEFAULT NULL::text, p_close_message jsonb DEFAULT NULL::jsonb)
- RETURNS TABLE(seq bigint, interrupt text, message_id uuid)
+-- function agent_kit_commit_step(p_run_id uuid, p_owner text, p_fence bigint, p_step_no integer, p_kind text, p_data jsonb, p_event_type text, p_event_data jsonb, p_delta text, p_effect_key text, p_effect_status text, p_effect_result jsonb, p_close_status text, p_close_message jsonb, p_start_key text, p_start_tool text, p_start_input jsonb)
+CREATE OR REPLACE FUNCTION agent_kit_commit_step(p_run_id uuid, p_owner text, p_fence bigint, p_step_no integer, p_kind text, p_data jsonb, p_event_type text, p_event_data jsonb, p_delta text DEFAULT NULL::text, p_effect_key text DEFAULT NULL::text, p_effect_status text DEFAULT NULL::text, p_effect_result jsonb DEFAULT NULL::jsonb, p_close_status text DEFAULT NULL::text, p_close_message jsonb DEFAULT NULL::jsonb, p_start_key text DEFAULT NULL::text, p_start_tool text DEFAULT NULL::text, p_start_input jsonb DEFAULT NULL::jsonb)
+ RETURNS TABLE(seq bigint, interrupt text, message_id uuid, started_status text, started_fence bigint, started_result jsonb)
  LANGUAGE plpgsql
 AS $function$
 declare
@@ -354,6 +354,10 @@ declare
 begin
   if p_effect_key is not null and (p_effect_status is null or p_effect_status not in ('completed', 'failed', 'in_doubt')) then
     raise exception 'a finished effect is completed, failed or in_doubt, got %', coalesce(p_effect_status, 'NULL')
+      using errcode = 'AK001';
+  end if;
+  if p_start_key is not null and (p_start_key = '' or p_start_tool is null or p_close_status is not null) then
+    raise exception 'an effect to start needs a key and a tool name, and a closing step starts none'
       using errcode = 'AK001';
   end if;
   -- The guard, and the row lock its writes need.
@@ -395,6 +399,13 @@ begin
   -- is kept, the close is not made.
   if p_close_status is not null and interrupt is null then
     message_id := agent_kit_close_run(p_run_id, p_close_status, p_close_message, p_owner, p_fence);
+  end if;
+  if p_start_key is not null then
+    insert into agent_kit_effects (run_id, key, status, fence, tool, input)
+    values (p_run_id, p_start_key, 'started', p_fence, p_start_tool, p_start_input)
+    on conflict (run_id, key) do nothing;
+    select e.status, e.fence, e.result into started_status, started_fence, started_result
+    from agent_kit_effects e where e.run_id = p_run_id and e.key = p_start_key;
   end if;
   return next;
 end $function$

@@ -1,6 +1,7 @@
-// agent_kit_commit_step (migration 0012) on both stores: the step boundary's one write mirrors
-// the last text, finishes the effect, journals the step and closes the run under one guard, or
-// writes nothing at all; and a fresh scripted turn now costs a fixed, small number of statements.
+// agent_kit_commit_step (migrations 0012, 0016) on both stores: the step boundary's one write
+// mirrors the last text, finishes the effect, journals the step, closes the run or starts the next
+// tool call's effect under one guard, or writes nothing at all; and a fresh scripted turn now
+// costs a fixed, small number of statements.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { finalMessage, makeRuntime } from '../../test/harness/turn-kit.js';
@@ -223,7 +224,7 @@ describe('an interrupt that arrives while the last step streams', () => {
 });
 
 describe('a fresh turn\'s statements', () => {
-  it('a scripted turn with one tool call: claim (with begin and history), 3 step commits, the effect start, and notifications', async () => {
+  it('a scripted turn with one tool call: claim (with begin and history), 3 step commits (the first starts the effect), and notifications', async () => {
     const statements: string[] = [];
     const counting: Db = Object.create(db, {
       query: { value: (sql: string, params?: readonly unknown[]) => (statements.push(sql), db.query(sql, params)) },
@@ -236,10 +237,7 @@ describe('a fresh turn\'s statements', () => {
     await new Promise((resolve) => setTimeout(resolve, 50)); // let the last notification go out
     const kinds = statements.map((sql) => (sql.includes('agent_kit_claim_run(') ? 'claim' : /agent_kit_\w+|pg_notify/.exec(sql)?.[0] ?? sql.slice(0, 40)));
     const writes = kinds.filter((k) => k !== 'pg_notify');
-    expect(writes).toEqual([
-      'claim',
-      'agent_kit_commit_step', 'agent_kit_record_effect', 'agent_kit_commit_step', 'agent_kit_commit_step',
-    ]);
+    expect(writes).toEqual(['claim', 'agent_kit_commit_step', 'agent_kit_commit_step', 'agent_kit_commit_step']);
     const notifies = kinds.filter((k) => k === 'pg_notify').length;
     expect(notifies).toBeGreaterThanOrEqual(1);
     expect(notifies).toBeLessThanOrEqual(4);
@@ -252,5 +250,93 @@ describe('a fresh turn\'s statements', () => {
     );
     expect(started!.data).toMatchObject({ continued: false, stepNo: 0, runId: turn.runId, fence: 1, attempt: 1, owner: 'counted', text: '' });
     expect(started!.data.leaseExpiresAt).toBeTruthy();
+  });
+});
+
+/** The scripted model, but its tool-call step calls the tool twice (a second id, same input). */
+function twoCallModel(): LanguageModelV3 {
+  const inner = createScriptedModel({ tokens: 6 });
+  return {
+    ...inner,
+    doGenerate: (o) => inner.doGenerate(o),
+    async doStream(o) {
+      const result = await inner.doStream(o);
+      const doubled = result.stream.pipeThrough(new TransformStream({
+        transform(part, controller) {
+          controller.enqueue(part);
+          if (part.type === 'tool-call') controller.enqueue({ ...part, toolCallId: `${part.toolCallId}-b` });
+        },
+      }));
+      return { ...result, stream: doubled };
+    },
+  };
+}
+
+describe('starting the next effect with the step before it (migration 0016)', () => {
+  const call: ToolCall = { toolCallId: 'c1', toolName: 'record_effect', input: { note: 'n' } };
+
+  it('records the effect started under the fence, after the step, and returns its record', async () => {
+    const { lease } = await claimedTurn();
+    const key = `${lease.runId}:0:0`;
+    const committed = await commitStep(db, lease, modelStep(0, '', [call]), stepEvent(modelStep(0, '', [call])), {
+      start: { key, tool: 'record_effect', input: { note: 'n' } },
+    });
+    expect(committed).toMatchObject({ ok: true, started: { key, status: 'started', fence: lease.fence, result: null } });
+    const rows = await db.query('select status, fence, tool, input from agent_kit_effects where run_id = $1', [lease.runId]);
+    expect(rows).toEqual([{ status: 'started', fence: lease.fence, tool: 'record_effect', input: { note: 'n' } }]);
+  });
+
+  it('returns a record already there as it is, and writes nothing for a lost lease', async () => {
+    const { lease } = await claimedTurn();
+    const key = `${lease.runId}:0:0`;
+    await startEffect(db, lease, key, 'record_effect', { note: 'first' });
+    await db.query(`update agent_kit_effects set status = 'completed', result = '{"done":1}' where key = $1`, [key]);
+    const committed = await commitStep(db, lease, modelStep(0, '', [call]), stepEvent(modelStep(0, '', [call])), {
+      start: { key, tool: 'record_effect', input: { note: 'second' } },
+    });
+    expect(committed).toMatchObject({ ok: true, started: { status: 'completed', result: { done: 1 } } });
+
+    const other = await claimedTurn();
+    const lost = await commitStep(db, { ...other.lease, fence: other.lease.fence + 1 }, modelStep(0, '', [call]),
+      stepEvent(modelStep(0, '', [call])), { start: { key: `${other.lease.runId}:0:0`, tool: 'record_effect', input: {} } });
+    expect(lost).toEqual({ ok: false });
+    expect(await db.query('select 1 from agent_kit_effects where run_id = $1', [other.lease.runId])).toEqual([]);
+  });
+
+  it('refuses to close and start an effect in the same write', async () => {
+    const { lease } = await claimedTurn();
+    await expect(commitStep(db, lease, modelStep(0, 'done'), stepEvent(modelStep(0, 'done')), {
+      close: { status: 'completed', message: { text: 'done' } },
+      start: { key: `${lease.runId}:0:0`, tool: 'record_effect', input: {} },
+    })).rejects.toThrow(/closing step starts none/);
+    expect((await runRow(lease.runId)).status).toBe('running');
+  });
+
+  it('two calls of one step: each effect starts with the step before it, runs once, and is finished with its own step', async () => {
+    const statements: string[] = [];
+    const counting: Db = Object.create(db, {
+      query: { value: (sql: string, params?: readonly unknown[]) => (statements.push(sql), db.query(sql, params)) },
+    });
+    const rt = makeRuntime(counting, { model: twoCallModel(), settings: { mirrorIntervalMs: 60_000 } });
+    const turn = await startTurn(db, { ownerId: 'u', text: 'remember twice #effect' });
+    expect((await runSegment(rt, { runId: turn.runId, owner: 'two-calls' })).kind).toBe('closed');
+    const writes = statements.map((sql) => (sql.includes('agent_kit_claim_run(') ? 'claim' : /agent_kit_\w+|pg_notify/.exec(sql)?.[0]))
+      .filter((k) => k !== 'pg_notify');
+    // claim; model step + start of call 0; tool step 0 + start of call 1; tool step 1; last step + close.
+    expect(writes).toEqual(['claim', 'agent_kit_commit_step', 'agent_kit_commit_step', 'agent_kit_commit_step', 'agent_kit_commit_step']);
+    const effects = await db.query<{ key: string; status: string; fence: number }>(
+      'select key, status, fence from agent_kit_effects where run_id = $1 order by key', [turn.runId],
+    );
+    expect(effects).toEqual([
+      { key: `${turn.runId}:0:0`, status: 'completed', fence: 1 },
+      { key: `${turn.runId}:0:1`, status: 'completed', fence: 1 },
+    ]);
+    const steps = await db.query<{ kind: string; outcome: string | null }>(
+      `select kind, data->>'outcome' as outcome from agent_kit_steps where run_id = $1 order by step_no`, [turn.runId],
+    );
+    expect(steps).toEqual([
+      { kind: 'model', outcome: null }, { kind: 'tool', outcome: 'completed' }, { kind: 'tool', outcome: 'completed' },
+      { kind: 'model', outcome: null },
+    ]);
   });
 });

@@ -51,10 +51,27 @@ export interface StepCommit {
   effect?: { key: string; status: 'completed' | 'failed' | 'in_doubt'; result: unknown };
   /** Close the run with this final message: the step ended the turn. */
   close?: { status: 'completed' | 'failed' | 'aborted'; message: { text: string } & Record<string, unknown> };
+  /** Record `started` for the tool call that runs next (migration 0016); never with `close`. */
+  start?: EffectStart;
+}
+
+/** An effect to record `started` before its tool runs: the ledger key, the tool, its input. */
+export interface EffectStart {
+  key: string;
+  tool: string;
+  input: unknown;
+}
+
+/** The ledger record of the effect the commit started, or found already there. */
+export interface StartedEffect {
+  key: string;
+  status: 'started' | 'completed' | 'failed' | 'in_doubt';
+  fence: number;
+  result: unknown;
 }
 
 export type CommitResult =
-  | { ok: true; seq: number; interrupt: Interrupt; messageId: string | null }
+  | { ok: true; seq: number; interrupt: Interrupt; messageId: string | null; started?: StartedEffect }
   | { ok: false };
 
 /**
@@ -67,19 +84,33 @@ export async function commitStep(
   db: Queryable, lease: Lease, step: Step, event: { type: string; data: Record<string, unknown> }, extra: StepCommit = {},
 ): Promise<CommitResult> {
   const { kind, stepNo, ...data } = step;
-  const rows = await db.query<{ seq: number | string | null; interrupt: Interrupt; message_id: string | null }>(
-    'select * from agent_kit_commit_step($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb, $9, $10, $11, $12::jsonb, $13, $14::jsonb)',
+  const rows = await db.query<CommitRow>(
+    'select * from agent_kit_commit_step($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb, $9, $10, $11, $12::jsonb, ' +
+      '$13, $14::jsonb, $15, $16, $17::jsonb)',
     [
       lease.runId, lease.owner, lease.fence, stepNo, kind, JSON.stringify(data), event.type, JSON.stringify(event.data),
       extra.delta ?? null,
       extra.effect?.key ?? null, extra.effect?.status ?? null,
       extra.effect ? JSON.stringify(extra.effect.result ?? null) : null,
       extra.close?.status ?? null, extra.close ? JSON.stringify(extra.close.message) : null,
+      extra.start?.key ?? null, extra.start?.tool ?? null, extra.start ? JSON.stringify(extra.start.input ?? null) : null,
     ],
   );
   const row = rows[0];
   if (!row) return { ok: false };
-  return { ok: true, seq: toNumber(row.seq ?? 0), interrupt: row.interrupt, messageId: row.message_id };
+  const started = extra.start && row.started_status
+    ? { key: extra.start.key, status: row.started_status, fence: toNumber(row.started_fence ?? 0), result: row.started_result }
+    : undefined;
+  return { ok: true, seq: toNumber(row.seq ?? 0), interrupt: row.interrupt, messageId: row.message_id, started };
+}
+
+interface CommitRow {
+  seq: number | string | null;
+  interrupt: Interrupt;
+  message_id: string | null;
+  started_status: StartedEffect['status'] | null;
+  started_fence: number | string | null;
+  started_result: unknown;
 }
 
 /** The text of all completed model steps: what the final message is built from. */

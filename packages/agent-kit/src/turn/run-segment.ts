@@ -11,12 +11,13 @@ import {
 import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
 import {
-  beginSegmentWithHistory, buildMessages, claimSegment, commitStep, committedText, isTurnFinished, loadJournal, pendingToolCalls, type Step,
+  beginSegmentWithHistory, buildMessages, claimSegment, commitStep, committedText, isTurnFinished, loadJournal, pendingToolCalls,
+  type StartedEffect, type Step,
 } from './journal.js';
 import { runModelStep, type StepStop } from './model-step.js';
 import { defaultTurnSettings, type TurnSettings } from './settings.js';
 import { StreamMirror } from './stream-mirror.js';
-import { settleToolCalls } from './tool-calls.js';
+import { nextEffectStart, settleToolCalls } from './tool-calls.js';
 import type { Runtime, SegmentOptions, SegmentOutcome } from './types.js';
 
 interface Segment {
@@ -114,11 +115,13 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
     history = begun.history;
   }
 
+  let started: StartedEffect | undefined; // the first tool call's effect, started by the step's commit
   for (;;) {
     if (pendingToolCalls(journal).length > 0) {
       const settled = await settleToolCalls(
-        { db: rt.db, lease, tools: rt.tools, signal: s.signal, stopAtMs: s.stopAtMs }, journal,
+        { db: rt.db, lease, tools: rt.tools, signal: s.signal, stopAtMs: s.stopAtMs }, journal, started,
       );
+      started = undefined;
       if (settled.kind === 'lost') return lost(s);
       if (settled.kind === 'stopped') return { kind: 'stopped', fence: lease.fence, reason: settled.reason };
       if (settled.kind === 'wait') return waitForInput(s, settled.waitingFor);
@@ -150,14 +153,17 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
     const event = { type: 'step-finished', data: { stepNo: step.stepNo, text: step.text, toolCalls: step.toolCalls } };
     // A step without tool calls ends the turn: it is journalled and the run closed in one write.
     const ends = step.toolCalls.length === 0;
+    // A step with tool calls starts the first call's effect in the same write (migration 0016).
     const committed = await commitStep(rt.db, lease, step, event, {
       delta: taken.delta,
       close: ends ? { status: 'completed', message: { text: committedText([...journal, step]) } } : undefined,
+      start: ends ? undefined : nextEffectStart(rt.tools, lease.runId, [...journal, step]),
     });
     if (!committed.ok) return lost(s);
     s.mirror.written(taken.delta);
     notifyThread(rt.db, lease.threadId);
     journal.push(step);
+    started = committed.started;
     if (committed.messageId) return closed(s, 'completed', committed.messageId);
     // Not closed: the turn goes on, or a pending cancel/takeover kept the close (migration 0012).
     s.interrupt = committed.interrupt;

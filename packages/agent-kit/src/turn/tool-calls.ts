@@ -1,12 +1,14 @@
 // Settling a model step's tool calls: run each through the effect ledger (at most once per
 // idempotency key), answer questions and approvals from stored inputs (consumed exactly once, in
 // the same transaction as the journal step), and turn bad calls into error results, not crashes.
-import { effectKey, reconcileWithTool, startEffect } from '../effect-ledger/index.js';
+import { effectKey, reconcileWithTool, startEffect, type EffectRecord } from '../effect-ledger/index.js';
 import type { Interrupt, Lease } from '../lease/lease.js';
 import type { AgentTool } from '../model/index.js';
 import type { Db, Queryable } from '../store/db.js';
 import { notifyThread } from '../store/notify-thread.js';
-import { commitStep, type StepCommit, type Step, type ToolCall, type ToolStep, pendingToolCalls } from './journal.js';
+import {
+  commitStep, pendingToolCalls, type EffectStart, type StartedEffect, type Step, type StepCommit, type ToolCall, type ToolStep,
+} from './journal.js';
 
 export interface ToolContext {
   db: Db;
@@ -26,48 +28,85 @@ export type SettleResult =
 
 class LeaseLost extends Error {}
 
-/** Settle every pending tool call of the journal's last model step, appending tool steps to it. */
-export async function settleToolCalls(ctx: ToolContext, journal: Step[]): Promise<SettleResult> {
+/**
+ * Settle every pending tool call of the journal's last model step, appending tool steps to it.
+ * `started`: the ledger record of the first call's effect, when the model step's commit started it.
+ */
+export async function settleToolCalls(ctx: ToolContext, journal: Step[], started?: StartedEffect): Promise<SettleResult> {
   let interrupt: Interrupt = null;
+  let prestarted = started;
   for (const { step, index, call } of pendingToolCalls(journal)) {
-    const tool = ctx.tools[call.toolName];
     const key = effectKey(ctx.lease.runId, step.stepNo, index);
     const base: Base = { kind: 'tool', stepNo: journal.length, toolCallId: call.toolCallId, toolName: call.toolName };
-    const parsed = tool?.inputSchema.safeParse(call.input);
+    const plan = planCall(ctx.tools, call);
     let result: Recorded | SettleResult;
-    if (!tool || !parsed) {
-      result = await recordToolStep(ctx, { ...base, outcome: 'invalid', output: `Unknown tool "${call.toolName}".` });
-    } else if (!parsed.success) {
-      const output = `Invalid arguments for ${call.toolName}: ${parsed.error.message}`;
-      result = await recordToolStep(ctx, { ...base, outcome: 'invalid', output });
-    } else if (tool.kind === 'question') {
-      result = await answerQuestion(ctx, call, base, parsed.data as { question?: string });
-    } else if (tool.needsApproval) {
-      result = await runApproved(ctx, tool, call, base, key, parsed.data);
+    if (plan.kind === 'invalid') {
+      result = await recordToolStep(ctx, journal, { ...base, outcome: 'invalid', output: plan.output });
+    } else if (plan.kind === 'question') {
+      result = await answerQuestion(ctx, call, base, plan.input as { question?: string });
+    } else if (plan.kind === 'approval') {
+      result = await runApproved(ctx, plan.tool, call, base, key, plan.input);
     } else {
-      const outcome = await runEffect(ctx, tool, call, key, parsed.data);
-      result = 'kind' in outcome ? outcome : await recordToolStep(ctx, { ...base, ...outcome.step }, outcome.effect);
+      const outcome = await runEffect(ctx, plan.tool, call, key, plan.input, prestarted?.key === key ? prestarted : undefined);
+      result = 'kind' in outcome ? outcome : await recordToolStep(ctx, journal, { ...base, ...outcome.step }, outcome.effect);
     }
     if (result.kind !== 'recorded') return result;
     journal.push(result.step);
     interrupt = result.interrupt;
+    prestarted = result.started;
   }
   return { kind: 'done', interrupt };
 }
 
-/** A tool step in the journal, and the run's interrupt as the write saw it. */
+/** How a tool call is settled, decided from its tool and its input. */
+type CallPlan =
+  | { kind: 'invalid'; output: string }
+  | { kind: 'question' | 'approval' | 'effect'; tool: AgentTool<any, any>; input: unknown };
+
+function planCall(tools: Record<string, AgentTool<any, any>>, call: ToolCall): CallPlan {
+  const tool = tools[call.toolName];
+  if (!tool) return { kind: 'invalid', output: `Unknown tool "${call.toolName}".` };
+  const parsed = tool.inputSchema.safeParse(call.input);
+  if (!parsed.success) return { kind: 'invalid', output: `Invalid arguments for ${call.toolName}: ${parsed.error.message}` };
+  const kind = tool.kind === 'question' ? 'question' : tool.needsApproval ? 'approval' : 'effect';
+  return { kind, tool, input: parsed.data };
+}
+
+/**
+ * The effect to record `started` in the same write as the step that precedes it (migration
+ * 0016): the next pending call of `journal` (which includes that step), when it runs an effect
+ * without waiting for an answer or an approval.
+ */
+export function nextEffectStart(
+  tools: Record<string, AgentTool<any, any>>, runId: string, journal: Step[],
+): EffectStart | undefined {
+  const next = pendingToolCalls(journal)[0];
+  if (!next) return undefined;
+  const plan = planCall(tools, next.call);
+  if (plan.kind !== 'effect') return undefined;
+  return { key: effectKey(runId, next.step.stepNo, next.index), tool: next.call.toolName, input: plan.input };
+}
+
+/** A tool step in the journal, the run's interrupt as the write saw it, the effect it started. */
 interface Recorded {
   kind: 'recorded';
   step: ToolStep;
   interrupt: Interrupt;
+  started?: StartedEffect;
 }
 
-/** Journal a tool step, with its effect's final status when it ran one. */
-async function recordToolStep(ctx: ToolContext, step: ToolStep, effect?: StepCommit['effect']): Promise<Recorded | SettleResult> {
-  const committed = await commitStep(ctx.db, ctx.lease, step, toolEvent(step), { effect });
+/**
+ * Journal a tool step, with its effect's final status when it ran one, and start the effect of
+ * the call that runs next in the same write.
+ */
+async function recordToolStep(
+  ctx: ToolContext, journal: Step[], step: ToolStep, effect?: StepCommit['effect'],
+): Promise<Recorded | SettleResult> {
+  const start = nextEffectStart(ctx.tools, ctx.lease.runId, [...journal, step]);
+  const committed = await commitStep(ctx.db, ctx.lease, step, toolEvent(step), { effect, start });
   if (!committed.ok) return { kind: 'lost' };
   notifyThread(ctx.db, ctx.lease.threadId);
-  return { kind: 'recorded', step, interrupt: committed.interrupt };
+  return { kind: 'recorded', step, interrupt: committed.interrupt, started: committed.started };
 }
 
 function toolEvent(step: ToolStep) {
@@ -82,12 +121,14 @@ type EffectOutcome = { step: Pick<ToolStep, 'outcome' | 'output'>; effect?: Step
 
 /**
  * Run a tool's side effect at most once per key, through the ledger: `started` is committed
- * before the tool runs; the final status is written with the tool step (commitStep).
+ * before the tool runs (by the previous step's commit, `started`, or here); the final status is
+ * written with the tool step (commitStep).
  */
 async function runEffect(
   ctx: ToolContext, tool: AgentTool<any, any>, call: ToolCall, key: string, input: unknown,
+  started?: Pick<EffectRecord, 'status' | 'fence' | 'result'>,
 ): Promise<EffectOutcome> {
-  const record = await startEffect(ctx.db, ctx.lease, key, call.toolName, input);
+  const record = started ?? await startEffect(ctx.db, ctx.lease, key, call.toolName, input);
   if (!record) return { kind: 'lost' };
   if (record.status === 'completed') return { step: { outcome: 'completed', output: record.result } };
   if (record.status === 'failed') return { step: { outcome: 'failed', output: errorText(record.result) } };
