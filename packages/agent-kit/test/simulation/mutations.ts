@@ -39,7 +39,7 @@ export const mutations: Mutation[] = [
   {
     name: 'step-unguarded',
     description: 'journal steps are recorded without checking owner and fence',
-    fn: 'agent_kit_commit_step(uuid, text, bigint, integer, text, jsonb, text, jsonb, text, text, text, jsonb, text, jsonb)',
+    fn: 'agent_kit_commit_step(uuid, text, bigint, integer, text, jsonb, text, jsonb, text, text, text, jsonb, text, jsonb, text, text, jsonb)',
     from: 'r.owner = p_owner and r.fence = p_fence and ',
     to: '',
   },
