@@ -1,6 +1,7 @@
 // The step journal: each completed model step and each tool result of a run, recorded under the
 // run's fence. A resumed segment rebuilds the conversation from it and never re-runs a step.
 import type { ModelMessage } from 'ai';
+import type { EffectRecord } from '../effect-ledger/index.js';
 import { claimParams, claimResult, type ClaimOptions, type ClaimResult, type Interrupt, type Lease } from '../lease/lease.js';
 import type { RunRow } from '../lease/run-row.js';
 import type { Queryable } from '../store/db.js';
@@ -63,12 +64,7 @@ export interface EffectStart {
 }
 
 /** The ledger record of the effect the commit started, or found already there. */
-export interface StartedEffect {
-  key: string;
-  status: 'started' | 'completed' | 'failed' | 'in_doubt';
-  fence: number;
-  result: unknown;
-}
+export type StartedEffect = Pick<EffectRecord, 'key' | 'status' | 'fence' | 'result'>;
 
 export type CommitResult =
   | { ok: true; seq: number; interrupt: Interrupt; messageId: string | null; started?: StartedEffect }

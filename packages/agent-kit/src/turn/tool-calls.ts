@@ -1,7 +1,7 @@
 // Settling a model step's tool calls: run each through the effect ledger (at most once per
 // idempotency key), answer questions and approvals from stored inputs (consumed exactly once, in
 // the same transaction as the journal step), and turn bad calls into error results, not crashes.
-import { effectKey, reconcileWithTool, startEffect, type EffectRecord } from '../effect-ledger/index.js';
+import { effectKey, reconcileWithTool, startEffect } from '../effect-ledger/index.js';
 import type { Interrupt, Lease } from '../lease/lease.js';
 import type { AgentTool } from '../model/index.js';
 import type { Db, Queryable } from '../store/db.js';
@@ -126,7 +126,7 @@ type EffectOutcome = { step: Pick<ToolStep, 'outcome' | 'output'>; effect?: Step
  */
 async function runEffect(
   ctx: ToolContext, tool: AgentTool<any, any>, call: ToolCall, key: string, input: unknown,
-  started?: Pick<EffectRecord, 'status' | 'fence' | 'result'>,
+  started?: StartedEffect,
 ): Promise<EffectOutcome> {
   const record = started ?? await startEffect(ctx.db, ctx.lease, key, call.toolName, input);
   if (!record) return { kind: 'lost' };
