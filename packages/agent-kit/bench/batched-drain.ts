@@ -74,7 +74,7 @@ class CloseBatcher {
       const batch = this.pending.splice(0, this.max);
       this.batches++;
       const rows = await this.db.query<{ run_id: string; message_id: string }>(
-        'select * from agent_kit_close_runs($1::jsonb)',
+        'select * from agent_kit_proposed_close_runs($1::jsonb)',
         [JSON.stringify(batch.map((c) => ({
           runId: c.run.id, owner: c.run.owner, fence: c.run.fence, status: c.status, message: c.message,
         })))],

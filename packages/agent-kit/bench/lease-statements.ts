@@ -2,7 +2,7 @@
 // each against the limit: a bare single-row UPDATE … RETURNING on a copy of agent_kit_runs (same
 // columns, indexes and rows). Each caller works on its own rows, as each worker holds its own runs.
 import { claimRun, closeRun, mirrorPartial, renewLease, type Lease } from '../src/lease/lease.js';
-import type { Db } from '../src/store/db.js';
+import type { Db, Queryable } from '../src/store/db.js';
 import fs from 'node:fs';
 import { claimInBulk, seedQueuedRuns, vacuumAnalyze, type BenchDatabase } from './lib/bench-db.js';
 import { measureInterleaved, type InterleavedOptions } from './lib/measure.js';
@@ -55,23 +55,34 @@ async function prepareBareTable(db: Db) {
   return rows.map((r) => r.id);
 }
 
+// The statement itself, one run per statement: a Queryable that is not a Db is never grouped.
+const oneRunAtATime = (db: Db): Queryable => ({ query: (sql, params) => db.query(sql, params) });
+
 /** Run section 1 and return its rows (ops/s of each statement vs the bare update). */
 export async function benchLeaseStatements(
   db: Db, o: LeaseBenchOptions, proposal?: NotifyAfterCommit,
 ): Promise<Row[]> {
   const claimIds = await seedQueuedRuns(db, o.seedRuns);
   const closeIds = await seedQueuedRuns(db, o.seedRuns);
+  const groupedCloseIds = proposal ? [] : await seedQueuedRuns(db, o.seedRuns);
   const heldIds = await seedQueuedRuns(db, o.concurrency * o.leasesPerCaller);
   const closeFences = await claimInBulk(db, closeIds, 'bench-close');
+  const groupedCloseFences = await claimInBulk(db, groupedCloseIds, 'bench-close');
   const heldFences = await claimInBulk(db, heldIds, 'bench-held');
   const bareIds = deal(await prepareBareTable(db), o.concurrency);
   await vacuumAnalyze(db);
 
   const failures = { renew: 0, mirror: 0, close: 0 };
+  const oneByOne = oneRunAtATime(db);
   const claimHands = deal(claimIds, o.concurrency);
   const closeHands = deal(closeIds.map((id) => toLease(id, 'bench-close', closeFences.get(id)!)), o.concurrency);
+  const groupedCloseHands = deal(
+    groupedCloseIds.map((id) => toLease(id, 'bench-close', groupedCloseFences.get(id)!)), o.concurrency,
+  );
   const heldHands = deal(heldIds.map((id) => toLease(id, 'bench-held', heldFences.get(id)!)), o.concurrency);
-  const at = { bare: cursor(o), claim: cursor(o), renew: cursor(o), mirror: cursor(o), close: cursor(o) };
+  const at = {
+    bare: cursor(o), claim: cursor(o), renew: cursor(o), mirror: cursor(o), close: cursor(o), grouped: cursor(o),
+  };
   if (db.kind === 'pg') await db.exec('checkpoint');
 
   const t = await measureInterleaved({
@@ -99,10 +110,18 @@ export async function benchLeaseStatements(
     close: async (w) => {
       const lease = closeHands[w]![step(at.close, w)];
       if (!lease) return false;
-      if ((await closeRun(db, lease, 'completed', { text: 'done' })) === null) failures.close++;
+      if ((await closeRun(oneByOne, lease, 'completed', { text: 'done' })) === null) failures.close++;
       else await proposal?.notify(`${lease.runId}:closed`);
     },
-  }, o);
+    // The library's path: closes of one process that pile up go out as one statement (0017).
+    ...(proposal ? {} : {
+      'close, grouped': async (w: number) => {
+        const lease = groupedCloseHands[w]![step(at.grouped, w)];
+        if (!lease) return false;
+        if ((await closeRun(db, lease, 'completed', { text: 'done' })) === null) failures.close++;
+      },
+    }),
+  } as Record<'bare UPDATE' | 'claim' | 'renew' | 'mirror write' | 'close' | 'close, grouped', (w: number) => Promise<boolean | void>>, o);
   if (failures.renew + failures.mirror + failures.close > 0) {
     throw new Error(`guarded writes on held leases were rejected: ${JSON.stringify(failures)}`);
   }
@@ -120,7 +139,13 @@ export async function benchLeaseStatements(
   });
   // Under the proposal only the notifying statements change; claim and renew are shown once, above.
   if (proposal) return [row('mirror write'), row('close')];
-  return [row('claim'), row('renew'), row('mirror write'), row('close')];
+  const grouped = t['close, grouped'];
+  return [row('claim'), row('renew'), row('mirror write'), row('close'), {
+    section, metric: 'close through the library, grouped (informational)', unit: 'ops/s', agentKit: grouped.perSecond,
+    baseline: bare.perSecond, baselineName: 'bare UPDATE',
+    note: `closeRun from ${o.concurrency} callers on one Db: closes that pile up share a statement (ADR-0021); ` +
+      `p50 ${grouped.p50Ms.toFixed(2)} ms, p99 ${grouped.p99Ms.toFixed(2)} ms, ${grouped.ops} ops`,
+  }];
 }
 
 /**

@@ -9,6 +9,7 @@ import type { Db } from '../src/store/db.js';
 import type { RunSegment, Runtime } from '../src/turn/types.js';
 import { runWorker } from '../src/worker/index.js';
 import { countingDb, type CountingDb } from './lib/counting-db.js';
+import { cpuSince, cpuSnapshot } from './lib/cpu.js';
 import { measureDrain, type DrainResult } from './lib/drain-measure.js';
 
 /** The null turn: claim, then close with a fixed message. Everything a turn costs but the model. */
@@ -57,6 +58,10 @@ export interface WorkerDrainResult extends DrainResult {
   roundTripsPerRun: Record<string, number>;
   /** Server-side commits per run (pg_stat_database; includes the bench's own polling). */
   commitsPerRun?: number;
+  /** CPU per run in this process (the worker, and the bench's polling). */
+  processCpuMsPerRun: number;
+  /** CPU per run on the rest of the machine (Postgres, the kernel), where /proc/stat exists. */
+  restCpuMsPerRun?: number;
 }
 
 /** Drain `jobs` runs through the worker loop running `segment`, at `concurrency`. */
@@ -74,6 +79,7 @@ export async function drainWithWorker(
       .then((r) => Number(r[0]!.n))
     : Promise.resolve(Number.NaN);
   let commitsAtStart = 0;
+  let cpuAtStart = cpuSnapshot();
   try {
     const result = await measureDrain({
       total: o.jobs, timeBoxMs: o.timeBoxMs,
@@ -81,6 +87,7 @@ export async function drainWithWorker(
         await enqueueTurnsAtOnce(db, o.jobs, o.text);
         counted.reset();
         commitsAtStart = await commits();
+        cpuAtStart = cpuSnapshot();
       },
       isDrained: () => isQueueDrained(db),
       countDone: async () => Number((await db.query<{ n: number }>(
@@ -91,8 +98,13 @@ export async function drainWithWorker(
     const roundTripsPerRun: Record<string, number> = {};
     for (const [label, n] of counted.counts) roundTripsPerRun[label] = n / result.done;
     roundTripsPerRun.total = (counted.total() + 2 * counted.transactions) / result.done;
+    const cpu = cpuSince(cpuAtStart);
     const commitsPerRun = (await commits() - commitsAtStart) / result.done;
-    return { ...result, roundTripsPerRun, commitsPerRun: Number.isNaN(commitsPerRun) ? undefined : commitsPerRun };
+    return {
+      ...result, roundTripsPerRun, commitsPerRun: Number.isNaN(commitsPerRun) ? undefined : commitsPerRun,
+      processCpuMsPerRun: cpu.processMs / result.done,
+      restCpuMsPerRun: cpu.restMs === undefined ? undefined : cpu.restMs / result.done,
+    };
   } finally {
     stop.abort();
     await worker;

@@ -6,9 +6,11 @@ import { stepCountIs, streamText, tool, type LanguageModel } from 'ai';
 import { createScriptedModel, recordEffectTool } from '../src/model/index.js';
 import { runSegment } from '../src/turn/index.js';
 import type { Db } from '../src/store/db.js';
+import { cpuSince, cpuSnapshot } from './lib/cpu.js';
 import { measureDrain, type DrainResult } from './lib/drain-measure.js';
 import type { Row } from './lib/report.js';
 import { drainWithWorker, type WorkerDrainResult } from './orchestration.js';
+import { describeCpu } from './throughput.js';
 import { withGraphileWorker, type GraphileConfigName } from './peers.js';
 
 export interface ScriptedTurnOptions {
@@ -47,7 +49,9 @@ export async function plainTurn(model: LanguageModel, userText: string): Promise
 }
 
 /** The peer: graphile-worker jobs running plainTurn and inserting the reply (no lease). */
-async function drainPlainTurns(url: string, o: ScriptedTurnOptions, config: GraphileConfigName): Promise<DrainResult> {
+export async function drainPlainTurns(
+  url: string, o: ScriptedTurnOptions, config: GraphileConfigName,
+): Promise<DrainResult & { processCpuMsPerRun: number; restCpuMsPerRun?: number }> {
   const model = createScriptedModel({ tokens: o.replyTokens, delayMs: 0 });
   const peer = { url, concurrency: o.concurrency, jobs: o.jobs, timeBoxMs: o.timeBoxMs };
   const setup = `create table if not exists bench_plain_messages (
@@ -65,7 +69,8 @@ async function drainPlainTurns(url: string, o: ScriptedTurnOptions, config: Grap
     },
   }, async (client) => {
     await client.query(setup);
-    return measureDrain({
+    const cpuAtStart = cpuSnapshot();
+    const result = await measureDrain({
       total: o.jobs, timeBoxMs: o.timeBoxMs,
       enqueue: async () => {
         await client.query(
@@ -79,6 +84,11 @@ async function drainPlainTurns(url: string, o: ScriptedTurnOptions, config: Grap
       isDrained: async () => (await client.query('select not exists (select 1 from graphile_worker._private_jobs) as ok')).rows[0].ok,
       countDone: async () => o.jobs - Number((await client.query('select count(*) as n from graphile_worker._private_jobs')).rows[0].n),
     });
+    const cpu = cpuSince(cpuAtStart);
+    return {
+      ...result, processCpuMsPerRun: cpu.processMs / result.done,
+      restCpuMsPerRun: cpu.restMs === undefined ? undefined : cpu.restMs / result.done,
+    };
   });
 }
 
@@ -101,7 +111,10 @@ export async function benchScriptedTurn(db: Db, url: string, o: ScriptedTurnOpti
     {
       section, metric: 'vs graphile-worker job, fastest config', unit: 'turns/s', agentKit: agentKit.perSecond,
       baseline: fastest.perSecond, baselineName: 'gw fastest, no lease', target: { kind: 'ratio-at-least', value: 1.0 },
-      note: `agent-kit ${rt.toFixed(1)} round trips/turn (take, claim with begin, step commits, one of them starting the effect, notifications)`,
+      note: `agent-kit ${rt.toFixed(1)} round trips/turn (take, claim with begin, step commits, one of them starting the effect, ` +
+        `notifications; commits of several turns share a statement when they pile up)` +
+        `${agentKit.commitsPerRun === undefined ? '' : `, ${agentKit.commitsPerRun.toFixed(2)} commits/turn`}; ${describeCpu(agentKit)}; ` +
+        `gw fastest ${describeCpu(fastest)}`,
     },
     {
       section, metric: 'vs graphile-worker job, defaults', unit: 'turns/s', agentKit: agentKit.perSecond,

@@ -30,7 +30,13 @@ function describeRoundTrips(r: WorkerDrainResult): string {
     .filter(([label, n]) => label !== 'total' && n >= 0.01)
     .map(([label, n]) => `${label} ${n.toFixed(2)}`);
   const commits = r.commitsPerRun === undefined ? '' : `, ${r.commitsPerRun.toFixed(2)} commits/run`;
-  return `${r.roundTripsPerRun.total!.toFixed(2)} round trips/run (${parts.join(', ')})${commits}`;
+  return `${r.roundTripsPerRun.total!.toFixed(2)} round trips/run (${parts.join(', ')})${commits}; ${describeCpu(r)}`;
+}
+
+/** CPU per run in the bench process and on the rest of the machine (Postgres, kernel). */
+export function describeCpu(r: { processCpuMsPerRun: number; restCpuMsPerRun?: number }): string {
+  const rest = r.restCpuMsPerRun === undefined ? '' : `, rest of the machine ${r.restCpuMsPerRun.toFixed(2)} ms`;
+  return `CPU per run: Node ${r.processCpuMsPerRun.toFixed(2)} ms${rest}`;
 }
 
 /** Run section 2a and return its rows; `evidence` gets the per-run round trips and commits. */

@@ -183,6 +183,21 @@ begin
   return v_seq;
 end $function$
 
+-- function agent_kit__check_group(p_what text, p_group jsonb)
+CREATE OR REPLACE FUNCTION agent_kit__check_group(p_what text, p_group jsonb)
+ RETURNS void
+ LANGUAGE plpgsql
+ IMMUTABLE
+AS $function$
+begin
+  if p_group is null or jsonb_typeof(p_group) <> 'array' then
+    raise exception '% must be a JSON array', p_what using errcode = 'AK001';
+  end if;
+  if jsonb_array_length(p_group) > 100 then
+    raise exception 'at most 100 % per statement, got %', p_what, jsonb_array_length(p_group) using errcode = 'AK001';
+  end if;
+end $function$
+
 -- function agent_kit__check_ttl(p_name text, p_value interval)
 CREATE OR REPLACE FUNCTION agent_kit__check_ttl(p_name text, p_value interval)
  RETURNS void
@@ -342,6 +357,26 @@ begin
   return v_message_id;
 end $function$
 
+-- function agent_kit_close_runs(p_closes jsonb)
+CREATE OR REPLACE FUNCTION agent_kit_close_runs(p_closes jsonb)
+ RETURNS TABLE(i integer, message_id uuid)
+ LANGUAGE plpgsql
+AS $function$
+declare
+  c record;
+begin
+  perform agent_kit__check_group('closes', p_closes);
+  for c in
+    select (e.n - 1)::int as n, e.v from jsonb_array_elements(p_closes) with ordinality e(v, n)
+    order by (e.v->>'runId')::uuid, e.n
+  loop
+    i := c.n;
+    message_id := agent_kit_close_run((c.v->>'runId')::uuid, c.v->>'status', c.v->'message', c.v->>'owner',
+      (c.v->>'fence')::bigint);
+    return next;
+  end loop;
+end $function$
+
 -- function agent_kit_commit_step(p_run_id uuid, p_owner text, p_fence bigint, p_step_no integer, p_kind text, p_data jsonb, p_event_type text, p_event_data jsonb, p_delta text, p_effect_key text, p_effect_status text, p_effect_result jsonb, p_close_status text, p_close_message jsonb, p_start_key text, p_start_tool text, p_start_input jsonb)
 CREATE OR REPLACE FUNCTION agent_kit_commit_step(p_run_id uuid, p_owner text, p_fence bigint, p_step_no integer, p_kind text, p_data jsonb, p_event_type text, p_event_data jsonb, p_delta text DEFAULT NULL::text, p_effect_key text DEFAULT NULL::text, p_effect_status text DEFAULT NULL::text, p_effect_result jsonb DEFAULT NULL::jsonb, p_close_status text DEFAULT NULL::text, p_close_message jsonb DEFAULT NULL::jsonb, p_start_key text DEFAULT NULL::text, p_start_tool text DEFAULT NULL::text, p_start_input jsonb DEFAULT NULL::jsonb)
  RETURNS TABLE(seq bigint, interrupt text, message_id uuid, started_status text, started_fence bigint, started_result jsonb)
@@ -408,6 +443,28 @@ begin
     from agent_kit_effects e where e.run_id = p_run_id and e.key = p_start_key;
   end if;
   return next;
+end $function$
+
+-- function agent_kit_commit_steps(p_commits jsonb)
+CREATE OR REPLACE FUNCTION agent_kit_commit_steps(p_commits jsonb)
+ RETURNS TABLE(i integer, seq bigint, interrupt text, message_id uuid, started_status text, started_fence bigint, started_result jsonb)
+ LANGUAGE plpgsql
+AS $function$
+declare
+  c record;
+begin
+  perform agent_kit__check_group('commits', p_commits);
+  for c in
+    select (e.n - 1)::int as n, e.v from jsonb_array_elements(p_commits) with ordinality e(v, n)
+    order by (e.v->>'runId')::uuid, e.n
+  loop
+    return query select c.n, s.* from agent_kit_commit_step(
+      (c.v->>'runId')::uuid, c.v->>'owner', (c.v->>'fence')::bigint, (c.v->>'stepNo')::int, c.v->>'kind',
+      c.v->'data', c.v->>'eventType', c.v->'eventData', c.v->>'delta',
+      c.v->>'effectKey', c.v->>'effectStatus', c.v->'effectResult',
+      c.v->>'closeStatus', c.v->'closeMessage',
+      c.v->>'startKey', c.v->>'startTool', c.v->'startInput') s;
+  end loop;
 end $function$
 
 -- function agent_kit_consume_input(p_run_id uuid, p_owner text, p_fence bigint, p_question_id text)

@@ -61,7 +61,7 @@ end $$;
 -- p_closes: [{runId, owner, fence, status, message: {text, ...}}]. Returns one row per closed
 -- run; a run missing from the result was rejected by its guard and nothing was written for it.
 -- A malformed element raises (AK001) and closes nothing: the caller falls back to one by one.
-create or replace function agent_kit_close_runs(p_closes jsonb)
+create or replace function agent_kit_proposed_close_runs(p_closes jsonb)
 returns table (run_id uuid, message_id uuid) language plpgsql as $$
 begin
   if p_closes is null or jsonb_typeof(p_closes) <> 'array' then

@@ -3,6 +3,7 @@
 import { assert, InvalidArgumentError } from '../errors.js';
 import type { Queryable } from '../store/db.js';
 import { toNumber } from '../store/db.js';
+import { byIndex, writeGrouped, type GroupedWrite } from '../store/group-commit.js';
 import { notifyThread } from '../store/notify-thread.js';
 import { isClosed, toRun, type Run, type RunRow } from './run-row.js';
 
@@ -167,14 +168,36 @@ export type CloseStatus = 'completed' | 'failed' | 'aborted';
 export async function closeRun(
   db: Queryable, lease: Lease, status: CloseStatus, message: { text: string } & Record<string, unknown>,
 ): Promise<string | null> {
-  const rows = await db.query<{ id: string | null }>(
-    'select agent_kit_close_run($1, $2, $3::jsonb, $4, $5) as id',
-    [lease.runId, status, JSON.stringify(message), lease.owner, lease.fence],
-  );
-  const id = rows[0]?.id ?? null;
+  const id = await writeGrouped(db, closeRunWrite, { runId: lease.runId, owner: lease.owner, fence: lease.fence, status, message });
   if (id !== null) notifyThread(db, lease.threadId);
   return id;
 }
+
+interface CloseArgs {
+  runId: string;
+  owner: string;
+  fence: number;
+  status: CloseStatus;
+  message: { text: string } & Record<string, unknown>;
+}
+
+/** A close, alone or grouped with other runs' closes (migration 0017, ADR-0021). */
+const closeRunWrite: GroupedWrite<CloseArgs, string | null> = {
+  name: 'close_run',
+  async one(db, a) {
+    const rows = await db.query<{ id: string | null }>(
+      'select agent_kit_close_run($1, $2, $3::jsonb, $4, $5) as id',
+      [a.runId, a.status, JSON.stringify(a.message), a.owner, a.fence],
+    );
+    return rows[0]?.id ?? null;
+  },
+  async many(db, all) {
+    const rows = await db.query<{ i: number; message_id: string | null }>(
+      'select * from agent_kit_close_runs($1::jsonb)', [JSON.stringify(all)],
+    );
+    return byIndex(rows, all.length).map((row) => row?.message_id ?? null);
+  },
+};
 
 /**
  * Give a run up after its crash budget is spent: a run-salvaged event with the reason, then close

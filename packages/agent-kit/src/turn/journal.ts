@@ -6,6 +6,7 @@ import { claimParams, claimResult, type ClaimOptions, type ClaimResult, type Int
 import type { RunRow } from '../lease/run-row.js';
 import type { Queryable } from '../store/db.js';
 import { toNumber } from '../store/db.js';
+import { byIndex, writeGrouped, type GroupedWrite } from '../store/group-commit.js';
 
 export interface ToolCall {
   toolCallId: string;
@@ -72,7 +73,8 @@ export type CommitResult =
 
 /**
  * Record a step under the lease with its event, and what `extra` asks for, in one guarded
- * statement (agent_kit_commit_step). `ok: false` = lease lost and nothing written. The caller
+ * statement (agent_kit_commit_step), grouped with other runs' commits of this process when they
+ * pile up (writeGrouped). `ok: false` = lease lost and nothing written. The caller
  * wakes viewers (notifyThread) once the write has committed.
  * `stepNo` must be the journal's length: a step is written once, by one segment.
  */
@@ -80,19 +82,13 @@ export async function commitStep(
   db: Queryable, lease: Lease, step: Step, event: { type: string; data: Record<string, unknown> }, extra: StepCommit = {},
 ): Promise<CommitResult> {
   const { kind, stepNo, ...data } = step;
-  const rows = await db.query<CommitRow>(
-    'select * from agent_kit_commit_step($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb, $9, $10, $11, $12::jsonb, ' +
-      '$13, $14::jsonb, $15, $16, $17::jsonb)',
-    [
-      lease.runId, lease.owner, lease.fence, stepNo, kind, JSON.stringify(data), event.type, JSON.stringify(event.data),
-      extra.delta ?? null,
-      extra.effect?.key ?? null, extra.effect?.status ?? null,
-      extra.effect ? JSON.stringify(extra.effect.result ?? null) : null,
-      extra.close?.status ?? null, extra.close ? JSON.stringify(extra.close.message) : null,
-      extra.start?.key ?? null, extra.start?.tool ?? null, extra.start ? JSON.stringify(extra.start.input ?? null) : null,
-    ],
-  );
-  const row = rows[0];
+  const row = await writeGrouped(db, commitStepWrite, {
+    runId: lease.runId, owner: lease.owner, fence: lease.fence, stepNo, kind, data, eventType: event.type, eventData: event.data,
+    delta: extra.delta,
+    effectKey: extra.effect?.key, effectStatus: extra.effect?.status, effectResult: extra.effect?.result,
+    closeStatus: extra.close?.status, closeMessage: extra.close?.message,
+    startKey: extra.start?.key, startTool: extra.start?.tool, startInput: extra.start?.input,
+  });
   if (!row) return { ok: false };
   const started = extra.start && row.started_status
     ? { key: extra.start.key, status: row.started_status, fence: toNumber(row.started_fence ?? 0), result: row.started_result }
@@ -108,6 +104,58 @@ interface CommitRow {
   started_fence: number | string | null;
   started_result: unknown;
 }
+
+/** agent_kit_commit_step's parameters by name: also the element of agent_kit_commit_steps. */
+interface CommitArgs {
+  runId: string;
+  owner: string;
+  fence: number;
+  stepNo: number;
+  kind: string;
+  data: unknown;
+  eventType: string;
+  eventData: unknown;
+  delta?: string;
+  effectKey?: string;
+  effectStatus?: string;
+  effectResult?: unknown;
+  closeStatus?: string;
+  closeMessage?: unknown;
+  startKey?: string;
+  startTool?: string;
+  startInput?: unknown;
+}
+
+/** A step commit, alone or grouped with other runs' (migration 0017, ADR-0021). */
+const commitStepWrite: GroupedWrite<CommitArgs, CommitRow | undefined> = {
+  name: 'commit_step',
+  async one(db, a) {
+    const rows = await db.query<CommitRow>(
+      'select * from agent_kit_commit_step($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb, $9, $10, $11, $12::jsonb, ' +
+        '$13, $14::jsonb, $15, $16, $17::jsonb)',
+      [
+        a.runId, a.owner, a.fence, a.stepNo, a.kind, JSON.stringify(a.data), a.eventType, JSON.stringify(a.eventData),
+        a.delta ?? null,
+        a.effectKey ?? null, a.effectStatus ?? null, a.effectKey === undefined ? null : JSON.stringify(a.effectResult ?? null),
+        a.closeStatus ?? null, a.closeMessage === undefined ? null : JSON.stringify(a.closeMessage),
+        a.startKey ?? null, a.startTool ?? null, a.startKey === undefined ? null : JSON.stringify(a.startInput ?? null),
+      ],
+    );
+    return rows[0];
+  },
+  async many(db, all) {
+    // As in `one`, an effect or a start without a value is JSON null, not a missing key (SQL NULL).
+    const elements = all.map((a) => ({
+      ...a,
+      effectResult: a.effectKey === undefined ? undefined : (a.effectResult ?? null),
+      startInput: a.startKey === undefined ? undefined : (a.startInput ?? null),
+    }));
+    const rows = await db.query<CommitRow & { i: number }>(
+      'select * from agent_kit_commit_steps($1::jsonb)', [JSON.stringify(elements)],
+    );
+    return byIndex(rows, all.length);
+  },
+};
 
 /** The text of all completed model steps: what the final message is built from. */
 export function committedText(journal: Step[]): string {
