@@ -7,6 +7,7 @@ import { openTestDb } from '../../test/harness/test-db.js';
 import { claimRun, closeRun, type Lease } from '../lease/lease.js';
 import { startTurn } from '../queue/start-turn.js';
 import { commitStep, type Step } from '../turn/journal.js';
+import { advanceFakeNow } from './clock.js';
 import type { Db, Queryable } from './db.js';
 import { writeGrouped, type GroupedWrite } from './group-commit.js';
 
@@ -125,6 +126,25 @@ describe('grouped step commits (agent_kit_commit_steps)', () => {
     expect(byId.get(leases[0]!.runId)).toMatchObject({ status: 'running', partial: 'zero' });
     expect(byId.get(leases[2]!.runId)).toMatchObject({ status: 'running' });
     expect(byId.get(leases[3]!.runId)).toMatchObject({ status: 'completed' });
+  });
+
+  it('lets a zombie and the run\'s new owner share a group: only the new owner\'s step is written', async () => {
+    const zombie = await claimed('zombie');
+    await advanceFakeNow(db, 31_000); // the zombie's lease expires; another segment takes the run over
+    const takeover = await claimRun(db, { runId: zombie.runId, owner: 'w-new', leaseTtlMs: 30_000 });
+    if (!takeover.claimed) throw new Error(`expected a takeover, got ${takeover.reason}`);
+    const other = await claimed('zombie-other');
+    const { db: rec, statements } = recording(db);
+    const results = await Promise.all([
+      commitStep(rec, other, step('other'), event),
+      commitStep(rec, zombie, step('from the zombie'), event, { close: { status: 'completed', message: { text: 'zombie' } } }),
+      commitStep(rec, takeover.lease, step('from the new owner'), event),
+    ]);
+    expect(statements.filter((s) => s.includes('agent_kit_commit_steps('))).toHaveLength(1);
+    expect(results.map((r) => r.ok)).toEqual([true, false, true]);
+    expect(await stepsOf(zombie.runId)).toEqual([{ fence: 2, data: expect.objectContaining({ text: 'from the new owner' }) }]);
+    const [run] = await db.query<{ status: string; owner: string }>('select status, owner from agent_kit_runs where id = $1', [zombie.runId]);
+    expect(run).toEqual({ status: 'running', owner: 'w-new' });
   });
 
   it('gives a bad commit its own error and still commits the others grouped with it', async () => {
