@@ -3,8 +3,7 @@
 // columns, indexes and rows). Each caller works on its own rows, as each worker holds its own runs.
 import { claimRun, closeRun, mirrorPartial, renewLease, type Lease } from '../src/lease/lease.js';
 import type { Db, Queryable } from '../src/store/db.js';
-import fs from 'node:fs';
-import { claimInBulk, seedQueuedRuns, vacuumAnalyze, type BenchDatabase } from './lib/bench-db.js';
+import { claimInBulk, seedQueuedRuns, vacuumAnalyze } from './lib/bench-db.js';
 import { measureInterleaved, type InterleavedOptions } from './lib/measure.js';
 import type { Row } from './lib/report.js';
 
@@ -13,11 +12,6 @@ export interface LeaseBenchOptions extends InterleavedOptions {
   seedRuns: number;
   /** Held leases per caller for renew and mirror (cycled through). */
   leasesPerCaller: number;
-}
-
-/** The proposal in bench/sql/notify-after-commit.sql: after each mirror write or close, notify. */
-export interface NotifyAfterCommit {
-  notify: (payload: string) => Promise<void>;
 }
 
 const hourMs = 3_600_000; // long leases: nothing may expire during a measurement
@@ -59,12 +53,10 @@ async function prepareBareTable(db: Db) {
 const oneRunAtATime = (db: Db): Queryable => ({ query: (sql, params) => db.query(sql, params) });
 
 /** Run section 1 and return its rows (ops/s of each statement vs the bare update). */
-export async function benchLeaseStatements(
-  db: Db, o: LeaseBenchOptions, proposal?: NotifyAfterCommit,
-): Promise<Row[]> {
+export async function benchLeaseStatements(db: Db, o: LeaseBenchOptions): Promise<Row[]> {
   const claimIds = await seedQueuedRuns(db, o.seedRuns);
   const closeIds = await seedQueuedRuns(db, o.seedRuns);
-  const groupedCloseIds = proposal ? [] : await seedQueuedRuns(db, o.seedRuns);
+  const groupedCloseIds = await seedQueuedRuns(db, o.seedRuns);
   const heldIds = await seedQueuedRuns(db, o.concurrency * o.leasesPerCaller);
   const closeFences = await claimInBulk(db, closeIds, 'bench-close');
   const groupedCloseFences = await claimInBulk(db, groupedCloseIds, 'bench-close');
@@ -103,33 +95,26 @@ export async function benchLeaseStatements(
     'mirror write': async (w) => {
       const hand = heldHands[w]!;
       const lease = hand[step(at.mirror, w) % hand.length]!;
-      const result = await mirrorPartial(db, lease, 'tok ');
-      if (!result.ok) failures.mirror++;
-      else await proposal?.notify(`${lease.runId}:${result.seq}`);
+      if (!(await mirrorPartial(db, lease, 'tok ')).ok) failures.mirror++;
     },
     close: async (w) => {
       const lease = closeHands[w]![step(at.close, w)];
       if (!lease) return false;
       if ((await closeRun(oneByOne, lease, 'completed', { text: 'done' })) === null) failures.close++;
-      else await proposal?.notify(`${lease.runId}:closed`);
     },
     // The library's path: closes of one process that pile up go out as one statement (0017).
-    ...(proposal ? {} : {
-      'close, grouped': async (w: number) => {
-        const lease = groupedCloseHands[w]![step(at.grouped, w)];
-        if (!lease) return false;
-        if ((await closeRun(db, lease, 'completed', { text: 'done' })) === null) failures.close++;
-      },
-    }),
-  } as Record<'bare UPDATE' | 'claim' | 'renew' | 'mirror write' | 'close' | 'close, grouped', (w: number) => Promise<boolean | void>>, o);
+    'close, grouped': async (w) => {
+      const lease = groupedCloseHands[w]![step(at.grouped, w)];
+      if (!lease) return false;
+      if ((await closeRun(db, lease, 'completed', { text: 'done' })) === null) failures.close++;
+    },
+  }, o);
   if (failures.renew + failures.mirror + failures.close > 0) {
     throw new Error(`guarded writes on held leases were rejected: ${JSON.stringify(failures)}`);
   }
 
   const bare = t['bare UPDATE'];
-  const section = proposal
-    ? `1b. PROPOSED: NOTIFY after commit (bench/sql/notify-after-commit.sql; ${o.concurrency} clients, ops/s)`
-    : `1. Lease statements (${o.concurrency} clients, ops/s)`;
+  const section = `1. Lease statements (${o.concurrency} clients, ops/s)`;
   const row = (metric: 'claim' | 'renew' | 'mirror write' | 'close'): Row => ({
     section, metric, unit: 'ops/s', agentKit: t[metric].perSecond,
     baseline: bare.perSecond, baselineName: 'bare UPDATE',
@@ -137,8 +122,6 @@ export async function benchLeaseStatements(
     note: `p50 ${t[metric].p50Ms.toFixed(2)} ms, p99 ${t[metric].p99Ms.toFixed(2)} ms, ${t[metric].ops} ops ` +
       `(bare: p50 ${bare.p50Ms.toFixed(2)} ms, ${bare.ops} ops)`,
   });
-  // Under the proposal only the notifying statements change; claim and renew are shown once, above.
-  if (proposal) return [row('mirror write'), row('close')];
   const grouped = t['close, grouped'];
   return [row('claim'), row('renew'), row('mirror write'), row('close'), {
     section, metric: 'close through the library, grouped (informational)', unit: 'ops/s', agentKit: grouped.perSecond,
@@ -146,56 +129,4 @@ export async function benchLeaseStatements(
     note: `closeRun from ${o.concurrency} callers on one Db: closes that pile up share a statement (ADR-0021); ` +
       `p50 ${grouped.p50Ms.toFixed(2)} ms, p99 ${grouped.p99Ms.toFixed(2)} ms, ${grouped.ops} ops`,
   }];
-}
-
-/**
- * The writer's side of the proposal: payloads of committed writes are gathered and sent in one
- * async-commit statement, one in flight at a time, so the extra round trip is shared by every
- * write that committed meanwhile (the writer does not wait for it, as it does not wait for a
- * viewer today).
- */
-class Notifier {
-  private pending: string[] = [];
-  private flushing: Promise<void> | undefined;
-  statements = 0;
-
-  constructor(private readonly db: Db) {}
-
-  notify(payload: string): Promise<void> {
-    this.pending.push(payload);
-    this.flushing ??= this.flush();
-    return Promise.resolve();
-  }
-
-  async idle(): Promise<void> {
-    while (this.flushing) await this.flushing;
-  }
-
-  private async flush() {
-    while (this.pending.length > 0) {
-      const payloads = this.pending.splice(0, 1_000);
-      this.statements++;
-      await this.db.query(`select agent_kit_notify_after_commit('agent_kit_events', $1::text[])`, [payloads]);
-    }
-    this.flushing = undefined;
-  }
-}
-
-const notifySql = fs.readFileSync(new URL('./sql/notify-after-commit.sql', import.meta.url), 'utf8');
-
-/**
- * Section 1b: the mirror write and the close under the NOTIFY-after-commit proposal, in a fresh
- * database of their own (the proposal replaces agent_kit__append_event there, and only there).
- */
-export async function benchNotifyAfterCommit(open: () => Promise<BenchDatabase>, o: LeaseBenchOptions): Promise<Row[]> {
-  const bench = await open();
-  try {
-    await bench.db.exec(notifySql);
-    const notifier = new Notifier(bench.db);
-    const rows = await benchLeaseStatements(bench.db, o, notifier);
-    await notifier.idle();
-    return rows;
-  } finally {
-    await bench.drop();
-  }
 }

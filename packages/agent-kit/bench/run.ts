@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Db } from '../src/store/db.js';
-import { benchLeaseStatements, benchNotifyAfterCommit } from './lease-statements.js';
+import { benchLeaseStatements } from './lease-statements.js';
 import { createEmbeddedBench, createPostgresBench, type BenchDatabase } from './lib/bench-db.js';
 import { formatTable, judge, machineInfo, writeReport, type Report, type Row } from './lib/report.js';
 import { benchReplay } from './replay.js';
@@ -18,7 +18,7 @@ import { benchOrchestration } from './throughput.js';
 import { drainWithWorker, nullTurn } from './orchestration.js';
 
 const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
-const sectionNames = ['lease', 'notify', 'orchestration', 'turn', 'takeover', 'mirror', 'replay', 'scale'] as const;
+const sectionNames = ['lease', 'orchestration', 'turn', 'takeover', 'mirror', 'replay', 'scale'] as const;
 
 interface Args {
   smoke: boolean;
@@ -66,10 +66,6 @@ function sectionsFor(
   const onPostgres = store === 'postgres';
   const sections: Record<(typeof sectionNames)[number], Section> = {
     lease: () => benchLeaseStatements(db, sizes.lease),
-    // NOTIFY is in-process on PGlite: the proposal is about Postgres' commit path only.
-    notify: async () => (onPostgres
-      ? benchNotifyAfterCommit(() => createPostgresBench(baseUrl!, sizes.poolMax), { ...sizes.lease, seedRuns: sizes.lease.seedRuns / 2 })
-      : []),
     orchestration: () => (onPostgres ? benchOrchestration(db, bench.url!, sizes.orchestration, artifacts) : embeddedThroughput(db, sizes)),
     turn: () => (onPostgres ? benchScriptedTurn(db, bench.url!, sizes.scriptedTurn) : embeddedTurns(db, sizes)),
     takeover: () => benchTakeover(db, sizes.takeover),
