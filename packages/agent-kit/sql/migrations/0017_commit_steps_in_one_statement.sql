@@ -2,9 +2,10 @@
 -- A process driving many turns at once sends the commits that pile up while one is in flight
 -- together (ADR-0021). Each element is exactly one agent_kit_commit_step call, with its own
 -- (owner, fence) guard: a rejected guard writes nothing for that element and returns no row for
--- it, and the other elements are unaffected. An error (a bad argument in one element, a lost
--- connection) rolls the whole statement back; the caller then sends each commit on its own, so
--- every segment gets its own result or its own error.
+-- it, and the other elements are unaffected. An error raised by any element (a bad argument)
+-- rolls the whole statement back; the caller then sends each commit on its own, so every segment
+-- gets its own result or its own error. After a lost connection the outcome is unknown, as for a
+-- single commit, and nothing is sent again.
 --
 -- Elements are applied in run id order, so two batches that share runs (a zombie's stale commit
 -- and the new owner's) lock them in the same order and cannot deadlock each other.

@@ -9,6 +9,7 @@ import { startTurn } from '../queue/start-turn.js';
 import { commitStep, type Step } from '../turn/journal.js';
 import { advanceFakeNow } from './clock.js';
 import type { Db, Queryable } from './db.js';
+import { StoreUnavailableError } from '../errors.js';
 import { writeGrouped, type GroupedWrite } from './group-commit.js';
 
 let db: Db;
@@ -50,6 +51,7 @@ function doubling() {
     async many(q: Queryable, all: number[]) {
       sent.many.push(all);
       if (all.some((n) => n < 0)) throw new Error('a negative element fails the whole statement');
+      if (all.includes(999)) throw new StoreUnavailableError('database unavailable: the connection dropped mid-statement');
       const rows = await q.query<{ v: number }>('select (2 * n)::int as v from unnest($1::int[]) with ordinality u(n, o) order by o', [all]);
       return rows.map((r) => r.v);
     },
@@ -76,6 +78,15 @@ describe('writeGrouped', () => {
     expect(sent.one.sort()).toEqual([-1, 0, 7, 9].sort());
     expect(outcomes.map((o) => (o.status === 'fulfilled' ? o.value : (o.reason as Error).message)))
       .toEqual([0, 14, 'negative: -1', 18]);
+  });
+
+  it('sends nothing again when the connection failed under a grouped statement: its outcome is unknown', async () => {
+    const { kind, sent } = doubling();
+    const outcomes = await Promise.allSettled([1, 2, 999].map((n) => writeGrouped(db, kind, n)));
+    expect(sent.one).toEqual([1]);
+    expect(sent.many).toEqual([[2, 999]]);
+    expect(outcomes[0]).toEqual({ status: 'fulfilled', value: 2 });
+    for (const o of outcomes.slice(1)) expect(o).toMatchObject({ status: 'rejected', reason: { code: 'STORE_UNAVAILABLE' } });
   });
 
   it('never groups inside a transaction: a write there goes alone, even while one of its kind is in flight', async () => {

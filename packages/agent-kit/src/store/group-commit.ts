@@ -3,9 +3,11 @@
 // of one each. A write made while none of its kind is in flight goes out at once in its
 // one-run form, so a quiet process waits for nothing and sends exactly what it sent before.
 // Each grouped element is the one-run SQL function called for that element, with its own
-// (owner, fence) guard, so a rejected guard affects only its element. If the grouped statement
-// fails, it wrote nothing, and each write is sent again on its own: every caller gets its own
-// result or its own error.
+// (owner, fence) guard, so a rejected guard affects only its element. If the database refused
+// the grouped statement, it wrote nothing, and each write is sent again on its own: every caller
+// gets its own result or its own error. If the connection failed instead, the statement may have
+// committed, so nothing is sent again: every caller gets the store error it would have got alone.
+import { coerceError, StoreUnavailableError } from '../errors.js';
 import type { Db, Queryable } from './db.js';
 
 /** One kind of groupable write: its one-run statement and its grouped statement. */
@@ -82,9 +84,16 @@ async function sendMany<A, R>(db: Queryable, kind: GroupedWrite<A, R>, batch: Wa
   let results: R[];
   try {
     results = await kind.many(db, batch.map((w) => w.args));
-  } catch {
-    // The statement rolled back: one element's error or the connection's. Each on its own now,
-    // so each caller sees its own outcome.
+  } catch (raw) {
+    const error = coerceError(raw);
+    if (error instanceof StoreUnavailableError) {
+      // Lost connection or timeout: the outcome is unknown, as for a write sent alone. Sending
+      // again could write a step twice; each segment handles the store error as it always does.
+      for (const w of batch) w.reject(error);
+      return;
+    }
+    // The database refused the statement (one element's bad argument, say) and rolled it back:
+    // each write on its own now, so each caller sees its own outcome.
     await Promise.all(batch.map((w) => sendOne(db, kind, w)));
     return;
   }

@@ -6,7 +6,7 @@
 import { isClosed } from './invariants.js';
 import type { Simulation } from './simulation.js';
 import {
-  action, advanceBy, newTurn, spawnDrain, spawnReaper, tick, type ActionPick, type Candidate,
+  action, advanceBy, burst, newTurn, spawnDrain, spawnReaper, tick, type ActionPick, type Candidate,
 } from './spawn.js';
 import { answer, operator, userActions } from './user-actions.js';
 import { hasMovedOn, zombieActions, zombieAtWrite } from './zombies.js';
@@ -79,6 +79,8 @@ export function chooseAction(sim: Simulation): ActionPick {
     candidates.push([action('wait', () => advanceBy(sim, wakeMs - scheduler.nowMs, 'wait for paused')), 2]);
   }
   if (sim.turnsCreated < profile.turns) candidates.push([action('new-turn', () => newTurn(sim)), 1.5]);
+  const room = profile.turns - sim.turnsCreated;
+  if (room >= 3) candidates.push([action('burst', () => burst(sim, Math.min(room, 5))), 0.6]);
   candidates.push([action('drain', () => spawnDrain(sim)), 0.5], [action('reaper', () => spawnReaper(sim)), 0.35]);
   candidates.push([action('cron-twice', async () => {
     sim.count(sim.faults, 'duplicate-cron');

@@ -43,6 +43,27 @@ export function spawnDrain(sim: Simulation): Promise<string> {
   return settled(sim, `spawn ${worker.name} (concurrency ${concurrency})`);
 }
 
+/**
+ * Several turns queued at once on new threads, all alike, then one drain for them: their segments
+ * stream in step, so their step commits and closes pile up and go out grouped (ADR-0021), where
+ * kills, zombies and store failures land on grouped statements too.
+ */
+export async function burst(sim: Simulation, count: number): Promise<string> {
+  const text = sim.user.pick(['hello', 'note this #effect']);
+  await sim.scheduler.syncDbClock();
+  sim.dirty = true;
+  const names: string[] = [];
+  for (let i = 0; i < count; i++) {
+    sim.turnsCreated++;
+    const turn = await outsideWorkers(() => startTurn(sim.db, { ownerId: 'u', text: `${text} (message ${sim.turnsCreated})` }));
+    sim.noteTurn(turn.threadId, turn.runId);
+    names.push(sim.names.of(turn.runId));
+  }
+  const worker = spawnWorker(sim, 'drain', (w, rt) =>
+    drainQueue(rt, { budgetMs: sim.profile.drainBudgetMs, concurrency: count, owner: w.name, runSegment }));
+  return settled(sim, `burst: "${text}" as ${names.join(', ')} on new threads; spawn ${worker.name} (concurrency ${count})`);
+}
+
 export function spawnReaper(sim: Simulation): Promise<string> {
   const worker = spawnWorker(sim, 'reaper', (w, rt) => reapExpiredRuns(rt, { owner: w.name }));
   return settled(sim, `spawn ${worker.name}`);
