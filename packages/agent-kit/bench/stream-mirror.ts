@@ -1,6 +1,8 @@
 // Section 4: the stream mirror. One run streaming at 2,000 tokens/s: database writes per second
 // and tokens/s against consuming the same model stream raw with streamText. Then many runs
 // streaming at once in this one process (100, 1,000): CPU and memory per run.
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { streamText } from 'ai';
 import { createScriptedModel } from '../src/model/index.js';
 import { runSegment } from '../src/turn/index.js';
@@ -25,8 +27,21 @@ export interface MirrorOptions {
 const writeLabels = new Set([
   'agent_kit_claim_run', 'agent_kit_begin_segment', 'agent_kit_mirror_partial', 'agent_kit_renew_lease',
   'agent_kit_record_step', 'agent_kit_commit_step', 'agent_kit_record_effect', 'agent_kit_close_run', 'agent_kit_park_run',
-  'agent_kit_append_event', 'agent_kit_fail_segment', 'agent_kit_consume_input',
+  'agent_kit_append_event', 'agent_kit_fail_segment', 'agent_kit_consume_input', 'agent_kit_commit_steps',
+  'agent_kit_close_runs',
 ]);
+
+/** A full garbage collection on demand, without starting node with --expose-gc. */
+function collector(): () => void {
+  v8.setFlagsFromString('--expose-gc');
+  return vm.runInNewContext('gc') as () => void;
+}
+
+/** Bytes this process holds live: the JS heap and what it keeps outside it (buffers, WASM). */
+function liveBytes(): number {
+  const m = process.memoryUsage();
+  return m.heapUsed + m.external;
+}
 
 /** Tokens/s of the raw stream: streamText over the same model and prompt, consumed to the end. */
 async function rawStream(tokens: number, tokensPerSecond: number) {
@@ -53,19 +68,42 @@ async function mirroredStream(db: Db, tokens: number, tokensPerSecond: number) {
   return { ms, writes, mirrorWrites: counted.counts.get('agent_kit_mirror_partial') ?? 0 };
 }
 
-/** `count` runs streaming at once in this process: CPU and resident memory per run. */
+/** `count` runs streaming at once in this process: CPU and live memory per run. */
 async function manyStreams(db: Db, count: number, o: MirrorOptions) {
   await clearQueue(db);
   const ids = await seedQueuedRuns(db, count);
   await db.exec('delete from agent_kit_jobs'); // run here, not by a drain
-  const rt = benchRuntime(db, createScriptedModel({ tokens: o.manyTokens, delayMs: 1000 / o.manyTokensPerSecond }));
-  global.gc?.();
+  // The model tells when the last of the runs has begun to stream: then all of them are in flight.
+  let streaming = 0;
+  let allStreaming!: () => void;
+  const allStarted = new Promise<void>((resolve) => (allStreaming = resolve));
+  const scripted = createScriptedModel({ tokens: o.manyTokens, delayMs: 1000 / o.manyTokensPerSecond });
+  const model: typeof scripted = Object.create(scripted);
+  model.doStream = (options) => {
+    if (++streaming === count) allStreaming();
+    return scripted.doStream(options);
+  };
+  const rt = benchRuntime(db, model);
+  const gc = collector();
+  gc();
+  const liveBefore = liveBytes();
   const rssBefore = process.memoryUsage().rss;
   let rssPeak = rssBefore;
   const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, process.memoryUsage().rss)), 50);
   const cpuBefore = process.cpuUsage();
   const startAt = performance.now();
-  const outcomes = await Promise.all(ids.map((runId, i) => runSegment(rt, { runId, owner: `bench-many-${i}` })));
+  let finished = 0;
+  const running = Promise.all(ids.map((runId, i) => runSegment(rt, { runId, owner: `bench-many-${i}` }).finally(() => finished++)));
+  // When the last run starts to stream, what is live (after a full collection) over what was
+  // live before is held by the runs then in flight: started and not yet closed. With many runs,
+  // the first may have closed before the last could claim; so divide by those in flight.
+  const streamMs = (o.manyTokens * 1000) / o.manyTokensPerSecond;
+  await Promise.race([allStarted, new Promise((resolve) => setTimeout(resolve, 60_000))]);
+  await new Promise((resolve) => setTimeout(resolve, Math.min(100, streamMs / 4)));
+  const inFlight = Math.max(1, streaming - finished);
+  gc();
+  const liveMid = liveBytes();
+  const outcomes = await running;
   const wallMs = performance.now() - startAt;
   const cpu = process.cpuUsage(cpuBefore);
   clearInterval(sampler);
@@ -78,7 +116,9 @@ async function manyStreams(db: Db, count: number, o: MirrorOptions) {
   return {
     closed, wallMs, kinds,
     cpuMsPerRun: (cpu.user + cpu.system) / 1000 / count,
-    memoryKiBPerRun: (rssPeak - rssBefore) / 1024 / count,
+    memoryKiBPerRun: (liveMid - liveBefore) / 1024 / inFlight,
+    rssGrowthKiBPerRun: (rssPeak - rssBefore) / 1024 / count,
+    inFlight,
   };
 }
 
@@ -112,7 +152,12 @@ export async function benchStreamMirror(db: Db, o: MirrorOptions): Promise<Row[]
     const note = `${m.closed}/${count} closed in ${(m.wallMs / 1000).toFixed(1)} s (${JSON.stringify(m.kinds)})`;
     rows.push(
       { section, metric: `${label}: CPU per run`, unit: 'ms CPU', agentKit: m.cpuMsPerRun, note },
-      { section, metric: `${label}: memory per run`, unit: 'KiB', agentKit: m.memoryKiBPerRun, note },
+      {
+        section, metric: `${label}: memory per run`, unit: 'KiB', agentKit: m.memoryKiBPerRun,
+        note: `live heap + external after a full GC when the last run began to stream, over before, per run ` +
+          `then in flight (${m.inFlight} of ${count}); ` +
+          `resident set growth ${m.rssGrowthKiBPerRun.toFixed(0)} KiB per run; ${note}`,
+      },
     );
   }
   return rows;
