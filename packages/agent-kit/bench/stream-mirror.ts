@@ -73,14 +73,13 @@ async function manyStreams(db: Db, count: number, o: MirrorOptions) {
   await clearQueue(db);
   const ids = await seedQueuedRuns(db, count);
   await db.exec('delete from agent_kit_jobs'); // run here, not by a drain
-  // The model tells when the last of the runs has begun to stream: then all of them are in flight.
+  // The model counts the streams begun; with the segments that ended, that gives the runs in
+  // flight at any moment.
   let streaming = 0;
-  let allStreaming!: () => void;
-  const allStarted = new Promise<void>((resolve) => (allStreaming = resolve));
   const scripted = createScriptedModel({ tokens: o.manyTokens, delayMs: 1000 / o.manyTokensPerSecond });
   const model: typeof scripted = Object.create(scripted);
   model.doStream = (options) => {
-    if (++streaming === count) allStreaming();
+    streaming++;
     return scripted.doStream(options);
   };
   const rt = benchRuntime(db, model);
@@ -94,15 +93,20 @@ async function manyStreams(db: Db, count: number, o: MirrorOptions) {
   const startAt = performance.now();
   let finished = 0;
   const running = Promise.all(ids.map((runId, i) => runSegment(rt, { runId, owner: `bench-many-${i}` }).finally(() => finished++)));
-  // When the last run starts to stream, what is live (after a full collection) over what was
-  // live before is held by the runs then in flight: started and not yet closed. With many runs,
-  // the first may have closed before the last could claim; so divide by those in flight.
-  const streamMs = (o.manyTokens * 1000) / o.manyTokensPerSecond;
-  await Promise.race([allStarted, new Promise((resolve) => setTimeout(resolve, 60_000))]);
-  await new Promise((resolve) => setTimeout(resolve, Math.min(100, streamMs / 4)));
-  const inFlight = Math.max(1, streaming - finished);
-  gc();
-  const liveMid = liveBytes();
+  // What is live (after a full collection) over what was live before is held by the runs in
+  // flight: begun and not yet closed. Measured whenever their number has grown by a quarter since
+  // the last measurement, and kept at the most runs in flight; with many runs on one store the
+  // first ones close before the last can claim, so not all of them are ever in flight together.
+  let peak = { inFlight: 0, live: liveBefore };
+  let done = false;
+  running.then(() => (done = true), () => (done = true));
+  while (!done) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const inFlight = streaming - finished;
+    if (done || inFlight < Math.max(1, peak.inFlight * 1.25)) continue;
+    gc();
+    peak = { inFlight, live: liveBytes() };
+  }
   const outcomes = await running;
   const wallMs = performance.now() - startAt;
   const cpu = process.cpuUsage(cpuBefore);
@@ -116,9 +120,9 @@ async function manyStreams(db: Db, count: number, o: MirrorOptions) {
   return {
     closed, wallMs, kinds,
     cpuMsPerRun: (cpu.user + cpu.system) / 1000 / count,
-    memoryKiBPerRun: (liveMid - liveBefore) / 1024 / inFlight,
+    memoryKiBPerRun: (peak.live - liveBefore) / 1024 / Math.max(1, peak.inFlight),
     rssGrowthKiBPerRun: (rssPeak - rssBefore) / 1024 / count,
-    inFlight,
+    inFlight: peak.inFlight,
   };
 }
 
@@ -154,8 +158,8 @@ export async function benchStreamMirror(db: Db, o: MirrorOptions): Promise<Row[]
       { section, metric: `${label}: CPU per run`, unit: 'ms CPU', agentKit: m.cpuMsPerRun, note },
       {
         section, metric: `${label}: memory per run`, unit: 'KiB', agentKit: m.memoryKiBPerRun,
-        note: `live heap + external after a full GC when the last run began to stream, over before, per run ` +
-          `then in flight (${m.inFlight} of ${count}); ` +
+        note: `live heap + external after a full GC, over before, per run in flight, at the most in flight ` +
+          `(${m.inFlight} of ${count}); ` +
           `resident set growth ${m.rssGrowthKiBPerRun.toFixed(0)} KiB per run; ${note}`,
       },
     );
