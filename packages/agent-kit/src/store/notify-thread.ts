@@ -13,8 +13,8 @@ export const eventsChannel = 'agent_kit_events';
 
 /**
  * After a notifying statement, wait this long before the next one if more threads were written
- * meanwhile: under load, ~0.5 statements per scripted turn instead of ~1.2, for at most this much
- * more latency to a viewer of a busy process (whose text deltas come in 100 ms batches anyway).
+ * meanwhile: under load, ~0.3–0.4 statements per scripted turn instead of ~1.2, for at most this
+ * much more latency to a viewer of a busy process (whose text deltas come in 100 ms batches).
  */
 export const notifyGapMs = 10;
 
