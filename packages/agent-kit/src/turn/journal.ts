@@ -85,9 +85,10 @@ export async function commitStep(
   const row = await writeGrouped(db, commitStepWrite, {
     runId: lease.runId, owner: lease.owner, fence: lease.fence, stepNo, kind, data, eventType: event.type, eventData: event.data,
     delta: extra.delta,
-    effectKey: extra.effect?.key, effectStatus: extra.effect?.status, effectResult: extra.effect?.result,
+    // A present effect or start without a value is JSON null, never a missing value (SQL NULL).
+    effectKey: extra.effect?.key, effectStatus: extra.effect?.status, effectResult: extra.effect && (extra.effect.result ?? null),
     closeStatus: extra.close?.status, closeMessage: extra.close?.message,
-    startKey: extra.start?.key, startTool: extra.start?.tool, startInput: extra.start?.input,
+    startKey: extra.start?.key, startTool: extra.start?.tool, startInput: extra.start && (extra.start.input ?? null),
   });
   if (!row) return { ok: false };
   const started = extra.start && row.started_status
@@ -126,6 +127,9 @@ interface CommitArgs {
   startInput?: unknown;
 }
 
+/** A jsonb parameter: SQL NULL for no value, else the value's JSON (JSON null included). */
+const jsonOrNull = (value: unknown) => (value === undefined ? null : JSON.stringify(value));
+
 /** A step commit, alone or grouped with other runs' (migration 0017, ADR-0021). */
 const commitStepWrite: GroupedWrite<CommitArgs, CommitRow | undefined> = {
   name: 'commit_step',
@@ -136,22 +140,16 @@ const commitStepWrite: GroupedWrite<CommitArgs, CommitRow | undefined> = {
       [
         a.runId, a.owner, a.fence, a.stepNo, a.kind, JSON.stringify(a.data), a.eventType, JSON.stringify(a.eventData),
         a.delta ?? null,
-        a.effectKey ?? null, a.effectStatus ?? null, a.effectKey === undefined ? null : JSON.stringify(a.effectResult ?? null),
-        a.closeStatus ?? null, a.closeMessage === undefined ? null : JSON.stringify(a.closeMessage),
-        a.startKey ?? null, a.startTool ?? null, a.startKey === undefined ? null : JSON.stringify(a.startInput ?? null),
+        a.effectKey ?? null, a.effectStatus ?? null, jsonOrNull(a.effectResult),
+        a.closeStatus ?? null, jsonOrNull(a.closeMessage),
+        a.startKey ?? null, a.startTool ?? null, jsonOrNull(a.startInput),
       ],
     );
     return rows[0];
   },
   async many(db, all) {
-    // As in `one`, an effect or a start without a value is JSON null, not a missing key (SQL NULL).
-    const elements = all.map((a) => ({
-      ...a,
-      effectResult: a.effectKey === undefined ? undefined : (a.effectResult ?? null),
-      startInput: a.startKey === undefined ? undefined : (a.startInput ?? null),
-    }));
     const rows = await db.query<CommitRow & { i: number }>(
-      'select * from agent_kit_commit_steps($1::jsonb)', [JSON.stringify(elements)],
+      'select * from agent_kit_commit_steps($1::jsonb)', [JSON.stringify(all)],
     );
     return byIndex(rows, all.length);
   },
