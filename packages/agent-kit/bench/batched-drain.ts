@@ -114,7 +114,7 @@ export async function drainBatched(
         continue;
       }
       claims++;
-      const rows = await db.query<RunRow>('select * from agent_kit_claim_due_runs($1, $2, $3::interval, $3::interval)', [o.owner, room, ttl]);
+      const rows = await db.query<RunRow>('select * from agent_kit_proposed_claim_due_runs($1, $2, $3::interval, $3::interval)', [o.owner, room, ttl]);
       local.push(...rows.map(toRun));
       progress.poke();
       if (rows.length === 0) await waker.wait(250, o.signal);

@@ -14,7 +14,8 @@ import { measureDrain, type DrainResult } from './lib/drain-measure.js';
 
 /** The null turn: claim, then close with a fixed message. Everything a turn costs but the model. */
 export const nullTurn: RunSegment = async (rt, o) => {
-  const claim = await claimRun(rt.db, {
+  // The drain claims most runs itself, in batches; a job it only took is claimed here.
+  const claim = o.preClaimed?.claim ?? await claimRun(rt.db, {
     runId: o.runId, owner: o.owner, leaseTtlMs: o.leaseTtlMs ?? rt.config.leaseTtlMs, budgetMs: o.budgetMs,
   });
   if (!claim.claimed) return { kind: 'not-claimed', reason: claim.reason };

@@ -259,6 +259,57 @@ begin
       'leaseExpiresAt', v_run.lease_expires_at, 'deadlineAt', v_run.deadline_at));
 end $function$
 
+-- function agent_kit_claim_due_runs(p_owners text[], p_ttl interval, p_budget interval, p_max_attempts integer)
+CREATE OR REPLACE FUNCTION agent_kit_claim_due_runs(p_owners text[], p_ttl interval, p_budget interval, p_max_attempts integer)
+ RETURNS SETOF agent_kit_runs
+ LANGUAGE plpgsql
+ ROWS 10
+AS $function$
+declare
+  v_now timestamptz := agent_kit_now();
+  v_wanted int := coalesce(cardinality(p_owners), 0);
+  v_claimed int := 0;
+  v_candidates uuid[];
+  v_run_id uuid;
+begin
+  if v_wanted < 1 or v_wanted > 1000 then
+    raise exception 'owners must be an array of 1..1000 lease owners, got %', v_wanted using errcode = 'AK001';
+  end if;
+  if array_position(p_owners, null) is not null or array_position(p_owners, '') is not null then
+    raise exception 'every owner must be a non-empty string' using errcode = 'AK001';
+  end if;
+  if (select count(distinct o) from unnest(p_owners) o) <> v_wanted then
+    raise exception 'owners must be distinct (one per segment)' using errcode = 'AK001';
+  end if;
+  if p_max_attempts is null or p_max_attempts < 1 then
+    raise exception 'max attempts must be at least 1, got %', coalesce(p_max_attempts::text, 'NULL') using errcode = 'AK001';
+  end if;
+  -- agent_kit_claim_run checks them too, but only when something is due.
+  perform agent_kit__check_ttl('lease ttl', p_ttl);
+  perform agent_kit__check_ttl('invocation budget', p_budget);
+  -- Candidates: the earliest due jobs, a few more than wanted (some may be unclaimable or held),
+  -- read through agent_kit_jobs__due_at_idx; then their runs by primary key (`= any`, so it is an
+  -- index scan even when the planner's statistics are stale), locked in due order.
+  v_candidates := array(
+    select q.run_id from agent_kit_jobs q where q.due_at <= v_now order by q.due_at limit 2 * v_wanted + 8);
+  for v_run_id in
+    select r.id
+    from agent_kit_runs r
+    where r.id = any(v_candidates)
+      and (r.status = 'queued'
+        or (r.status = 'running' and r.lease_expires_at <= v_now and r.attempts < p_max_attempts)
+        or (r.status in ('waiting_input', 'waiting_takeover') and r.cancel_requested_at is not null))
+    order by array_position(v_candidates, r.id)
+    for update of r skip locked
+  loop
+    return query select * from agent_kit_claim_run(v_run_id, p_owners[v_claimed + 1], p_ttl, p_budget);
+    if found then
+      v_claimed := v_claimed + 1;
+      exit when v_claimed = v_wanted;
+    end if;
+  end loop;
+end $function$
+
 -- function agent_kit_claim_run(p_run_id uuid, p_owner text, p_ttl interval)
 CREATE OR REPLACE FUNCTION agent_kit_claim_run(p_run_id uuid, p_owner text, p_ttl interval)
  RETURNS SETOF agent_kit_runs
@@ -271,6 +322,7 @@ $function$
 CREATE OR REPLACE FUNCTION agent_kit_claim_run(p_run_id uuid, p_owner text, p_ttl interval, p_budget interval)
  RETURNS SETOF agent_kit_runs
  LANGUAGE plpgsql
+ ROWS 1
 AS $function$
 declare
   v_now timestamptz := agent_kit_now();

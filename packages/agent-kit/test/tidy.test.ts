@@ -160,6 +160,26 @@ describe('tidy', () => {
     expect(offenders, 'write these in PL/pgSQL (its plans are cached per session)').toEqual([]);
   });
 
+  it('declares how few rows the claims return, so no claim statement is JIT-compiled (migration 0018)', () => {
+    // The engine wraps these in statements with a history subquery per row. At Postgres's default
+    // estimate (1000 rows) such a statement's cost passed jit_above_cost and each claim paid ~15 ms
+    // of JIT. CREATE OR REPLACE FUNCTION without ROWS resets the estimate to 1000.
+    const engineClaims = [
+      'agent_kit_claim_run(p_run_id uuid, p_owner text, p_ttl interval, p_budget interval)',
+      'agent_kit_claim_due_runs(p_owners text[], p_ttl interval, p_budget interval, p_max_attempts integer)',
+    ];
+    const schema = fs.readFileSync(path.join(packageDir, 'sql', 'schema.sql'), 'utf8');
+    const blocks = new Map(schema.split(/^-- function /m).slice(1)
+      .map((block) => [block.slice(0, block.indexOf('\n')), block] as const));
+    const estimates = engineClaims.map((signature) => {
+      const block = blocks.get(signature);
+      const header = block?.slice(0, block.indexOf('$function$')) ?? '';
+      return { signature, rows: Number(/^ ROWS (\d+)$/m.exec(header)?.[1] ?? 1000) };
+    });
+    expect(estimates.filter((e) => !blocks.has(e.signature)), 'engine claim functions missing from sql/schema.sql').toEqual([]);
+    expect(estimates.filter((e) => e.rows > 10), 'declare ROWS 1 (one run) or ROWS 10 (a batch)').toEqual([]);
+  });
+
   it('leaves no focused test (.only) behind', () => {
     const testFiles = [
       ...listFiles(srcDir, '.test.ts'),

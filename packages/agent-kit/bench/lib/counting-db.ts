@@ -12,7 +12,9 @@ export interface CountingDb extends Db {
 }
 
 function labelOf(sql: string): string {
-  if (sql.includes('agent_kit_claim_run(')) return 'agent_kit_claim_run'; // with its begin, for a fresh run
+  // A claim with its begin (for a fresh run) is a claim.
+  if (sql.includes('agent_kit_claim_run(')) return 'agent_kit_claim_run';
+  if (sql.includes('agent_kit_claim_due_runs(')) return 'agent_kit_claim_due_runs';
   const fn = /agent_kit_\w+/.exec(sql);
   if (fn) return fn[0];
   return sql.trim().split(/\s+/).slice(0, 2).join(' ').toLowerCase();

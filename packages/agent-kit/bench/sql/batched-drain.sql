@@ -12,7 +12,7 @@
 -- the same job deletion. Runs are locked first (FOR UPDATE OF r SKIP LOCKED, jobs only read), so
 -- two drains never wait on each other and never take jobs before runs. A due job whose run is not
 -- claimable is left for the per-run path (agent_kit_take_jobs + agent_kit_settle_job) to settle.
-create or replace function agent_kit_claim_due_runs(p_owner text, p_limit int, p_ttl interval, p_budget interval)
+create or replace function agent_kit_proposed_claim_due_runs(p_owner text, p_limit int, p_ttl interval, p_budget interval)
 returns setof agent_kit_runs language plpgsql as $$
 begin
   if p_owner is null or p_owner = '' then

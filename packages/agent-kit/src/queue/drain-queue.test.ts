@@ -105,7 +105,7 @@ describe('drainQueue', () => {
     expect(await runState(runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
   });
 
-  it('counts a run deleted after its job was taken as not claimed, and leaves nothing behind', async () => {
+  it('counts a run deleted under a batch-claimed segment as lost, and leaves nothing behind', async () => {
     await emptyQueue();
     const { runId, threadId } = await newRun();
     const deleteFirst: RunSegment = async (rt, options) => {
@@ -113,7 +113,7 @@ describe('drainQueue', () => {
       return nullTurn()(rt, options);
     };
     const report = await drainQueue(testRuntime(db), { runSegment: deleteFirst });
-    expect(report).toMatchObject({ taken: 1, notClaimed: 1, claimed: 0, errors: 0 });
+    expect(report).toMatchObject({ taken: 1, claimed: 1, lost: 1, notClaimed: 0, errors: 0 });
     expect(await count(db, 'select count(*) as n from agent_kit_jobs where run_id = $1', [runId])).toBe(0);
   });
 
@@ -148,19 +148,28 @@ describe('drainQueue', () => {
     expect(await settleJob(db, blocked!.jobId)).toBe('dropped');
   });
 
-  it('counts a throwing segment as an error and leaves its job queued for a later take', async () => {
+  it('counts a throwing segment as an error; its run keeps the lease, and the reaper requeues it', async () => {
     await emptyQueue();
     const { runId } = await newRun();
     const logged: Record<string, unknown>[] = [];
     const failing: RunSegment = async () => {
       throw new Error('boom');
     };
-    const report = await drainQueue(testRuntime(db, {}, {}, (e) => logged.push(e)), { runSegment: failing });
+    const rt = testRuntime(db, { leaseTtlMs: 5_000 }, {}, (e) => logged.push(e));
+    const report = await drainQueue(rt, { runSegment: failing });
     expect(report).toMatchObject({ taken: 1, errors: 1, claimed: 0 });
-    expect(logged).toContainEqual(expect.objectContaining({ runId, attempt: 1, error: 'boom' }));
-    const [job] = await db.query<{ later: boolean }>(
-      'select due_at > agent_kit_now() as later from agent_kit_jobs where run_id = $1', [runId]);
-    expect(job?.later).toBe(true);
+    expect(logged).toContainEqual(expect.objectContaining({ runId, fence: 1, attempt: 1, error: 'boom' }));
+    // The batch claim took the job with the run: nothing is queued until the lease expires.
+    expect(await runState(runId)).toEqual({ status: 'running', fence: 1, messages: 0, jobs: 0 });
+    await advanceFakeNow(db, 6_000);
+    try {
+      expect(await reapExpiredRuns(rt)).toMatchObject({ requeued: 1 });
+      expect((await runState(runId)).jobs).toBe(1);
+      expect(await drainQueue(rt, { runSegment: nullTurn() })).toMatchObject({ claimed: 1, closed: 1 });
+      expect(await runState(runId)).toEqual({ status: 'completed', fence: 2, messages: 1, jobs: 0 });
+    } finally {
+      await clearFakeNow(db);
+    }
   });
 
   it('counts a segment that stopped mid-step; its run keeps the lease for the reaper', async () => {

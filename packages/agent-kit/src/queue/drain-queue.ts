@@ -1,12 +1,13 @@
 // The queue drain: one invocation's worth of work (a cron call) or, with `waitForWork`, a worker's
-// endless one. It takes due jobs in batches with SKIP LOCKED, runs their segments several at once,
-// and settles every job it could not use, so no job is lost and two drains at once are safe: the
-// claim (one SQL statement, the next fence) decides who runs a run. No leader election. A run out
-// of attempts is left to the reaper's salvage, never claimed again.
+// endless one. It claims the runs of due jobs in batches (one statement, SKIP LOCKED), runs their
+// segments several at once, takes the due jobs the batch could not claim and settles each, so no
+// job is lost and two drains at once are safe: a claim (the next fence) decides who runs a run.
+// No leader election. A run out of attempts is left to the reaper's salvage, never claimed again.
 import { coerceError, InvalidArgumentError } from '../errors.js';
-import type { RunSegment, Runtime, SegmentOutcome } from '../turn/types.js';
+import { claimDueSegments } from '../turn/journal.js';
+import type { RunSegment, Runtime, SegmentOptions, SegmentOutcome } from '../turn/types.js';
 import { backoffMs, neverAborted, sleep } from './pace.js';
-import { settleJob, takeJobsForDrain, type SettleOutcome, type TakenJob } from './jobs.js';
+import { settleJob, takeJobsForDrain, type SettleOutcome } from './jobs.js';
 
 export interface DrainOptions {
   /**
@@ -14,13 +15,16 @@ export interface DrainOptions {
    * A worker passes Infinity. Each segment gets min(remaining budget, config.invocationBudgetMs).
    */
   budgetMs?: number;
-  /** Segments in flight at once, and the most jobs taken per query. Default 4. */
+  /** Segments in flight at once, and the most runs claimed or jobs taken per query. Default 4. */
   concurrency?: number;
   /** Lease owner prefix; each segment's owner is `<owner>-<n>`. Default `drain-<pid>-<random>`. */
   owner?: string;
   /** Stop taking jobs; running segments get it too and park at their next step boundary. */
   stopSignal?: AbortSignal;
-  /** The segment runner; default the turn engine's runSegment. Tests inject their own. */
+  /**
+   * The segment runner; default the turn engine's runSegment. Tests inject their own, which must
+   * honour SegmentOptions.preClaimed: the drain claims most runs itself, in batches.
+   */
   runSegment?: RunSegment;
   /**
    * Long-running mode: called when no job is due, resolves when there may be work (NOTIFY, a
@@ -32,7 +36,7 @@ export interface DrainOptions {
 }
 
 export interface DrainReport {
-  /** Jobs taken from the queue. */
+  /** Jobs taken from the queue, the jobs of runs claimed in batches included. */
   taken: number;
   /** Segments that claimed their run (closed + parked + lost + stopped). */
   claimed: number;
@@ -95,12 +99,38 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
   let segmentNo = 0;
   let takeFailures = 0;
 
-  const start = (job: TakenJob) => {
-    const owner = `${ownerPrefix}-${++segmentNo}`;
-    const segmentBudgetMs = Math.max(1, Math.min(remainingMs(), rt.config.invocationBudgetMs));
-    const running = runJob(rt, runSegment, job, { owner, budgetMs: segmentBudgetMs, stopSignal: signal }, report)
+  const segmentBudgetMs = () => Math.max(1, Math.min(remainingMs(), rt.config.invocationBudgetMs));
+  const start = (job: JobToRun, budgetMs: number, preClaimed?: SegmentOptions['preClaimed']) => {
+    const owner = preClaimed?.claim.lease.owner ?? `${ownerPrefix}-${++segmentNo}`;
+    const running = runJob(rt, runSegment, job, { owner, budgetMs, stopSignal: signal, preClaimed }, report)
       .finally(() => inFlight.delete(running));
     inFlight.add(running);
+  };
+
+  // Claim the runs of up to `free` due jobs in one statement and start their segments.
+  const claimDue = async (free: number) => {
+    const owners = Array.from({ length: free }, (_, i) => `${ownerPrefix}-${segmentNo + i + 1}`);
+    const budgetMs = segmentBudgetMs();
+    const sentAtMs = Date.now();
+    const claims = await claimDueSegments(rt.db, {
+      owners, leaseTtlMs: rt.config.leaseTtlMs, budgetMs, maxRunAttempts: rt.config.maxRunAttempts,
+    });
+    segmentNo += claims.length; // the SQL hands out the owners in order
+    report.taken += claims.length;
+    for (const claim of claims) start({ runId: claim.lease.runId, tries: claim.lease.attempts }, budgetMs, { claim, sentAtMs });
+    return claims.length;
+  };
+
+  // Take up to `free` due jobs the batch claim left (their runs could not be claimed at once:
+  // closed, waiting, blocked, leased, spent, or held a moment by another transaction); a segment
+  // per job tries its own claim and settles the job if it fails. Returns the jobs taken.
+  const takeRest = async (free: number) => {
+    const { jobs, spent } = await takeJobsForDrain(rt.db, free, jobLockMs(rt.config.leaseTtlMs), rt.config.maxRunAttempts);
+    report.taken += jobs.length + spent;
+    report.dropped += spent;
+    report.notClaimed += spent;
+    for (const job of jobs) start(job, segmentBudgetMs());
+    return jobs.length + spent;
   };
 
   while (!signal.aborted && remainingMs() >= margin) {
@@ -109,14 +139,11 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
       await Promise.race(inFlight);
       continue;
     }
-    let jobs: TakenJob[];
-    let spent: number;
+    let found: number;
     try {
-      ({ jobs, spent } = await takeJobsForDrain(rt.db, free, jobLockMs(rt.config.leaseTtlMs), rt.config.maxRunAttempts));
+      found = await claimDue(free);
+      if (found < free) found += await takeRest(free - found);
       takeFailures = 0;
-      report.taken += jobs.length + spent;
-      report.dropped += spent;
-      report.notClaimed += spent;
     } catch (raw) {
       report.errors++;
       takeFailures++;
@@ -125,8 +152,7 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
       await sleep(backoffMs(takeFailures), signal);
       continue;
     }
-    for (const job of jobs) start(job);
-    if (jobs.length + spent === free) continue; // a full batch: more may be due
+    if (found === free) continue; // a full batch: more may be due
     // Nothing more is due now.
     if (options.waitForWork) {
       await options.waitForWork(signal);
@@ -142,22 +168,31 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
   return report;
 }
 
-/** Run one job's segment and account for it; a job whose run was not claimed is settled. */
+/** A run to start a segment for: a taken job (settled if the run is not claimed), or a claimed run. */
+interface JobToRun {
+  runId: string;
+  /** The taken job; none when the drain claimed the run itself (the claim deleted its job). */
+  jobId?: number;
+  /** Takes of the job, or the run's attempts when claimed: for the log. */
+  tries: number;
+}
+
+/** Run one segment and account for it; a taken job whose run was not claimed is settled. */
 async function runJob(
-  rt: Runtime, runSegment: RunSegment, job: TakenJob,
-  segment: { owner: string; budgetMs: number; stopSignal: AbortSignal }, report: DrainReport,
+  rt: Runtime, runSegment: RunSegment, job: JobToRun,
+  segment: Omit<SegmentOptions, 'runId'>, report: DrainReport,
 ): Promise<void> {
   let outcome: SegmentOutcome | undefined;
   try {
     outcome = await runSegment(rt, { runId: job.runId, ...segment });
     countOutcome(report, outcome);
-    if (outcome.kind === 'not-claimed') countSettle(report, await settleJob(rt.db, job.jobId));
+    if (outcome.kind === 'not-claimed' && job.jobId !== undefined) countSettle(report, await settleJob(rt.db, job.jobId));
   } catch (raw) {
     // The job is still queued (its due time was pushed by the take) or the run holds our lease
     // and the reaper hands it back after expiry: either way nothing is lost.
     report.errors++;
     const error = coerceError(raw);
-    const fence = outcome && 'fence' in outcome ? outcome.fence : undefined;
+    const fence = outcome && 'fence' in outcome ? outcome.fence : segment.preClaimed?.claim.lease.fence;
     rt.log?.({
       msg: 'drain: segment failed', runId: job.runId, fence, attempt: job.tries, owner: segment.owner,
       error: error.message, code: (error as { code?: unknown }).code,

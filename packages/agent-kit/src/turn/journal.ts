@@ -2,7 +2,10 @@
 // run's fence. A resumed segment rebuilds the conversation from it and never re-runs a step.
 import type { ModelMessage } from 'ai';
 import type { EffectRecord } from '../effect-ledger/index.js';
-import { claimParams, claimResult, type ClaimOptions, type ClaimResult, type Interrupt, type Lease } from '../lease/lease.js';
+import { assert, InvalidArgumentError } from '../errors.js';
+import {
+  claimParams, claimResult, msInterval, type ClaimOptions, type ClaimResult, type Interrupt, type Lease,
+} from '../lease/lease.js';
 import type { RunRow } from '../lease/run-row.js';
 import type { Queryable } from '../store/db.js';
 import { toNumber } from '../store/db.js';
@@ -248,6 +251,31 @@ export async function beginSegmentWithHistory(
 /** A claim for the engine; a first claim (fence 1) has already begun its segment. */
 export type SegmentClaim = ClaimResult & { begun?: { seq: number; history: ModelMessage[] } };
 
+/** A claimed run for the engine, as claimSegment or claimDueSegments returns it. */
+export type ClaimedSegment = Extract<SegmentClaim, { claimed: true }>;
+
+type ClaimRow = RunRow & { begin_seq: number | string | null; history: HistoryRow[] | null };
+
+/**
+ * The rows of `claimed` (a call of agent_kit_claim_run or agent_kit_claim_due_runs), each with
+ * its segment begun and its history read when it is the run's first claim with no cancel or
+ * takeover pending. `beginParam` holds the begin data.
+ */
+const claimSegmentsSql = (claimed: string, beginParam: string) => `select c.*,
+    case when c.fence = 1 and c.cancel_requested_at is null and c.takeover_requested_at is null
+      then agent_kit_begin_segment(c.id, c.owner, c.fence, '', ${beginParam}::jsonb) end as begin_seq,
+    case when c.fence = 1 then ${historyJson('c.thread_id', 'c.turn_no')} end as history
+  from ${claimed} c`;
+
+const freshBegin = JSON.stringify({ continued: false, stepNo: 0 });
+
+function withBegun(claim: SegmentClaim, row: ClaimRow | undefined): SegmentClaim {
+  if (claim.claimed && row && row.begin_seq !== null && row.begin_seq !== undefined) {
+    claim.begun = { seq: toNumber(row.begin_seq), history: toMessages(row.history ?? []) };
+  }
+  return claim;
+}
+
 /**
  * Claim a run (agent_kit_claim_run) and, when it is the run's first claim with no cancel or
  * takeover pending, begin its segment (empty partial, step 0) and read its history in the same
@@ -255,19 +283,45 @@ export type SegmentClaim = ClaimResult & { begun?: { seq: number; history: Model
  * reading the journal that decides what it continues from.
  */
 export async function claimSegment(db: Queryable, options: ClaimOptions): Promise<SegmentClaim> {
-  const begin = JSON.stringify({ continued: false, stepNo: 0 });
-  const rows = await db.query<RunRow & { begin_seq: number | string | null; history: HistoryRow[] | null }>(
-    `select c.*,
-       case when c.fence = 1 and c.cancel_requested_at is null and c.takeover_requested_at is null
-         then agent_kit_begin_segment(c.id, $2, c.fence, '', $5::jsonb) end as begin_seq,
-       case when c.fence = 1 then ${historyJson('c.thread_id', 'c.turn_no')} end as history
-     from agent_kit_claim_run($1, $2, $3::interval, $4::interval) c`,
-    [...claimParams(options), begin],
+  const rows = await db.query<ClaimRow>(
+    claimSegmentsSql('agent_kit_claim_run($1, $2, $3::interval, $4::interval)', '$5'),
+    [...claimParams(options), freshBegin],
   );
-  const row = rows[0];
-  const claim: SegmentClaim = await claimResult(db, options, row);
-  if (row && row.begin_seq !== null && row.begin_seq !== undefined) {
-    claim.begun = { seq: toNumber(row.begin_seq), history: toMessages(row.history ?? []) };
+  return withBegun(await claimResult(db, options, rows[0]), rows[0]);
+}
+
+/** The most runs one batch claim may ask for (the SQL function's own limit). */
+export const claimDueMax = 1000;
+
+export interface ClaimDueOptions {
+  /** One lease owner per run to claim (1..1000): the k-th run claimed gets the k-th. */
+  owners: readonly string[];
+  leaseTtlMs: number;
+  /** The invocation budget: no lease extends past now + budget. */
+  budgetMs: number;
+  /** A run with an expired lease and this many attempts is left to the reaper. */
+  maxRunAttempts: number;
+}
+
+/**
+ * Claim the runs of the earliest due jobs, up to one per owner, in one statement
+ * (agent_kit_claim_due_runs), beginning each first claim's segment as claimSegment does. Fewer
+ * come back when fewer are claimable now; the jobs it could not use stay due, for
+ * takeJobsForDrain and settleJob.
+ * @throws InvalidArgumentError for no owners, more than 1000, or a non-positive duration.
+ */
+export async function claimDueSegments(db: Queryable, options: ClaimDueOptions): Promise<ClaimedSegment[]> {
+  const { owners } = options;
+  if (owners.length < 1 || owners.length > claimDueMax) {
+    throw new InvalidArgumentError(`a batch claim takes 1..${claimDueMax} owners, got ${owners.length}`);
   }
-  return claim;
+  const rows = await db.query<ClaimRow>(
+    claimSegmentsSql('agent_kit_claim_due_runs($1::text[], $2::interval, $3::interval, $4)', '$5'),
+    [owners, msInterval(options.leaseTtlMs), msInterval(options.budgetMs), options.maxRunAttempts, freshBegin],
+  );
+  return Promise.all(rows.map(async (row) => {
+    const claim = withBegun(await claimResult(db, { runId: row.id, owner: row.owner!, leaseTtlMs: options.leaseTtlMs }, row), row);
+    assert(claim.claimed && owners.includes(row.owner!), 'a batch-claimed run has one of our owners');
+    return claim;
+  }));
 }

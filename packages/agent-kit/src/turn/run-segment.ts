@@ -2,7 +2,7 @@
 // a dead segment left, rebuilds the conversation from the step journal, and runs steps until the
 // turn ends, waits, slices at its deadline, or loses the lease — writing nothing after a loss.
 import type { ModelMessage } from 'ai';
-import { coerceError, serializeError, StoreUnavailableError } from '../errors.js';
+import { assert, coerceError, serializeError, StoreUnavailableError } from '../errors.js';
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
@@ -41,12 +41,14 @@ interface Segment {
  * may. Never throws for a lost lease or a failing provider; those are outcomes.
  */
 export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<SegmentOutcome> {
-  const startedAtMs = Date.now();
+  const startedAtMs = options.preClaimed?.sentAtMs ?? Date.now();
   const budgetMs = options.budgetMs ?? rt.config.invocationBudgetMs;
   const leaseTtlMs = Math.min(options.leaseTtlMs ?? rt.config.leaseTtlMs, budgetMs);
   const settings = { ...defaultTurnSettings(budgetMs), ...rt.turnSettings };
-  const claim = await claimSegment(rt.db, { runId: options.runId, owner: options.owner, leaseTtlMs, budgetMs });
+  const claim = options.preClaimed?.claim
+    ?? await claimSegment(rt.db, { runId: options.runId, owner: options.owner, leaseTtlMs, budgetMs });
   if (!claim.claimed) return { kind: 'not-claimed', reason: claim.reason };
+  assert(claim.lease.runId === options.runId && claim.lease.owner === options.owner, 'a segment runs the run it claimed, as its owner');
   const { lease, run } = claim;
   const controller = new AbortController();
   const mirror = new StreamMirror(rt.db, lease, settings.mirrorIntervalMs, (reason) => controller.abort(reason));

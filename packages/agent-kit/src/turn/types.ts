@@ -5,6 +5,7 @@ import type { AgentKitConfig } from '../config.js';
 import type { Db } from '../store/db.js';
 import type { AgentTool } from '../model/index.js';
 import type { CloseStatus, ParkStatus } from '../lease/lease.js';
+import type { ClaimedSegment } from './journal.js';
 import type { TurnSettings } from './settings.js';
 
 /** Everything a segment runs with. One Runtime serves many concurrent segments. */
@@ -31,6 +32,13 @@ export interface SegmentOptions {
   leaseTtlMs?: number;
   /** Stop taking new steps and park (slice) at the next step boundary: SIGTERM, drain budget. */
   stopSignal?: AbortSignal;
+  /**
+   * The run, already claimed for this segment by the caller with `owner` (the drain claims a
+   * batch in one statement, claimDueSegments); the segment then does not claim it again. Every
+   * RunSegment the drain calls must honour it. `sentAtMs`: when the claim was sent (Date.now()),
+   * where the segment's local deadline clock starts.
+   */
+  preClaimed?: { claim: ClaimedSegment; sentAtMs: number };
 }
 
 export type SegmentOutcome =

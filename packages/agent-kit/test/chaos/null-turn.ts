@@ -1,5 +1,5 @@
 // Stand-in segment runners for the drain, reaper and worker tests: they claim like the turn
-// engine (one SQL claim, the next fence) and then close, park, lose or hang on purpose, so the
+// engine (one SQL claim, the next fence; or take the drain's batch claim) and then close, park, lose or hang on purpose, so the
 // queue's behaviour is tested apart from the model. Also a Runtime for tests.
 import type { AgentKitConfig } from '../../src/config.js';
 import { claimRun, closeRun, parkRun, type Lease } from '../../src/lease/lease.js';
@@ -22,9 +22,10 @@ export function testRuntime(
 /** What a null turn does once it holds the lease. */
 export type NullTurnAction = (rt: Runtime, lease: Lease, options: SegmentOptions) => Promise<SegmentOutcome>;
 
-/** A segment runner that claims like the engine and then runs `action`. */
+/** A segment runner that claims like the engine (unless the drain did) and then runs `action`. */
 export function nullTurn(action: NullTurnAction = closeWith('done')): RunSegment {
   return async (rt, options) => {
+    if (options.preClaimed) return action(rt, options.preClaimed.claim.lease, options);
     const claim = await claimRun(rt.db, {
       runId: options.runId, owner: options.owner,
       leaseTtlMs: Math.min(options.leaseTtlMs ?? rt.config.leaseTtlMs, options.budgetMs ?? rt.config.invocationBudgetMs),

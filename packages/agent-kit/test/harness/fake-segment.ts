@@ -24,10 +24,13 @@ export function fakeRunSegment(options: FakeSegmentOptions = {}): RunSegment & {
   const calls: string[] = [];
   const run: RunSegment = async (rt, segment): Promise<SegmentOutcome> => {
     calls.push(segment.runId);
-    const claim = await claimRun(rt.db, { runId: segment.runId, owner: segment.owner, leaseTtlMs: 60_000 });
+    // A drain's batch claim may have begun the segment already.
+    const claim = segment.preClaimed?.claim
+      ?? await claimRun(rt.db, { runId: segment.runId, owner: segment.owner, leaseTtlMs: 60_000 });
     if (!claim.claimed) return { kind: 'not-claimed', reason: claim.reason };
     const { lease } = claim;
-    if ((await beginSegment(rt.db, lease, claim.run.partial)) === null) return { kind: 'lost', fence: lease.fence };
+    const begun = segment.preClaimed?.claim.begun !== undefined || (await beginSegment(rt.db, lease, claim.run.partial)) !== null;
+    if (!begun) return { kind: 'lost', fence: lease.fence };
     await options.gate;
     const answered = await rt.db.query('select 1 from agent_kit_inputs where run_id = $1', [lease.runId]);
     if (claim.run.cancelRequestedAt === null && !(options.askQuestionId && answered.length === 0)) {

@@ -57,7 +57,7 @@ export function labelOf(sql: string): string {
   // The function the statement calls; agent_kit_now() only appears inside conditions.
   // A claim that begins its segment in the same statement is a claim.
   const calls = [...sql.matchAll(/agent_kit_([a-z_]+)\s*\(/g)].map((m) => m[1]!).filter((name) => name !== 'now');
-  const call = calls.includes('claim_run') ? 'claim_run' : calls[0];
+  const call = calls.find((name) => name === 'claim_run' || name === 'claim_due_runs') ?? calls[0];
   if (call) return call;
   const write = /^\s*(delete\s+from|update|insert\s+into)\s+agent_kit_([a-z_]+)/i.exec(sql);
   if (write) return `${write[1]!.split(/\s+/)[0]!.toLowerCase()} ${write[2]}`;

@@ -134,16 +134,19 @@ export class Simulation implements FaultSource {
   async observe(op: Pick<PendingOp, 'label'>, result: OpResult): Promise<void> {
     const rows = Array.isArray(result.value) ? (result.value as Record<string, any>[]) : [];
     if (op.label === 'start_turn' && rows[0]) this.noteTurn(rows[0].thread_id, rows[0].run_id);
-    if ((op.label === 'claim_run' || op.label === 'take_for_salvage') && rows[0]) {
-      this.checkClaim(rows[0].id, Number(rows[0].fence));
+    // A batch claim (claim_due_runs) returns a row per run it claimed.
+    const claims = op.label === 'claim_due_runs' ? rows
+      : (op.label === 'claim_run' || op.label === 'take_for_salvage') ? rows.slice(0, 1) : [];
+    for (const row of claims) {
+      this.checkClaim(row.id, Number(row.fence));
       try {
         await this.db.query(
           `insert into sim_claims (run_id, fence, seq_at_claim, step, attempts)
            select $1, $2, last_seq, $3, $5 from agent_kit_threads where id = $4`,
-          [rows[0].id, rows[0].fence, this.step, rows[0].thread_id, rows[0].attempts],
+          [row.id, row.fence, this.step, row.thread_id, row.attempts],
         );
       } catch (error) {
-        this.violations.push({ kind: 'double-claim', detail: `${rows[0].id} fence ${rows[0].fence} claimed twice: ${String(error)}` });
+        this.violations.push({ kind: 'double-claim', detail: `${row.id} fence ${row.fence} claimed twice: ${String(error)}` });
       }
     }
   }
