@@ -4,7 +4,8 @@
 // measured; the plans of the batch claim and of the take (the path for jobs a batch cannot
 // claim) are captured at each depth to show index scans, not sequential ones. Each depth is its
 // own fresh store of the same kind, so the depths can be measured in alternation.
-import { parkRun } from '../src/lease/lease.js';
+import { claimResult, msInterval, parkRun } from '../src/lease/lease.js';
+import type { RunRow } from '../src/lease/run-row.js';
 import { takeJobs } from '../src/queue/jobs.js';
 import { claimDueSegments } from '../src/turn/journal.js';
 import type { Db } from '../src/store/db.js';
@@ -48,16 +49,22 @@ export async function setQueueDepth(db: Db, depth: number): Promise<void> {
 
 let claimNo = 0;
 
-/** One slice of work: claim the earliest due run as a drain does (timed), park it back to queued. */
+/**
+ * One slice of work: claim the earliest due run with the drain's batch claim (timed), park it
+ * back to queued. The SQL function alone, without the engine's begin of a first segment: the
+ * queue's first pass holds only fresh runs, so with it a deep queue would be measured on fresh
+ * claims and a shallow one, soon cycled through, on cheaper re-claims.
+ */
 function claimCycle(db: Db, claimLatenciesMs: number[]) {
   return async (worker: number) => {
+    const owner = `bench-scale-${worker}-${++claimNo}`;
     const startAt = performance.now();
-    const [claim] = await claimDueSegments(db, {
-      owners: [`bench-scale-${worker}-${++claimNo}`], leaseTtlMs, budgetMs: leaseTtlMs, maxRunAttempts: 1_000,
-    });
+    const [row] = await db.query<RunRow>(
+      'select * from agent_kit_claim_due_runs($1::text[], $2::interval, $2::interval, 1000)', [[owner], msInterval(leaseTtlMs)]);
     claimLatenciesMs.push(performance.now() - startAt);
-    if (!claim) return;
-    if (!(await parkRun(db, claim.lease, 'queued'))) throw new Error('a fresh lease could not park its run');
+    if (!row) return;
+    const claim = await claimResult(db, { runId: row.id, owner, leaseTtlMs }, row);
+    if (!claim.claimed || !(await parkRun(db, claim.lease, 'queued'))) throw new Error('a fresh lease could not park its run');
   };
 }
 
@@ -153,7 +160,7 @@ export async function benchScale(open: OpenQueueDb, o: ScaleOptions, artifacts: 
       section, metric: `runs/s, ${label(r.depth)} queued`, unit: 'runs/s', agentKit: r.perSecond,
       baseline: first.perSecond, baselineName: `${label(first.depth)} queued`,
       target: { kind: 'ratio-at-least', value: 0.8 },
-      note: 'claim_due_runs of one run + park (slice end) per run; flat = within 20 % of the smallest queue',
+      note: 'agent_kit_claim_due_runs of one run + park (slice end) per run; flat = within 20 % of the smallest queue',
     });
     rows.push({
       section, metric: `p99 claim latency, ${label(r.depth)} queued`, unit: 'ms', agentKit: r.p99Ms,

@@ -111,7 +111,7 @@ export async function benchScriptedTurn(db: Db, url: string, o: ScriptedTurnOpti
     {
       section, metric: 'vs graphile-worker job, fastest config', unit: 'turns/s', agentKit: agentKit.perSecond,
       baseline: fastest.perSecond, baselineName: 'gw fastest, no lease', target: { kind: 'ratio-at-least', value: 1.0 },
-      note: `agent-kit ${rt.toFixed(1)} round trips/turn (take, claim with begin, step commits, one of them starting the effect, ` +
+      note: `agent-kit ${rt.toFixed(1)} round trips/turn (batch claims with the begin, step commits, one of them starting the effect, ` +
         `notifications; commits of several turns share a statement when they pile up)` +
         `${agentKit.commitsPerRun === undefined ? '' : `, ${agentKit.commitsPerRun.toFixed(2)} commits/turn`}; ${describeCpu(agentKit)}; ` +
         `gw fastest ${describeCpu(fastest)}`,
