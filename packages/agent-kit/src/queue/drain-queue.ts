@@ -77,8 +77,9 @@ export function jobLockMs(leaseTtlMs: number): number {
 }
 
 /**
- * Drain the queue: take due jobs, claim and run their segments (`concurrency` at a time) until
- * the budget's margin, the stop signal, or (without waitForWork) an empty queue.
+ * Drain the queue: claim the runs of due jobs in batches, take and settle the due jobs a batch
+ * could not claim, and run their segments (`concurrency` at a time) until the budget's margin,
+ * the stop signal, or (without waitForWork) an empty queue.
  * @throws InvalidArgumentError for a non-positive budget or a concurrency outside 1..100.
  */
 export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promise<DrainReport> {
@@ -147,7 +148,7 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
     } catch (raw) {
       report.errors++;
       takeFailures++;
-      rt.log?.({ msg: 'drain: taking jobs failed', error: coerceError(raw).message, failures: takeFailures });
+      rt.log?.({ msg: 'drain: claiming or taking jobs failed', error: coerceError(raw).message, failures: takeFailures });
       if (!options.waitForWork) break; // one invocation: report it; the jobs are still queued
       await sleep(backoffMs(takeFailures), signal);
       continue;
