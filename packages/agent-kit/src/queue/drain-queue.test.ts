@@ -63,6 +63,32 @@ describe('drainQueue', () => {
     for (const runId of runs) expect(await runState(runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
   });
 
+  it('claims fresh runs in one batch statement and hands each segment its claim', async () => {
+    await emptyQueue();
+    for (let i = 0; i < 6; i++) await startTurn(db, { ownerId: 'u', text: `batch ${i}` });
+    const claims: { owners: number; rows: number }[] = [];
+    let singleClaims = 0;
+    const recording: Db = {
+      ...db,
+      async query(sql, params) {
+        const rows = await db.query(sql, params);
+        if (sql.includes('agent_kit_claim_due_runs(')) claims.push({ owners: (params![0] as string[]).length, rows: rows.length });
+        if (sql.includes('agent_kit_claim_run(')) singleClaims++;
+        return rows as never;
+      },
+    };
+    let preClaimed = 0;
+    const counting: RunSegment = (rt, options) => {
+      if (options.preClaimed) preClaimed++;
+      return nullTurn()(rt, options);
+    };
+    const report = await drainQueue(testRuntime(recording), { runSegment: counting, concurrency: 6 });
+    expect(report).toMatchObject({ taken: 6, claimed: 6, closed: 6, notClaimed: 0, errors: 0 });
+    expect(preClaimed).toBe(6);
+    expect(singleClaims).toBe(0);
+    expect(claims.filter((c) => c.rows > 0)).toEqual([{ owners: 6, rows: 6 }]);
+  });
+
   it("runs a thread's queued turns in order: later turns wait, then the close enqueues them", async () => {
     await emptyQueue();
     const first = await startTurn(db, { ownerId: 'u', text: 'one' });
