@@ -289,7 +289,9 @@ begin
   perform agent_kit__check_ttl('invocation budget', p_budget);
   -- Candidates: the earliest due jobs, a few more than wanted (some may be unclaimable or held),
   -- read through agent_kit_jobs__due_at_idx; then their runs by primary key (`= any`, so it is an
-  -- index scan even when the planner's statistics are stale), locked in due order.
+  -- index scan even when the planner's statistics are stale), locked in due order. Only runs that
+  -- agent_kit_claim_run would accept are locked: the holder of a live lease must never wait on
+  -- this statement to write its mirror, commit or close. agent_kit_claim_run decides each one.
   v_candidates := array(
     select q.run_id from agent_kit_jobs q where q.due_at <= v_now order by q.due_at limit 2 * v_wanted + 8);
   for v_run_id in
