@@ -57,6 +57,42 @@ describe('claimDueSegments', () => {
     expect(await claimDueSegments(db, options())).toEqual([]);
   });
 
+  it('begins a fresh segment as agent_kit_begin_segment would, writing the run row once', async () => {
+    const viaBatch = await newTurn('batch-begun');
+    const viaFunction = await newTurn('function-begun');
+    const [claim, updates] = await db.transaction(async (tx) => {
+      const updated = async () => (await tx.query<{ n: number }>(
+        `select pg_stat_get_xact_tuples_updated('agent_kit_runs'::regclass)::int as n`,
+      ))[0]!.n;
+      const before = await updated();
+      const [only] = await claimDueSegments(tx, options({ owners: ['same-owner'] }));
+      return [only!, (await updated()) - before] as const;
+    });
+    expect(claim.lease.runId).toBe(viaBatch.runId);
+    expect(updates).toBe(1); // the claim; no second write to set what the claim just set
+    const other = await claimRun(db, { runId: viaFunction.runId, owner: 'same-owner', leaseTtlMs: 30_000, budgetMs: 60_000 });
+    if (!other.claimed) throw new Error('expected a claim');
+    await db.query(`select agent_kit_begin_segment($1, $2, 1, '', $3::jsonb)`, [
+      viaFunction.runId, 'same-owner', JSON.stringify({ continued: false, stepNo: 0 }),
+    ]);
+    const started = async (runId: string) => (await db.query<{ data: Record<string, unknown> }>(
+      `select data from agent_kit_thread_events where run_id = $1 and type = 'segment-started'`, [runId],
+    ))[0]!.data;
+    const runOf = async (runId: string) => (await db.query<Record<string, unknown>>(
+      `select to_jsonb(r) as row from agent_kit_runs r where id = $1`, [runId],
+    ))[0]!.row as Record<string, unknown>;
+    const [batchData, functionData] = [await started(viaBatch.runId), await started(viaFunction.runId)];
+    expect(Object.keys(batchData).sort()).toEqual(Object.keys(functionData).sort());
+    for (const [data, runId] of [[batchData, viaBatch.runId], [functionData, viaFunction.runId]] as const) {
+      const row = await runOf(runId);
+      expect(data).toEqual({
+        continued: false, stepNo: 0, runId, fence: 1, attempt: 1, owner: 'same-owner', text: '',
+        leaseExpiresAt: row.lease_expires_at, deadlineAt: row.deadline_at,
+      });
+      expect(row).toMatchObject({ partial: '', status: 'running', fence: 1 });
+    }
+  });
+
   it('claims no more runs than it has owners; the rest stay due', async () => {
     const turns = [];
     for (let i = 0; i < 5; i++) turns.push(await newTurn(`many ${i}`));

@@ -260,10 +260,18 @@ type ClaimRow = RunRow & { begin_seq: number | string | null; history: HistoryRo
  * The rows of `claimed` (a call of agent_kit_claim_run or agent_kit_claim_due_runs), each with
  * its segment begun and its history read when it is the run's first claim with no cancel or
  * takeover pending. `beginParam` holds the begin data.
+ *
+ * A first claim begins its segment by appending `segment-started` itself, with the data
+ * agent_kit_begin_segment would write: that function's update (partial to '', heartbeat to now)
+ * would only rewrite what the claim has just set, and the claim in the same statement holds the
+ * row lock and returned the (owner, fence, running) that function's guard checks. Writing the
+ * run row once instead of twice saves a tenth of a null turn's executor time in Postgres.
  */
 const claimSegmentsSql = (claimed: string, beginParam: string) => `select c.*,
-    case when c.fence = 1 and c.cancel_requested_at is null and c.takeover_requested_at is null
-      then agent_kit_begin_segment(c.id, c.owner, c.fence, '', ${beginParam}::jsonb) end as begin_seq,
+    case when c.fence = 1 and c.partial = '' and c.cancel_requested_at is null and c.takeover_requested_at is null
+      then agent_kit__append_event(c.thread_id, c.id, c.fence, 'segment-started', ${beginParam}::jsonb
+        || jsonb_build_object('runId', c.id, 'fence', c.fence, 'attempt', c.attempts, 'owner', c.owner,
+          'text', c.partial, 'leaseExpiresAt', c.lease_expires_at, 'deadlineAt', c.deadline_at)) end as begin_seq,
     case when c.fence = 1 then ${historyJson('c.thread_id', 'c.turn_no')} end as history
   from ${claimed} c`;
 
