@@ -86,7 +86,9 @@ export function coerceError(raw: unknown): Error {
       return new StoreUnavailableError(`database unavailable: ${error.message}`, { cause: raw });
     }
   }
-  if (/Connection terminated|connection timeout|Client has encountered a connection error/i.test(error.message)) {
+  // pg-pool's "timeout exceeded when trying to connect": no connection within acquireTimeoutMs.
+  if (/Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error/i
+    .test(error.message)) {
     return new StoreUnavailableError(`database unavailable: ${error.message}`, { cause: raw });
   }
   return error;

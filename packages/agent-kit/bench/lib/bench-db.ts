@@ -27,7 +27,11 @@ export async function createPostgresBench(baseUrl: string, poolMax: number): Pro
   await admin.query(`create database ${name}`);
   const url = new URL(baseUrl);
   url.pathname = `/${name}`;
-  const db = openPgDb({ connectionString: url.toString(), max: poolMax, applicationName: 'agent-kit-bench' });
+  // Section 4 starts a thousand streaming runs at once on this pool: on a slow machine their
+  // statements queue for longer than the library's default 10 s wait for a connection.
+  const db = openPgDb({
+    connectionString: url.toString(), max: poolMax, applicationName: 'agent-kit-bench', acquireTimeoutMs: 120_000,
+  });
   await migrate(db);
   const version = await db.query<{ v: string }>('select version() as v');
   return {

@@ -19,6 +19,12 @@ export interface PgDbOptions {
   /** Per-statement timeout in milliseconds (0 = none). */
   statementTimeoutMs?: number;
   applicationName?: string;
+  /**
+   * How long a statement may wait for a connection (a free one from the pool, or a new one)
+   * before it fails with StoreUnavailableError; default 10 s. A process that runs more work at
+   * once than its pool serves queues here.
+   */
+  acquireTimeoutMs?: number;
 }
 
 async function run<T>(client: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[]) {
@@ -37,7 +43,7 @@ export function openPgDb(options: PgDbOptions): Db {
     max: options.max ?? 10,
     application_name: options.applicationName ?? 'agent-kit',
     statement_timeout: options.statementTimeoutMs || undefined,
-    connectionTimeoutMillis: 10_000,
+    connectionTimeoutMillis: options.acquireTimeoutMs ?? 10_000,
     idleTimeoutMillis: 10_000,
   });
   // An idle client that loses its connection emits here; without a listener it would crash the process.

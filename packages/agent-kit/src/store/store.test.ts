@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { adminQuery, onPostgres, openTestDb } from '../../test/harness/test-db.js';
+import { adminQuery, databaseUrl, onPostgres, openTestDb } from '../../test/harness/test-db.js';
 import { StoreLockedError, StoreUnavailableError } from '../errors.js';
 import type { Db } from './db.js';
 import { openPgDb } from './pg-driver.js';
@@ -229,6 +229,24 @@ describe.runIf(onPostgres)('a lost or unreachable Postgres', () => {
       expect(raw).toBeInstanceOf(StoreUnavailableError);
     }
     expect(await db.query('select 1 as ok')).toEqual([{ ok: 1 }]);
+  });
+
+  it('fails a statement that waits longer than acquireTimeoutMs for a connection, and serves it once one is free', async () => {
+    const small = openPgDb({ connectionString: databaseUrl!, max: 1, acquireTimeoutMs: 100 });
+    try {
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const holding = small.transaction(async (tx) => {
+        await tx.query('select 1');
+        await held;
+      });
+      await expect(small.query('select 1')).rejects.toBeInstanceOf(StoreUnavailableError);
+      release();
+      await holding;
+      expect(await small.query('select 1 as ok')).toEqual([{ ok: 1 }]);
+    } finally {
+      await small.close();
+    }
   });
 
   it('reports a server that is not listening as StoreUnavailableError', async () => {
