@@ -106,17 +106,17 @@ export type OpenQueueDb = () => Promise<BenchDatabase>;
 
 /**
  * Run section 6. Each depth gets its own fresh store (same server, same pool), and the depths
- * are measured in alternating slices (1k, 10k, 100k, 1k, …), so a change in the machine's speed
+ * are measured in alternating slices (1k, 10k, 100k, 10k, 100k, 1k, …), so a change in the machine's speed
  * falls on every depth alike instead of looking like a cost of depth. Plans go into `artifacts`.
  */
 export async function benchScale(open: OpenQueueDb, o: ScaleOptions, artifacts: Record<string, unknown>): Promise<Row[]> {
   const section = `6. Scale: the drain's claim as the queue grows (${o.concurrency} clients)`;
   const rows: Row[] = [];
-  const queues: { depth: number; bench: BenchDatabase; latencies: number[]; slices: Throughput[] }[] = [];
+  const queues: { depth: number; bench: BenchDatabase; sliceP99s: number[]; slices: Throughput[] }[] = [];
   try {
     for (const depth of o.depths) {
       const bench = await open();
-      queues.push({ depth, bench, latencies: [], slices: [] });
+      queues.push({ depth, bench, sliceP99s: [], slices: [] });
       await setQueueDepth(bench.db, depth);
       await vacuumAnalyze(bench.db);
       if (bench.url) {
@@ -128,11 +128,17 @@ export async function benchScale(open: OpenQueueDb, o: ScaleOptions, artifacts: 
     for (const q of queues) {
       await measureThroughput({ concurrency: o.concurrency, durationMs: o.warmupMs, warmupMs: 0, op: claimCycle(q.bench.db, []) });
     }
+    // Each round starts one depth later (1k, 10k, 100k; then 10k, 100k, 1k; …), so no depth is
+    // always the one measured right after another: on PGlite the queue measured second kept the
+    // highest p99 whichever depth it was (garbage from the slice before lands in it).
     for (let round = 0; round < o.rounds; round++) {
-      for (const q of queues) {
+      for (let k = 0; k < queues.length; k++) {
+        const q = queues[(k + round) % queues.length]!;
+        const latencies: number[] = [];
         q.slices.push(await measureThroughput({
-          concurrency: o.concurrency, durationMs: o.sliceMs, warmupMs: 0, op: claimCycle(q.bench.db, q.latencies),
+          concurrency: o.concurrency, durationMs: o.sliceMs, warmupMs: 0, op: claimCycle(q.bench.db, latencies),
         }));
+        q.sliceP99s.push(percentile(latencies, 0.99));
       }
     }
   } finally {
@@ -140,7 +146,9 @@ export async function benchScale(open: OpenQueueDb, o: ScaleOptions, artifacts: 
   }
   const results = queues.map((q) => {
     const t = combine(q.slices);
-    return { depth: q.depth, perSecond: t.perSecond, p99Ms: percentile(q.latencies, 0.99) };
+    // The median of the slices' p99s: identical queues on PGlite differed by up to 1.3× in a
+    // p99 over all their slices, set by the one slice a long GC pause fell in.
+    return { depth: q.depth, perSecond: t.perSecond, p99Ms: percentile(q.sliceP99s, 0.5) };
   });
   const stale = await takeAfterStaleStatistics(open, o.staleBurst);
   rows.push({
@@ -166,7 +174,7 @@ export async function benchScale(open: OpenQueueDb, o: ScaleOptions, artifacts: 
       section, metric: `p99 claim latency, ${label(r.depth)} queued`, unit: 'ms', agentKit: r.p99Ms,
       baseline: first.p99Ms, baselineName: `${label(first.depth)} queued`,
       target: { kind: 'at-most', value: Math.max(first.p99Ms * 1.5, first.p99Ms + 2) },
-      note: 'the batch claim\'s round trip; flat = at most 1.5× (or +2 ms) the smallest queue',
+      note: 'the batch claim\'s round trip, p99 of each slice, median over slices; flat = at most 1.5× (or +2 ms) the smallest queue',
     });
   }
   return rows;
