@@ -8,6 +8,7 @@ import {
   closeWith, count, eventually, nullTurn, parkOnStop, testRuntime,
 } from '../../test/chaos/null-turn.js';
 import { claimRun } from '../lease/lease.js';
+import { StoreUnavailableError } from '../errors.js';
 import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
 import type { RunSegment } from '../turn/types.js';
@@ -107,14 +108,33 @@ describe('runWorker', () => {
 });
 
 describe.runIf(onPostgres)('runWorker, connections killed (Postgres)', () => {
+  /**
+   * The test's own statements share the worker's pool, so each may land once on a pooled
+   * connection the cut terminated (StoreUnavailableError); the pool then drops it. Retry those.
+   */
+  async function despiteTheCut<T>(statement: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await statement();
+      } catch (error) {
+        if (!(error instanceof StoreUnavailableError) || attempt >= 25) throw error;
+      }
+    }
+  }
+
   it('keeps working after its connections are terminated', async () => {
     const worker = startWorker(nullTurn(closeWith('still here')), {}, 200);
     try {
       await listenerReady();
       await db.query(`select pg_terminate_backend(pid) from pg_stat_activity
         where datname = current_database() and pid <> pg_backend_pid()`);
-      const { runId } = await startTurn(db, { ownerId: 'u', text: 'after the cut' });
-      await eventually(async () => (await status(runId)).status === 'completed', 15_000, 'the run after reconnect');
+      // A client message id makes a retried start return the same turn.
+      const { runId } = await despiteTheCut(() => startTurn(db, {
+        ownerId: 'u', text: 'after the cut', clientMessageId: 'after-the-cut',
+      }));
+      await eventually(
+        async () => (await despiteTheCut(() => status(runId))).status === 'completed', 15_000, 'the run after reconnect',
+      );
     } finally {
       await worker.stop();
     }
