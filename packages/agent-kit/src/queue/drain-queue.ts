@@ -101,16 +101,30 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
   let takeFailures = 0;
 
   const segmentBudgetMs = () => Math.max(1, Math.min(remainingMs(), rt.config.invocationBudgetMs));
+  // Runs claimed ahead of a free slot, oldest first; a finishing segment starts the next at once.
+  const ready: ReadySegment[] = [];
+  const pace = new SegmentPace(rt.config.leaseTtlMs);
   const start = (job: JobToRun, budgetMs: number, preClaimed?: SegmentOptions['preClaimed']) => {
     const owner = preClaimed?.claim.lease.owner ?? `${ownerPrefix}-${++segmentNo}`;
+    const startedMs = Date.now();
     const running = runJob(rt, runSegment, job, { owner, budgetMs, stopSignal: signal, preClaimed }, report)
-      .finally(() => inFlight.delete(running));
+      .finally(() => {
+        inFlight.delete(running);
+        pace.record(Date.now() - startedMs);
+        startReady();
+      });
     inFlight.add(running);
   };
+  const startReady = () => {
+    while (inFlight.size < concurrency && ready.length > 0) {
+      const next = ready.shift()!;
+      start(next.job, next.budgetMs, next.preClaimed);
+    }
+  };
 
-  // Claim the runs of up to `free` due jobs in one statement and start their segments.
-  const claimDue = async (free: number) => {
-    const owners = Array.from({ length: free }, (_, i) => `${ownerPrefix}-${segmentNo + i + 1}`);
+  // Claim the runs of up to `wanted` due jobs in one statement; they start as slots free.
+  const claimDue = async (wanted: number) => {
+    const owners = Array.from({ length: wanted }, (_, i) => `${ownerPrefix}-${segmentNo + i + 1}`);
     const budgetMs = segmentBudgetMs();
     const sentAtMs = Date.now();
     const claims = await claimDueSegments(rt.db, {
@@ -118,7 +132,10 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
     });
     segmentNo += claims.length; // the SQL hands out the owners in order
     report.taken += claims.length;
-    for (const claim of claims) start({ runId: claim.lease.runId, tries: claim.lease.attempts }, budgetMs, { claim, sentAtMs });
+    for (const claim of claims) {
+      ready.push({ job: { runId: claim.lease.runId, tries: claim.lease.attempts }, budgetMs, preClaimed: { claim, sentAtMs } });
+    }
+    startReady();
     return claims.length;
   };
 
@@ -135,15 +152,18 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
   };
 
   while (!signal.aborted && remainingMs() >= margin) {
-    const free = concurrency - inFlight.size;
-    if (free <= 0) {
+    // Free slots (none while runs are ready: a finishing segment starts the next) and the runs
+    // to keep claimed ahead, less those already ready.
+    const wanted = concurrency - inFlight.size + pace.ahead(concurrency) - ready.length;
+    if (wanted <= 0) {
       await Promise.race(inFlight);
       continue;
     }
     let found: number;
     try {
-      found = await claimDue(free);
-      if (found < free) found += await takeRest(free - found);
+      found = await claimDue(wanted);
+      const idle = concurrency - inFlight.size;
+      if (found < wanted && idle > 0) found += await takeRest(idle);
       takeFailures = 0;
     } catch (raw) {
       report.errors++;
@@ -153,7 +173,7 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
       await sleep(backoffMs(takeFailures), signal);
       continue;
     }
-    if (found === free) continue; // a full batch: more may be due
+    if (found >= wanted) continue; // a full batch: more may be due
     // Nothing more is due now.
     if (options.waitForWork) {
       await options.waitForWork(signal);
@@ -164,10 +184,44 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
       await firstOf(inFlight, options.pollMs ?? defaultPollMs);
     }
   }
-  await Promise.all(inFlight);
+  // Runs claimed ahead still start (they hold our leases); a stopped drain's segments park at
+  // their first step boundary.
+  while (inFlight.size > 0) await Promise.race(inFlight);
   report.durationMs = Date.now() - startedMs;
   return report;
 }
+
+interface ReadySegment {
+  job: JobToRun;
+  budgetMs: number;
+  preClaimed: NonNullable<SegmentOptions['preClaimed']>;
+}
+
+/**
+ * How many runs to claim ahead of a free slot. Claiming only for free slots leaves each slot idle
+ * for a claim's round trip, and claims then come one or two at a time; with short segments that
+ * round trip is most of a segment. A claimed-ahead run holds its lease while it waits for a slot,
+ * so the drain claims ahead only while segments are short: up to one slot's worth per slot while
+ * the recent segments averaged under 50 ms (and a tenth of the lease TTL), none otherwise.
+ */
+class SegmentPace {
+  private averageMs = Number.POSITIVE_INFINITY;
+  private readonly shortMs: number;
+
+  constructor(leaseTtlMs: number) {
+    this.shortMs = Math.min(aheadSegmentMs, leaseTtlMs / 10);
+  }
+
+  record(ms: number) {
+    this.averageMs = Number.isFinite(this.averageMs) ? this.averageMs * 0.8 + ms * 0.2 : ms;
+  }
+
+  ahead(concurrency: number): number {
+    return this.averageMs <= this.shortMs ? concurrency : 0;
+  }
+}
+
+const aheadSegmentMs = 50;
 
 /** A run to start a segment for: a taken job (settled if the run is not claimed), or a claimed run. */
 interface JobToRun {
