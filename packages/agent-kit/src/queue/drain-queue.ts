@@ -3,7 +3,7 @@
 // segments several at once, takes the due jobs the batch could not claim and settles each, so no
 // job is lost and two drains at once are safe: a claim (the next fence) decides who runs a run.
 // No leader election. A run out of attempts is left to the reaper's salvage, never claimed again.
-import { coerceError, InvalidArgumentError } from '../errors.js';
+import { assert, coerceError, InvalidArgumentError } from '../errors.js';
 import { claimDueSegments } from '../turn/journal.js';
 import type { RunSegment, Runtime, SegmentOptions, SegmentOutcome } from '../turn/types.js';
 import { backoffMs, neverAborted, sleep } from './pace.js';
@@ -156,6 +156,8 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
     // to keep claimed ahead, less those already ready.
     const wanted = concurrency - inFlight.size + pace.ahead(concurrency) - ready.length;
     if (wanted <= 0) {
+      // Runs wait only for busy slots: a segment that ends starts the next (startReady).
+      assert(inFlight.size > 0, 'a drain with runs claimed ahead has segments in flight');
       await Promise.race(inFlight);
       continue;
     }
