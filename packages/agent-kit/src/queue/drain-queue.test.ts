@@ -5,9 +5,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { onPostgres, openTestDb } from '../../test/harness/test-db.js';
 import {
-  closeWith, count, nullTurn, parkForInput, parkOnStop, stopMidStep, testRuntime, type NullTurnAction,
+  closeWith, count, nullTurn, parkForInput, parkOnStop, stopMidStep, testRuntime,
 } from '../../test/chaos/null-turn.js';
-import { claimRun, closeRun, parkRun } from '../lease/lease.js';
+import { claimRun, closeRun } from '../lease/lease.js';
 import { gate } from '../../test/harness/turn-kit.js';
 import { reapExpiredRuns } from '../reaper/reap-expired-runs.js';
 import { advanceFakeNow, clearFakeNow } from '../store/clock.js';
@@ -234,71 +234,6 @@ describe('drainQueue', () => {
     });
     expect(report).toMatchObject({ taken: 1, claimed: 1, parked: 1 });
     expect((await runState(runs[0]!.runId)).status).toBe('waiting_input');
-  });
-});
-
-describe('drainQueue claiming ahead', () => {
-  /** A null turn that counts the segments in flight and, at each start, the runs our drain holds. */
-  function watched(owner: string, action: NullTurnAction) {
-    const seen = { inFlight: 0, maxInFlight: 0, maxHeld: 0 };
-    const segment: RunSegment = nullTurn(async (rt, lease, options) => {
-      seen.maxInFlight = Math.max(seen.maxInFlight, ++seen.inFlight);
-      try {
-        const held = await count(db, `select count(*) as n from agent_kit_runs where status = 'running' and owner like $1`, [`${owner}-%`]);
-        seen.maxHeld = Math.max(seen.maxHeld, held);
-        return await action(rt, lease, options);
-      } finally {
-        seen.inFlight--;
-      }
-    });
-    return { seen, segment };
-  }
-
-  it('claims runs ahead of free slots while segments are short, and never runs more than its concurrency', async () => {
-    await emptyQueue();
-    const runs = await newRuns(30);
-    const { seen, segment } = watched('ahead-short', closeWith('done'));
-    const report = await drainQueue(testRuntime(db), { runSegment: segment, concurrency: 2, owner: 'ahead-short' });
-    expect(report).toMatchObject({ claimed: 30, closed: 30, notClaimed: 0, errors: 0 });
-    expect(seen.maxInFlight).toBe(2);
-    expect(seen.maxHeld).toBeGreaterThan(2); // runs claimed ahead were waiting for a slot
-    expect(seen.maxHeld).toBeLessThanOrEqual(4); // at most one slot's worth ahead per slot
-    for (const { runId } of runs) expect(await runState(runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
-  });
-
-  it('claims only for free slots while segments take longer than 50 ms', async () => {
-    await emptyQueue();
-    await newRuns(6);
-    const { seen, segment } = watched('ahead-long', closeWith('slow', 80));
-    const report = await drainQueue(testRuntime(db), { runSegment: segment, concurrency: 2, owner: 'ahead-long' });
-    expect(report).toMatchObject({ claimed: 6, closed: 6, errors: 0 });
-    expect(seen.maxHeld).toBe(2);
-  });
-
-  it('starts the runs it claimed ahead when stopped, and they park: none is left holding a lease', async () => {
-    await emptyQueue();
-    const runs = await newRuns(30);
-    const controller = new AbortController();
-    let started = 0;
-    const { seen, segment } = watched('ahead-stop', async (rt, lease, options) => {
-      if (++started === 6) controller.abort();
-      if (!options.stopSignal?.aborted) return closeWith('done')(rt, lease, options);
-      // What the engine does at its first step boundary once stopped: a slice end.
-      const ok = await parkRun(rt.db, lease, 'queued');
-      return ok ? { kind: 'parked', status: 'queued', fence: lease.fence } : { kind: 'lost', fence: lease.fence };
-    });
-    const report = await drainQueue(testRuntime(db), {
-      runSegment: segment, concurrency: 2, owner: 'ahead-stop', stopSignal: controller.signal,
-    });
-    expect(seen.maxHeld).toBeGreaterThan(2);
-    expect(report.claimed).toBe(report.closed + report.parked);
-    expect(report.parked).toBeGreaterThan(0);
-    expect(report.errors).toBe(0);
-    const states = await Promise.all(runs.map(({ runId }) => runState(runId)));
-    expect(states.filter((s) => s.status === 'running')).toEqual([]);
-    expect(states.filter((s) => s.status === 'completed')).toHaveLength(report.closed);
-    // Every run not closed is queued with its job, parked ones included: nothing is lost.
-    expect(states.filter((s) => s.status === 'queued' && s.jobs === 1)).toHaveLength(30 - report.closed);
   });
 });
 

@@ -6,6 +6,7 @@
 import { assert, coerceError, InvalidArgumentError } from '../errors.js';
 import { claimDueSegments } from '../turn/journal.js';
 import type { RunSegment, Runtime, SegmentOptions, SegmentOutcome } from '../turn/types.js';
+import { ClaimPace } from './claim-pace.js';
 import { backoffMs, neverAborted, sleep } from './pace.js';
 import { settleJob, takeJobsForDrain, type SettleOutcome } from './jobs.js';
 
@@ -103,14 +104,14 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
   const segmentBudgetMs = () => Math.max(1, Math.min(remainingMs(), rt.config.invocationBudgetMs));
   // Runs claimed ahead of a free slot, oldest first; a finishing segment starts the next at once.
   const ready: ReadySegment[] = [];
-  const pace = new SegmentPace(rt.config.leaseTtlMs);
+  const pace = new ClaimPace(rt.config.leaseTtlMs);
   const start = (job: JobToRun, budgetMs: number, preClaimed?: SegmentOptions['preClaimed']) => {
     const owner = preClaimed?.claim.lease.owner ?? `${ownerPrefix}-${++segmentNo}`;
-    const startedMs = Date.now();
+    const segmentStartedMs = performance.now();
     const running = runJob(rt, runSegment, job, { owner, budgetMs, stopSignal: signal, preClaimed }, report)
       .finally(() => {
         inFlight.delete(running);
-        pace.record(Date.now() - startedMs);
+        pace.segmentTook(performance.now() - segmentStartedMs);
         startReady();
       });
     inFlight.add(running);
@@ -127,9 +128,11 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
     const owners = Array.from({ length: wanted }, (_, i) => `${ownerPrefix}-${segmentNo + i + 1}`);
     const budgetMs = segmentBudgetMs();
     const sentAtMs = Date.now();
+    const claimStartedMs = performance.now();
     const claims = await claimDueSegments(rt.db, {
       owners, leaseTtlMs: rt.config.leaseTtlMs, budgetMs, maxRunAttempts: rt.config.maxRunAttempts,
     });
+    pace.claimTook(performance.now() - claimStartedMs);
     segmentNo += claims.length; // the SQL hands out the owners in order
     report.taken += claims.length;
     for (const claim of claims) {
@@ -198,32 +201,6 @@ interface ReadySegment {
   budgetMs: number;
   preClaimed: NonNullable<SegmentOptions['preClaimed']>;
 }
-
-/**
- * How many runs to claim ahead of a free slot. Claiming only for free slots leaves each slot idle
- * for a claim's round trip, and claims then come one or two at a time; with short segments that
- * round trip is most of a segment. A claimed-ahead run holds its lease while it waits for a slot,
- * so the drain claims ahead only while segments are short: up to one slot's worth per slot while
- * the recent segments averaged under 50 ms (and a tenth of the lease TTL), none otherwise.
- */
-class SegmentPace {
-  private averageMs = Number.POSITIVE_INFINITY;
-  private readonly shortMs: number;
-
-  constructor(leaseTtlMs: number) {
-    this.shortMs = Math.min(aheadSegmentMs, leaseTtlMs / 10);
-  }
-
-  record(ms: number) {
-    this.averageMs = Number.isFinite(this.averageMs) ? this.averageMs * 0.8 + ms * 0.2 : ms;
-  }
-
-  ahead(concurrency: number): number {
-    return this.averageMs <= this.shortMs ? concurrency : 0;
-  }
-}
-
-const aheadSegmentMs = 50;
 
 /** A run to start a segment for: a taken job (settled if the run is not claimed), or a claimed run. */
 interface JobToRun {

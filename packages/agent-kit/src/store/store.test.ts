@@ -216,19 +216,27 @@ describe.runIf(onPostgres)('a lost or unreachable Postgres', () => {
     expect(await notes()).toEqual([]); // the server rolled the transaction back
   });
 
-  it('after every pooled connection is killed, a query succeeds or fails typed, and the next succeeds', async () => {
+  it('after every pooled connection is killed, queries succeed or fail typed, and each dead connection fails at most one', async () => {
     await Promise.all(Array.from({ length: 4 }, () => db.query('select pg_sleep(0.01)')));
     const backends = await db.query<{ pid: number }>(
       `select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()
          and application_name = 'agent-kit'`);
     const [me] = await db.query<{ pid: number }>('select pg_backend_pid() as pid');
+    const killed = backends.length + 1;
     await terminateBackends([...backends.map((b) => b.pid), me!.pid]);
-    try {
-      await db.query('select 1');
-    } catch (raw) {
-      expect(raw).toBeInstanceOf(StoreUnavailableError);
+    // The pool drops a dead idle connection when its socket reports the close; a statement sent
+    // before that report arrives fails on it (once: the pool then discards it), so a CI run has
+    // seen two failures in a row. Never more than one per killed connection, and never untyped.
+    let failures = 0;
+    for (;;) {
+      try {
+        expect(await db.query('select 1 as ok')).toEqual([{ ok: 1 }]);
+        break;
+      } catch (raw) {
+        expect(raw).toBeInstanceOf(StoreUnavailableError);
+        expect(++failures).toBeLessThanOrEqual(killed);
+      }
     }
-    expect(await db.query('select 1 as ok')).toEqual([{ ok: 1 }]);
   });
 
   it('fails a statement that waits longer than acquireTimeoutMs for a connection, and serves it once one is free', async () => {
