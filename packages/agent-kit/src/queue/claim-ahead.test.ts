@@ -2,7 +2,7 @@
 // while segments are short and never runs more than its concurrency; a stop with runs claimed
 // ahead leaves none holding a lease; and the sizing rule on its own.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { closeWith, count, nullTurn, testRuntime, type NullTurnAction } from '../../test/chaos/null-turn.js';
+import { closeWith, count, nullTurn, runState, testRuntime, type NullTurnAction } from '../../test/chaos/null-turn.js';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { parkRun } from '../lease/lease.js';
 import type { Db } from '../store/db.js';
@@ -25,13 +25,6 @@ async function newRuns(n: number) {
   const runs: string[] = [];
   for (let i = 0; i < n; i++) runs.push((await startTurn(db, { ownerId: 'user-1', text: `ahead ${i}` })).runId);
   return runs;
-}
-
-async function runState(runId: string) {
-  const [row] = await db.query<{ status: string; fence: number }>('select status, fence from agent_kit_runs where id = $1', [runId]);
-  const messages = await count(db, `select count(*) as n from agent_kit_messages where run_id = $1 and role = 'assistant'`, [runId]);
-  const jobs = await count(db, 'select count(*) as n from agent_kit_jobs where run_id = $1', [runId]);
-  return { status: row!.status, fence: Number(row!.fence), messages, jobs };
 }
 
 describe('drainQueue claiming ahead', () => {
@@ -59,7 +52,7 @@ describe('drainQueue claiming ahead', () => {
     expect(seen.maxInFlight).toBe(2);
     expect(seen.maxHeld).toBeGreaterThan(2); // runs claimed ahead were waiting for a slot
     expect(seen.maxHeld).toBeLessThanOrEqual(4); // at most one slot's worth ahead per slot
-    for (const runId of runs) expect(await runState(runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
+    for (const runId of runs) expect(await runState(db, runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
   });
 
   it('claims only for free slots while segments take longer than 200 ms', async () => {
@@ -96,7 +89,7 @@ describe('drainQueue claiming ahead', () => {
     expect(report.claimed).toBe(report.closed + report.parked);
     expect(report.parked).toBeGreaterThan(0);
     expect(report.errors).toBe(0);
-    const states = await Promise.all(runs.map((runId) => runState(runId)));
+    const states = await Promise.all(runs.map((runId) => runState(db, runId)));
     expect(states.filter((s) => s.status === 'running')).toEqual([]);
     expect(states.filter((s) => s.status === 'completed')).toHaveLength(report.closed);
     // Every run not closed is queued with its job, parked ones included: nothing is lost.

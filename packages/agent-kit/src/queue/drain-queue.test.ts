@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { onPostgres, openTestDb } from '../../test/harness/test-db.js';
 import {
-  closeWith, count, nullTurn, parkForInput, parkOnStop, stopMidStep, testRuntime,
+  closeWith, count, nullTurn, parkForInput, parkOnStop, runState, stopMidStep, testRuntime,
 } from '../../test/chaos/null-turn.js';
 import { claimRun, closeRun } from '../lease/lease.js';
 import { gate } from '../../test/harness/turn-kit.js';
@@ -45,14 +45,6 @@ async function newRun() {
   return startTurn(db, { ownerId: 'user-1', text: 'hello' });
 }
 
-async function runState(runId: string) {
-  const [row] = await db.query<{ status: string; fence: number; attempts: number }>(
-    'select status, fence, attempts from agent_kit_runs where id = $1', [runId]);
-  const messages = await count(db, `select count(*) as n from agent_kit_messages where run_id = $1 and role = 'assistant'`, [runId]);
-  const jobs = await count(db, 'select count(*) as n from agent_kit_jobs where run_id = $1', [runId]);
-  return { status: row!.status, fence: Number(row!.fence), messages, jobs };
-}
-
 describe('drainQueue', () => {
   it('closes every queued run exactly once with the null turn and leaves no job behind', async () => {
     await emptyQueue();
@@ -60,7 +52,7 @@ describe('drainQueue', () => {
     for (let i = 0; i < 5; i++) runs.push((await startTurn(db, { ownerId: 'u', text: `solo ${i}` })).runId);
     const report = await drainQueue(testRuntime(db), { runSegment: nullTurn(), concurrency: 2 });
     expect(report).toMatchObject({ taken: 5, claimed: 5, closed: 5, notClaimed: 0, errors: 0 });
-    for (const runId of runs) expect(await runState(runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
+    for (const runId of runs) expect(await runState(db, runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
   });
 
   it('claims fresh runs in one batch statement and hands each segment its claim', async () => {
@@ -97,7 +89,7 @@ describe('drainQueue', () => {
     const report = await drainQueue(testRuntime(db), { runSegment: nullTurn(), concurrency: 3 });
     expect(report.closed, JSON.stringify(report)).toBe(3);
     for (const { runId } of [first, second, third]) {
-      expect(await runState(runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
+      expect(await runState(db, runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
     }
     const closed = await db.query<{ run_id: string }>(
       `select run_id from agent_kit_thread_events where thread_id = $1 and type = 'run-closed' order by seq`,
@@ -128,7 +120,7 @@ describe('drainQueue', () => {
     await db.query('insert into agent_kit_jobs (run_id, due_at) values ($1, agent_kit_now())', [runId]);
     const report = await drainQueue(testRuntime(db), { runSegment: nullTurn() });
     expect(report).toMatchObject({ taken: 1, notClaimed: 1, dropped: 1 });
-    expect(await runState(runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
+    expect(await runState(db, runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
   });
 
   it('counts a run deleted under a batch-claimed segment as lost, and leaves nothing behind', async () => {
@@ -151,11 +143,11 @@ describe('drainQueue', () => {
     await db.query('insert into agent_kit_jobs (run_id, due_at) values ($1, agent_kit_now())', [runId]);
     const second = await drainQueue(testRuntime(db), { runSegment: nullTurn() });
     expect(second).toMatchObject({ taken: 1, notClaimed: 1, dropped: 1, claimed: 0 });
-    expect((await runState(runId)).jobs).toBe(0);
+    expect((await runState(db, runId)).jobs).toBe(0);
     await db.query(`select agent_kit_submit_input($1, 'q1', '{"text":"blue"}')`, [runId]);
     const third = await drainQueue(testRuntime(db), { runSegment: nullTurn() });
     expect(third).toMatchObject({ taken: 1, closed: 1 });
-    expect(await runState(runId)).toEqual({ status: 'completed', fence: 2, messages: 1, jobs: 0 });
+    expect(await runState(db, runId)).toEqual({ status: 'completed', fence: 2, messages: 1, jobs: 0 });
   });
 
   it('keeps a job that was re-enqueued after the drain took it, even if its run is blocked', async () => {
@@ -168,7 +160,7 @@ describe('drainQueue', () => {
     // The blocked run's job is made due again (as a close's enqueue would) before the settle.
     await enqueueRun(db, runs[1]!.runId);
     expect(await settleJob(db, blocked!.jobId)).toBe('due');
-    expect((await runState(runs[1]!.runId)).jobs).toBe(1);
+    expect((await runState(db, runs[1]!.runId)).jobs).toBe(1);
     // Without the re-enqueue, the blocked run's job is dropped: the earlier run's close brings it back.
     await db.query(`update agent_kit_jobs set due_at = agent_kit_now() + interval '1 minute' where id = $1`, [blocked!.jobId]);
     expect(await settleJob(db, blocked!.jobId)).toBe('dropped');
@@ -186,13 +178,13 @@ describe('drainQueue', () => {
     expect(report).toMatchObject({ taken: 1, errors: 1, claimed: 0 });
     expect(logged).toContainEqual(expect.objectContaining({ runId, fence: 1, attempt: 1, error: 'boom' }));
     // The batch claim took the job with the run: nothing is queued until the lease expires.
-    expect(await runState(runId)).toEqual({ status: 'running', fence: 1, messages: 0, jobs: 0 });
+    expect(await runState(db, runId)).toEqual({ status: 'running', fence: 1, messages: 0, jobs: 0 });
     await advanceFakeNow(db, 6_000);
     try {
       expect(await reapExpiredRuns(rt)).toMatchObject({ requeued: 1 });
-      expect((await runState(runId)).jobs).toBe(1);
+      expect((await runState(db, runId)).jobs).toBe(1);
       expect(await drainQueue(rt, { runSegment: nullTurn() })).toMatchObject({ claimed: 1, closed: 1 });
-      expect(await runState(runId)).toEqual({ status: 'completed', fence: 2, messages: 1, jobs: 0 });
+      expect(await runState(db, runId)).toEqual({ status: 'completed', fence: 2, messages: 1, jobs: 0 });
     } finally {
       await clearFakeNow(db);
     }
@@ -203,7 +195,7 @@ describe('drainQueue', () => {
     const { runId } = await newRun();
     const report = await drainQueue(testRuntime(db), { runSegment: nullTurn(stopMidStep) });
     expect(report).toMatchObject({ claimed: 1, stopped: 1 });
-    expect(await runState(runId)).toMatchObject({ status: 'running', fence: 1, jobs: 0 });
+    expect(await runState(db, runId)).toMatchObject({ status: 'running', fence: 1, jobs: 0 });
   });
 
   it('stops taking jobs when less than the margin of its budget is left, and passes the rest on', async () => {
@@ -233,7 +225,7 @@ describe('drainQueue', () => {
       runSegment: nullTurn(parkOnStop(() => controller.abort())), concurrency: 1, stopSignal: controller.signal,
     });
     expect(report).toMatchObject({ taken: 1, claimed: 1, parked: 1 });
-    expect((await runState(runs[0]!.runId)).status).toBe('waiting_input');
+    expect((await runState(db, runs[0]!.runId)).status).toBe('waiting_input');
   });
 });
 
@@ -249,9 +241,9 @@ describe('drainQueue and the crash budget', () => {
       const rt = testRuntime(db, { maxRunAttempts: 1 });
       const report = await drainQueue(rt, { runSegment: nullTurn() });
       expect(report).toMatchObject({ taken: 1, notClaimed: 1, dropped: 1, claimed: 0 });
-      expect(await runState(runId)).toEqual({ status: 'running', fence: 1, messages: 0, jobs: 0 });
+      expect(await runState(db, runId)).toEqual({ status: 'running', fence: 1, messages: 0, jobs: 0 });
       expect(await reapExpiredRuns(rt)).toMatchObject({ salvaged: 1 });
-      expect(await runState(runId)).toEqual({ status: 'aborted', fence: 2, messages: 1, jobs: 0 });
+      expect(await runState(db, runId)).toEqual({ status: 'aborted', fence: 2, messages: 1, jobs: 0 });
     } finally {
       await clearFakeNow(db);
     }
@@ -327,7 +319,7 @@ describe.runIf(onPostgres)('drainQueue, two at once (Postgres)', () => {
     ]);
     expect(reports[0]!.closed + reports[1]!.closed).toBe(40);
     expect(reports[0]!.claimed + reports[1]!.claimed).toBe(40);
-    for (const runId of runIds) expect(await runState(runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
+    for (const runId of runIds) expect(await runState(db, runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
     expect(await count(db, `select count(*) as n from agent_kit_thread_events
       where run_id = any($1) and type = 'run-closed'`, [runIds])).toBe(40);
   });

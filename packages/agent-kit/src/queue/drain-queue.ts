@@ -99,6 +99,7 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
   const margin = takeMarginMs(budgetMs);
   const inFlight = new Set<Promise<void>>();
   let segmentNo = 0;
+  let segmentsEnded = 0;
   let takeFailures = 0;
 
   const segmentBudgetMs = () => Math.max(1, Math.min(remainingMs(), rt.config.invocationBudgetMs));
@@ -111,6 +112,7 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
     const running = runJob(rt, runSegment, job, { owner, budgetMs, stopSignal: signal, preClaimed }, report)
       .finally(() => {
         inFlight.delete(running);
+        segmentsEnded++;
         pace.segmentTook(performance.now() - segmentStartedMs);
         startReady();
       });
@@ -164,6 +166,7 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
       await Promise.race(inFlight);
       continue;
     }
+    const endedBeforeClaim = segmentsEnded;
     let found: number;
     try {
       found = await claimDue(wanted);
@@ -183,7 +186,9 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
     if (options.waitForWork) {
       await options.waitForWork(signal);
     } else if (inFlight.size === 0) {
-      break;
+      // A segment that ended while we claimed may have enqueued its thread's next run after the
+      // claim's snapshot was taken: look once more before giving up.
+      if (segmentsEnded === endedBeforeClaim) break;
     } else {
       // A finishing segment may enqueue its thread's next run; look again when one ends or soon.
       await firstOf(inFlight, options.pollMs ?? defaultPollMs);

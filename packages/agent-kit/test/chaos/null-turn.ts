@@ -72,6 +72,14 @@ export async function count(db: Db, sql: string, params: unknown[] = []): Promis
   return Number(rows[0]!.n);
 }
 
+/** A run's status and fence, its assistant messages and its jobs: what a drain test checks. */
+export async function runState(db: Db, runId: string) {
+  const [row] = await db.query<{ status: string; fence: number }>('select status, fence from agent_kit_runs where id = $1', [runId]);
+  const messages = await count(db, `select count(*) as n from agent_kit_messages where run_id = $1 and role = 'assistant'`, [runId]);
+  const jobs = await count(db, 'select count(*) as n from agent_kit_jobs where run_id = $1', [runId]);
+  return { status: row!.status, fence: Number(row!.fence), messages, jobs };
+}
+
 /** Poll `probe` until it returns true, or fail after `timeoutMs` (generous: CI machines stall). */
 export async function eventually(probe: () => Promise<boolean>, timeoutMs = 10_000, what = 'condition'): Promise<number> {
   const startedMs = Date.now();
