@@ -74,6 +74,33 @@ export interface ReadEventsOptions {
   limit?: number;
 }
 
+const pageAsRows = `select thread_id, seq, run_id, fence, type, data, created_at from agent_kit_thread_events
+  where thread_id = $1 and seq > $2 order by seq limit $3`;
+
+// The same page as one JSON value: [[seq, run_id, fence, type, data, created_at], …]. PGlite hands
+// every row and column through its wire protocol and type parsers in this thread, so a page of
+// 1,000 events read 2.5–3× faster as one value (one JSON.parse); on Postgres the rows are faster
+// (the server builds the JSON, the driver streams rows). Both forms give the same events: a test
+// reads every page both ways. ADR-0025.
+const pageAsJson = `select coalesce(json_agg(json_build_array(seq, run_id, fence, type, data, created_at)
+  order by seq), '[]') as page from (select seq, run_id, fence, type, data, created_at
+  from agent_kit_thread_events where thread_id = $1 and seq > $2 order by seq limit $3) p`;
+
+type JsonEventTuple = [number, string | null, number, string, Record<string, unknown> | null, string];
+
+/** One page read as rows or as one JSON value (unchecked: `readEvents` validates and checks). */
+export async function readEventPage(
+  db: Queryable, form: 'rows' | 'json', threadId: string, afterSeq: number, limit: number,
+): Promise<ThreadEvent[]> {
+  const params = [threadId, afterSeq, limit];
+  if (form === 'rows') return (await db.query<ThreadEventRow>(pageAsRows, params)).map(toThreadEvent);
+  const [row] = await db.query<{ page: JsonEventTuple[] | string }>(pageAsJson, params);
+  const page = typeof row?.page === 'string' ? JSON.parse(row.page) as JsonEventTuple[] : row?.page ?? [];
+  return page.map(([seq, runId, fence, type, data, createdAt]) => ({
+    threadId, seq, runId, fence, type, data: data ?? {}, createdAt: new Date(createdAt),
+  }));
+}
+
 /**
  * One page of a thread's events after a cursor, in seq order.
  * @throws InvalidArgumentError for a negative cursor or a limit outside 1..maxEventPageSize.
@@ -88,12 +115,8 @@ export async function readEvents(db: Queryable, options: ReadEventsOptions): Pro
   if (!Number.isSafeInteger(limit) || limit < 1 || limit > maxEventPageSize) {
     throw new InvalidArgumentError(`the page size must be 1..${maxEventPageSize}, got ${limit}`);
   }
-  const rows = await db.query<ThreadEventRow>(
-    `select thread_id, seq, run_id, fence, type, data, created_at from agent_kit_thread_events
-     where thread_id = $1 and seq > $2 order by seq limit $3`,
-    [options.threadId, afterSeq, limit],
-  );
-  const events = rows.map(toThreadEvent);
+  const form = (db as { kind?: unknown }).kind === 'pglite' ? 'json' : 'rows';
+  const events = await readEventPage(db, form, options.threadId, afterSeq, limit);
   events.forEach((event, index) => {
     const expected = afterSeq + index + 1;
     assert(event.seq === expected, `thread ${options.threadId} event seq is gap-free after ${afterSeq}`);
