@@ -13,6 +13,7 @@ import { seedQueuedRuns, vacuumAnalyze, type BenchDatabase } from './lib/bench-d
 import { combine, measureThroughput, percentile, type Throughput } from './lib/measure.js';
 import { capturePlans } from './lib/plans.js';
 import type { Row } from './lib/report.js';
+import { benchLongThread, type LongThreadOptions } from './long-thread.js';
 import { enqueueTurnsAtOnce } from './orchestration.js';
 
 export interface ScaleOptions {
@@ -24,6 +25,7 @@ export interface ScaleOptions {
   warmupMs: number;
   /** Jobs enqueued at once on a queue whose statistics say it is empty. */
   staleBurst: number;
+  longThread: LongThreadOptions;
 }
 
 const leaseTtlMs = 60_000;
@@ -161,6 +163,12 @@ export async function benchScale(open: OpenQueueDb, o: ScaleOptions, artifacts: 
     unit: 'runs', agentKit: stale.claimed, target: { kind: 'at-most', value: 1 },
     note: `${stale.claimMs.toFixed(0)} ms`,
   });
+  const long = await open();
+  try {
+    rows.push(...await benchLongThread(long, o.longThread, section, artifacts));
+  } finally {
+    await long.drop();
+  }
   const first = results[0]!;
   const label = (depth: number) => (depth >= 1000 ? `${depth / 1000}k` : String(depth));
   for (const r of results) {

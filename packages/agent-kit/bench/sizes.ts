@@ -26,7 +26,8 @@ const concurrency = 8; // the issue's "8 concurrent clients", used for every com
 const full: Sizes = {
   poolMax: 20,
   lease: { concurrency, sliceMs: 600, rounds: 5, warmupRounds: 1, seedRuns: 30_000, leasesPerCaller: 100 },
-  scale: { concurrency, depths: [1_000, 10_000, 100_000], sliceMs: 1_000, rounds: 4, warmupMs: 300, staleBurst: 5_000 },
+  scale: { concurrency, depths: [1_000, 10_000, 100_000], sliceMs: 1_000, rounds: 4, warmupMs: 300, staleBurst: 5_000,
+    longThread: { turns: 10_000, threads: 6_000, sliceMs: 600, rounds: 4 } },
   orchestration: { concurrency, jobs: 20_000, timeBoxMs: 20_000, slowTimeBoxMs: 5_000, rounds: 2 },
   scriptedTurn: { concurrency, jobs: 2_000, timeBoxMs: 20_000, replyTokens: 12 },
   takeover: { kills: 60, leaseTtlMs: 1_000, spacingMs: 50, concurrency },
@@ -37,7 +38,8 @@ const full: Sizes = {
 const smoke: Sizes = {
   poolMax: 20,
   lease: { concurrency, sliceMs: 100, rounds: 1, warmupRounds: 1, seedRuns: 800, leasesPerCaller: 4 },
-  scale: { concurrency, depths: [100, 300], sliceMs: 100, rounds: 2, warmupMs: 50, staleBurst: 200 },
+  scale: { concurrency, depths: [100, 300], sliceMs: 100, rounds: 2, warmupMs: 50, staleBurst: 200,
+    longThread: { turns: 300, threads: 400, sliceMs: 100, rounds: 1 } },
   orchestration: { concurrency, jobs: 200, timeBoxMs: 10_000, slowTimeBoxMs: 500, rounds: 1 },
   scriptedTurn: { concurrency, jobs: 50, timeBoxMs: 10_000, replyTokens: 12 },
   takeover: { kills: 5, leaseTtlMs: 300, spacingMs: 20, concurrency },
@@ -49,7 +51,7 @@ const smoke: Sizes = {
 const embeddedFull: Sizes = {
   ...full,
   lease: { ...full.lease, rounds: 3, seedRuns: 8_000, leasesPerCaller: 50 },
-  scale: { concurrency, depths: [1_000, 10_000, 100_000], sliceMs: 700, rounds: 3, warmupMs: 300, staleBurst: 5_000 },
+  scale: { ...full.scale, sliceMs: 700, rounds: 3 },
   orchestration: { ...full.orchestration, jobs: 5_000, rounds: 1 },
   scriptedTurn: { ...full.scriptedTurn, jobs: 1_000 },
   takeover: { ...full.takeover, kills: 50 },

@@ -121,6 +121,7 @@ create table agent_kit_runs (
 CREATE UNIQUE INDEX agent_kit_runs__active_run_key ON agent_kit_runs USING btree (thread_id) WHERE (status = ANY (ARRAY['running'::text, 'waiting_input'::text, 'waiting_takeover'::text]));
 CREATE INDEX agent_kit_runs__created_at_idx ON agent_kit_runs USING btree (created_at);
 CREATE INDEX agent_kit_runs__lease_expires_at_idx ON agent_kit_runs USING btree (lease_expires_at) WHERE (status = 'running'::text);
+CREATE INDEX agent_kit_runs__queued_turn_idx ON agent_kit_runs USING btree (thread_id, turn_no) WHERE (status = 'queued'::text);
 CREATE UNIQUE INDEX agent_kit_runs_pkey ON agent_kit_runs USING btree (id);
 CREATE UNIQUE INDEX agent_kit_runs_thread_id_turn_no_key ON agent_kit_runs USING btree (thread_id, turn_no);
 
@@ -351,8 +352,11 @@ begin
         or (r.status in ('waiting_input', 'waiting_takeover') and r.cancel_requested_at is not null))
       and not exists (
         select 1 from agent_kit_runs e
+        where e.thread_id = r.thread_id and e.turn_no < r.turn_no and e.status = 'queued')
+      and not exists (
+        select 1 from agent_kit_runs e
         where e.thread_id = r.thread_id and e.turn_no < r.turn_no
-          and e.status in ('queued', 'running', 'waiting_input', 'waiting_takeover'))
+          and e.status in ('running', 'waiting_input', 'waiting_takeover'))
     returning r.*
   ), dropped as (
     delete from agent_kit_jobs j using claimed c where j.run_id = c.id
@@ -865,8 +869,11 @@ begin
   if (v_run.status in ('queued', 'running') or v_run.cancel_requested_at is not null)
       and not exists (
         select 1 from agent_kit_runs e
+        where e.thread_id = v_run.thread_id and e.turn_no < v_run.turn_no and e.status = 'queued')
+      and not exists (
+        select 1 from agent_kit_runs e
         where e.thread_id = v_run.thread_id and e.turn_no < v_run.turn_no
-          and e.status in ('queued', 'running', 'waiting_input', 'waiting_takeover')) then
+          and e.status in ('running', 'waiting_input', 'waiting_takeover')) then
     update agent_kit_jobs set due_at = agent_kit_now() where id = p_job_id;
     return 'due';
   end if;
@@ -1099,7 +1106,9 @@ begin
     raise exception 'run % is being cancelled and cannot be taken over', p_run_id using errcode = 'AK004';
   end if;
   if exists (select 1 from agent_kit_runs e where e.thread_id = v_run.thread_id and e.turn_no < v_run.turn_no
-      and e.status in ('queued', 'running', 'waiting_input', 'waiting_takeover')) then
+        and e.status = 'queued')
+      or exists (select 1 from agent_kit_runs e where e.thread_id = v_run.thread_id and e.turn_no < v_run.turn_no
+        and e.status in ('running', 'waiting_input', 'waiting_takeover')) then
     raise exception 'run % is behind an earlier open run of its thread', p_run_id using errcode = 'AK004';
   end if;
   if v_run.status in ('queued', 'waiting_input') then

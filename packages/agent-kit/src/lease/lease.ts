@@ -78,8 +78,12 @@ export async function claimResult(db: Queryable, options: ClaimOptions, row: Run
 
 async function whyNotClaimed(db: Queryable, runId: string) {
   const rows = await db.query<{ status: string; blocked: boolean }>(
-    `select r.status, exists (select 1 from agent_kit_runs e where e.thread_id = r.thread_id
-       and e.turn_no < r.turn_no and e.status in ('queued','running','waiting_input','waiting_takeover')) as blocked
+    // Two lookups, one per partial index (queued turns, the active run), as the claim checks it.
+    `select r.status,
+       exists (select 1 from agent_kit_runs e where e.thread_id = r.thread_id
+         and e.turn_no < r.turn_no and e.status = 'queued')
+       or exists (select 1 from agent_kit_runs e where e.thread_id = r.thread_id
+         and e.turn_no < r.turn_no and e.status in ('running', 'waiting_input', 'waiting_takeover')) as blocked
      from agent_kit_runs r where r.id = $1`,
     [runId],
   );

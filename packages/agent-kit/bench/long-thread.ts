@@ -1,0 +1,97 @@
+// Section 6, continued: a long thread. Each turn of a thread is claimed only when no earlier turn
+// is open, and its close enqueues the next queued turn; both questions must cost the same on a
+// thread's 10,000th turn as on its second (migration 0019). One measured operation is a whole
+// turn's queue cycle: start the turn, claim it, close it. The long thread's turns run one after
+// another, so both sides run at concurrency 1, in alternating slices.
+import { claimRun, closeRun } from '../src/lease/lease.js';
+import { startTurn } from '../src/queue/start-turn.js';
+import type { Db, Queryable } from '../src/store/db.js';
+import { seedQueuedRuns, vacuumAnalyze, type BenchDatabase } from './lib/bench-db.js';
+import { measureInterleaved } from './lib/measure.js';
+import { capturePlans } from './lib/plans.js';
+import type { Row } from './lib/report.js';
+
+export interface LongThreadOptions {
+  /** Closed turns on the long thread before measuring. */
+  turns: number;
+  /** One-turn threads for the baseline, one per measured cycle: more than the slices can use. */
+  threads: number;
+  sliceMs: number;
+  rounds: number;
+}
+
+const owner = 'bench';
+const leaseTtlMs = 60_000;
+
+/** A thread whose first `turns` turns are closed (bulk-written: the bench's shortcut). */
+async function seedLongThread(db: Db, turns: number): Promise<string> {
+  const first = await startTurn(db, { ownerId: owner, text: 'turn 1' });
+  await db.query(
+    `insert into agent_kit_runs (thread_id, turn_no, status) select $1, g, 'completed' from generate_series(2, $2::int) g`,
+    [first.threadId, turns],
+  );
+  await closeWithoutLease(db);
+  return first.threadId;
+}
+
+/** Close every queued run and drop its job: threads whose turns are all over. */
+async function closeWithoutLease(db: Db) {
+  await db.exec(`delete from agent_kit_jobs; update agent_kit_runs set status = 'completed' where status = 'queued'`);
+}
+
+// One run per statement: a Queryable that is not a Db is never grouped with other closes.
+const oneByOne = (db: Db): Queryable => ({ query: (sql, params) => db.query(sql, params) });
+
+/** Start a turn on `threadId`, claim it and close it. */
+async function turnCycle(db: Db, threadId: string) {
+  const turn = await startTurn(db, { threadId, ownerId: owner, text: 'next turn' });
+  const claim = await claimRun(db, { runId: turn.runId, owner: 'bench-long', leaseTtlMs });
+  if (!claim.claimed) throw new Error(`a new turn with every earlier one closed was not claimed: ${claim.reason}`);
+  if ((await closeRun(oneByOne(db), claim.lease, 'completed', { text: 'ok' })) === null) {
+    throw new Error('a fresh lease could not close its run');
+  }
+}
+
+/** Rows for section 6: a turn's cycle on a long thread against one on a thread of one turn. */
+export async function benchLongThread(
+  bench: BenchDatabase, o: LongThreadOptions, section: string, artifacts: Record<string, unknown>,
+): Promise<Row[]> {
+  const { db } = bench;
+  const longThread = await seedLongThread(db, o.turns);
+  // Enough one-turn threads that each short cycle gets a fresh one (a thread grows as it is used).
+  const shortThreads = (await db.query<{ thread_id: string }>(
+    'select thread_id from agent_kit_runs where id = any($1::uuid[])', [await seedQueuedRuns(db, o.threads, 4, owner)],
+  )).map((r) => r.thread_id);
+  await closeWithoutLease(db);
+  await vacuumAnalyze(db);
+  if (bench.url) {
+    const turn = await startTurn(db, { threadId: longThread, ownerId: owner, text: 'planned turn' });
+    const captured = await capturePlans(bench.url, [
+      ['select * from agent_kit_claim_run($1, $2, $3::interval)', [turn.runId, 'bench-plan', '60 seconds']],
+    ]);
+    artifacts['plans-long-thread'] = captured.plans;
+    // Only the runs table grows with the thread (the jobs table holds one job here).
+    const scans = captured.scans.filter((scan) => scan.endsWith('agent_kit_runs'));
+    if (scans.length > 0) artifacts['scans-long-thread'] = scans;
+    await closeWithoutLease(db);
+  }
+  let nextShort = 0;
+  const t = await measureInterleaved({
+    long: () => turnCycle(db, longThread),
+    short: async () => {
+      const threadId = shortThreads[nextShort++];
+      if (!threadId) throw new Error(`the baseline ran out of one-turn threads (${o.threads})`);
+      await turnCycle(db, threadId);
+    },
+  }, { concurrency: 1, sliceMs: o.sliceMs, rounds: o.rounds, warmupRounds: 1 });
+  const [{ n }] = await db.query<{ n: number }>(
+    'select count(*)::int as n from agent_kit_runs where thread_id = $1', [longThread],
+  ) as [{ n: number }];
+  return [{
+    section, metric: `turns/s (start, claim, close) on a thread of ${o.turns.toLocaleString('en-US')} closed turns`,
+    unit: 'turns/s', agentKit: t.long.perSecond, baseline: t.short.perSecond, baselineName: 'a thread of one turn',
+    target: { kind: 'ratio-at-least', value: 0.8 },
+    note: `one caller; p50 ${t.long.p50Ms.toFixed(2)} ms against ${t.short.p50Ms.toFixed(2)} ms; ` +
+      `the long thread ended with ${n} turns; plans of its claim in the JSON`,
+  }];
+}
