@@ -125,16 +125,27 @@ export async function readEvents(db: Queryable, options: ReadEventsOptions): Pro
 }
 
 /**
+ * The event types agent_kit_thread_events__run_boundary_idx holds per run (migration 0020). A
+ * run's first event is one of them: agent_kit_start_turn appends its message before anything else.
+ */
+const boundaryTypes = `'message', 'segment-started', 'run-parked', 'run-closed', 'segment-failed'`;
+
+const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
  * The seq of the `message` event that carried a user message, or null if there is none. The chat
  * stream starts just before it, so the viewer sees its own message and everything after.
  */
 export async function findMessageSeq(
   db: Queryable, threadId: string, messageId: string,
 ): Promise<number | null> {
+  if (!uuidPattern.test(messageId)) return null;
+  // Through the message's run: the boundary index holds each run's messages (migration 0020).
   const rows = await db.query<{ seq: number | string }>(
-    `select seq from agent_kit_thread_events
-     where thread_id = $1 and type = 'message' and data->>'messageId' = $2
-     order by seq limit 1`,
+    `select e.seq from agent_kit_thread_events e
+     where e.run_id = (select m.run_id from agent_kit_messages m where m.id = $2::text::uuid and m.thread_id = $1)
+       and e.type = 'message' and e.data->>'messageId' = $2::text
+     order by e.seq limit 1`,
     [threadId, messageId],
   );
   return rows[0] ? toNumber(rows[0].seq) : null;
@@ -144,7 +155,7 @@ export async function findMessageSeq(
 export async function findRunFirstSeq(db: Queryable, runId: string): Promise<number | null> {
   const rows = await db.query<{ seq: number | string | null }>(
     `select min(seq) as seq from agent_kit_thread_events
-     where thread_id = (select thread_id from agent_kit_runs where id = $1) and run_id = $1`,
+     where run_id = $1 and type in (${boundaryTypes})`,
     [runId],
   );
   const seq = rows[0]?.seq;
@@ -160,7 +171,7 @@ export async function readRunBoundary(
 ): Promise<{ status: string; lastBoundarySeq: number } | null> {
   const rows = await db.query<{ status: string; seq: number | string | null }>(
     `select r.status, (select max(e.seq) from agent_kit_thread_events e
-       where e.thread_id = r.thread_id and e.run_id = r.id and e.type in ('run-parked', 'run-closed')) as seq
+       where e.run_id = r.id and e.type in ('run-parked', 'run-closed')) as seq
      from agent_kit_runs r where r.id = $1`,
     [runId],
   );
@@ -183,16 +194,15 @@ export interface RunSegmentView {
   endedSeq: number | null;
 }
 
-// Segment boundaries are few per run (one start and at most one end per claim): bounded. The
-// thread_id condition lets both reads use the (thread_id, seq) key: there is no run_id index.
+// Segment boundaries are few per run (one start and at most one end per claim): bounded. They
+// are read through agent_kit_thread_events__run_boundary_idx, as a run's message and ends are.
 const maxSegmentEvents = 2_000;
 
 /** The run's segments, from its segment-started, run-parked, run-closed, segment-failed events. */
 export async function readRunSegments(db: Queryable, runId: string): Promise<RunSegmentView[]> {
   const rows = await db.query<ThreadEventRow>(
     `select thread_id, seq, run_id, fence, type, data, created_at from agent_kit_thread_events
-     where thread_id = (select thread_id from agent_kit_runs where id = $1) and run_id = $1
-       and type in ('segment-started', 'run-parked', 'run-closed', 'segment-failed')
+     where run_id = $1 and type in ('segment-started', 'run-parked', 'run-closed', 'segment-failed')
      order by seq limit $2`,
     [runId, maxSegmentEvents],
   );
