@@ -164,6 +164,8 @@ create table agent_kit_threads (
   last_seq bigint not null default 0,
   constraint agent_kit_threads_pkey PRIMARY KEY (id)
 );
+CREATE INDEX agent_kit_threads__created_at_idx ON agent_kit_threads USING btree (created_at DESC, id);
+CREATE INDEX agent_kit_threads__owner_id_created_at_idx ON agent_kit_threads USING btree (owner_id, created_at DESC, id);
 CREATE UNIQUE INDEX agent_kit_threads_pkey ON agent_kit_threads USING btree (id);
 
 -- sequence agent_kit_jobs_id_seq (owned by agent_kit_jobs.id)

@@ -115,11 +115,16 @@ export async function listThreadMessages(db: Queryable, threadId: string): Promi
   return rows.map(toMessageView);
 }
 
-/** A run's messages in order: its user message(s) and its final answer. */
+/**
+ * A run's messages in order: its user message(s) and its final answer. Read through the thread's
+ * messages (agent_kit_messages__thread_id_idx): messages have no index by run of their own, and
+ * one would cost every close an index entry.
+ */
 export async function listRunMessages(db: Queryable, runId: string): Promise<MessageView[]> {
   const rows = await db.query<MessageRow>(
     `select id, run_id, role, content, partial, created_at from agent_kit_messages
-     where run_id = $1 order by created_at, id limit $2`,
+     where thread_id = (select thread_id from agent_kit_runs where id = $1) and run_id = $1
+     order by created_at, id limit $2`,
     [runId, maxThreadItems],
   );
   return rows.map(toMessageView);

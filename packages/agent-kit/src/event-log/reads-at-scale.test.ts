@@ -1,7 +1,10 @@
-// Opening a turn's stream on a long thread reads the run's boundary events by index (migration
-// 0020), not the thread's whole log: the message's seq (chat POST), the run's first event and its
-// latest park or close (AI SDK stream), its segments (run view). Both stores: every statement the
-// readers send is explained with ANALYZE and may not scan or filter the thread's earlier events.
+// Reads that must not grow with the data around them, on both stores: every statement a reader
+// sends is explained with ANALYZE and may not scan or filter what it does not return.
+// - Opening a turn's stream on a long thread reads the run's boundary events by index (migration
+//   0020), not the thread's log: the message's seq (chat POST), the run's first event and its
+//   latest park or close (AI SDK stream), its segments (run view).
+// - A thread list (one user's, or an operator's) reads its page by index among many threads
+//   (migration 0021), and a run's messages come through its thread's.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { fakeRunSegment, testOwner } from '../../test/harness/fake-segment.js';
@@ -9,6 +12,7 @@ import { configFromEnv } from '../config.js';
 import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
 import { findMessageSeq, findRunFirstSeq, readRunBoundary, readRunSegments } from './read-events.js';
+import { listRunMessages, listThreads } from './read-threads.js';
 
 const earlierEvents = 5_000;
 let db: Db;
@@ -33,9 +37,9 @@ async function plansOf<T>(read: (db: Db) => Promise<T>): Promise<{ value: T; pla
   return { value, plans };
 }
 
-function expectNoScanOfTheLog(plans: string[]) {
+function expectNoScan(plans: string[], table = 'agent_kit_thread_events') {
   const text = plans.join('\n');
-  expect(text).not.toMatch(/Seq Scan on agent_kit_thread_events/);
+  expect(text).not.toMatch(new RegExp(`Seq Scan on ${table}`));
   const removed = [...text.matchAll(/Rows Removed by (?:Index Recheck|Filter): (\d+)/g)].map((m) => Number(m[1]));
   expect(Math.max(0, ...removed)).toBeLessThan(100);
 }
@@ -58,22 +62,51 @@ describe('reads of one run on a long thread', () => {
 
     const message = await plansOf((d) => findMessageSeq(d, turn.threadId, turn.messageId));
     expect(message.value).toBe(messageSeq);
-    expectNoScanOfTheLog(message.plans);
+    expectNoScan(message.plans);
 
     const firstSeq = await plansOf((d) => findRunFirstSeq(d, turn.runId));
     expect(firstSeq.value).toBe(messageSeq);
-    expectNoScanOfTheLog(firstSeq.plans);
+    expectNoScan(firstSeq.plans);
 
     const boundary = await plansOf((d) => readRunBoundary(d, turn.runId));
     expect(boundary.value).toEqual({ status: 'completed', lastBoundarySeq: messageSeq + 5 });
-    expectNoScanOfTheLog(boundary.plans);
+    expectNoScan(boundary.plans);
 
     const segments = await plansOf((d) => readRunSegments(d, turn.runId));
     expect(segments.value).toMatchObject([{ fence: 1, startedSeq: messageSeq + 2, endedAs: 'completed', endedSeq: messageSeq + 5 }]);
-    expectNoScanOfTheLog(segments.plans);
+    expectNoScan(segments.plans);
 
     // Not a message of this thread, or not an id at all: none, without an error.
     expect(await findMessageSeq(db, turn.threadId, first.runId)).toBeNull();
     expect(await findMessageSeq(db, turn.threadId, 'not-a-uuid')).toBeNull();
+  });
+});
+
+describe('reads among many threads', () => {
+  it('list one owner\'s threads, everyone\'s, and a run\'s messages without a scan', async () => {
+    await db.query(
+      `insert into agent_kit_threads (owner_id, title, created_at)
+       select 'many-' || (g % 100), 'old', now() - g * interval '1 minute' from generate_series(1, 5000) g`,
+    );
+    await db.query(`insert into agent_kit_messages (thread_id, role, content) select id, 'user', '{"text":"x"}' from agent_kit_threads`);
+    const turn = await startTurn(db, { ownerId: 'many-7', text: 'newest' });
+    await db.exec('analyze agent_kit_threads');
+    await db.exec('analyze agent_kit_messages');
+
+    const mine = await plansOf((d) => listThreads(d, { ownerId: 'many-7', limit: 20 }));
+    expect(mine.value).toHaveLength(20);
+    expect(mine.value[0]!.id).toBe(turn.threadId);
+    expect(mine.value.every((t) => t.ownerId === 'many-7')).toBe(true);
+    expectNoScan(mine.plans, 'agent_kit_threads');
+
+    const all = await plansOf((d) => listThreads(d, { ownerId: null, limit: 20 }));
+    expect(all.value[0]!.id).toBe(turn.threadId);
+    expect(all.value.map((t) => t.createdAt.getTime())).toEqual(
+      all.value.map((t) => t.createdAt.getTime()).sort((a, b) => b - a));
+    expectNoScan(all.plans, 'agent_kit_threads');
+
+    const messages = await plansOf((d) => listRunMessages(d, turn.runId));
+    expect(messages.value.map((m) => [m.role, m.text])).toEqual([['user', 'newest']]);
+    expectNoScan(messages.plans, 'agent_kit_messages');
   });
 });
