@@ -120,6 +120,7 @@ create table agent_kit_runs (
 );
 CREATE UNIQUE INDEX agent_kit_runs__active_run_key ON agent_kit_runs USING btree (thread_id) WHERE (status = ANY (ARRAY['running'::text, 'waiting_input'::text, 'waiting_takeover'::text]));
 CREATE INDEX agent_kit_runs__created_at_idx ON agent_kit_runs USING btree (created_at);
+CREATE INDEX agent_kit_runs__failed_created_at_idx ON agent_kit_runs USING btree (created_at DESC, id) WHERE (status = ANY (ARRAY['failed'::text, 'aborted'::text]));
 CREATE INDEX agent_kit_runs__lease_expires_at_idx ON agent_kit_runs USING btree (lease_expires_at) WHERE (status = 'running'::text);
 CREATE INDEX agent_kit_runs__queued_turn_idx ON agent_kit_runs USING btree (thread_id, turn_no) WHERE (status = 'queued'::text);
 CREATE UNIQUE INDEX agent_kit_runs_pkey ON agent_kit_runs USING btree (id);

@@ -5,6 +5,8 @@
 //   latest park or close (AI SDK stream), its segments (run view).
 // - A thread list (one user's, or an operator's) reads its page by index among many threads
 //   (migration 0021), and a run's messages come through its thread's.
+// - A run list by status reads that status's runs by index among many completed ones (0019,
+//   0022, and the lease and active-run keys).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { fakeRunSegment, testOwner } from '../../test/harness/fake-segment.js';
@@ -12,6 +14,7 @@ import { configFromEnv } from '../config.js';
 import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
 import { findMessageSeq, findRunFirstSeq, readRunBoundary, readRunSegments } from './read-events.js';
+import { listRuns } from './read-runs.js';
 import { listRunMessages, listThreads } from './read-threads.js';
 
 const earlierEvents = 5_000;
@@ -108,5 +111,27 @@ describe('reads among many threads', () => {
     const messages = await plansOf((d) => listRunMessages(d, turn.runId));
     expect(messages.value.map((m) => [m.role, m.text])).toEqual([['user', 'newest']]);
     expectNoScan(messages.plans, 'agent_kit_messages');
+  });
+});
+
+describe('run lists by status', () => {
+  it('list the runs of each status without walking the completed ones', async () => {
+    await db.query(
+      `with th as (insert into agent_kit_threads (owner_id) select 'by-status' from generate_series(1, 5000) returning id)
+       insert into agent_kit_runs (thread_id, turn_no, status, created_at)
+       select id, 1, 'completed', now() - random() * interval '30 days' - interval '1 day' from th`,
+    );
+    // The oldest runs failed or were aborted: a list that walks from the newest reads them last.
+    await db.query(`update agent_kit_runs set status = 'failed' where id in (
+      select id from agent_kit_runs where status = 'completed' order by created_at limit 3)`);
+    await db.query(`update agent_kit_runs set status = 'aborted' where id in (
+      select id from agent_kit_runs where status = 'completed' order by created_at limit 2)`);
+    await db.exec('analyze agent_kit_runs');
+    for (const status of ['failed', 'aborted', 'running', 'queued', 'waiting_input']) {
+      const { value, plans } = await plansOf((d) => listRuns(d, { ownerId: null, status, limit: 20 }));
+      expect(value.every((run) => run.status === status)).toBe(true);
+      if (status === 'failed') expect(value.length).toBeGreaterThanOrEqual(3);
+      expectNoScan(plans, 'agent_kit_runs');
+    }
   });
 });
