@@ -50,7 +50,7 @@ async function prepareBareTable(db: Db) {
 }
 
 // The statement itself, one run per statement: a Queryable that is not a Db is never grouped.
-const oneRunAtATime = (db: Db): Queryable => ({ query: (sql, params) => db.query(sql, params) });
+export const oneRunAtATime = (db: Db): Queryable => ({ query: (sql, params) => db.query(sql, params) });
 
 /** Run section 1 and return its rows (ops/s of each statement vs the bare update). */
 export async function benchLeaseStatements(db: Db, o: LeaseBenchOptions): Promise<Row[]> {

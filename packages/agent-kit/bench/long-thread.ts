@@ -5,7 +5,8 @@
 // another, so both sides run at concurrency 1, in alternating slices.
 import { claimRun, closeRun } from '../src/lease/lease.js';
 import { startTurn } from '../src/queue/start-turn.js';
-import type { Db, Queryable } from '../src/store/db.js';
+import type { Db } from '../src/store/db.js';
+import { oneRunAtATime } from './lease-statements.js';
 import { seedQueuedRuns, vacuumAnalyze, type BenchDatabase } from './lib/bench-db.js';
 import { measureInterleaved } from './lib/measure.js';
 import { capturePlans } from './lib/plans.js';
@@ -24,7 +25,7 @@ const owner = 'bench';
 const leaseTtlMs = 60_000;
 
 /** A thread whose first `turns` turns are closed (bulk-written: the bench's shortcut). */
-async function seedLongThread(db: Db, turns: number): Promise<string> {
+async function seedClosedTurns(db: Db, turns: number): Promise<string> {
   const first = await startTurn(db, { ownerId: owner, text: 'turn 1' });
   await db.query(
     `insert into agent_kit_runs (thread_id, turn_no, status) select $1, g, 'completed' from generate_series(2, $2::int) g`,
@@ -39,15 +40,12 @@ async function closeWithoutLease(db: Db) {
   await db.exec(`delete from agent_kit_jobs; update agent_kit_runs set status = 'completed' where status = 'queued'`);
 }
 
-// One run per statement: a Queryable that is not a Db is never grouped with other closes.
-const oneByOne = (db: Db): Queryable => ({ query: (sql, params) => db.query(sql, params) });
-
 /** Start a turn on `threadId`, claim it and close it. */
 async function turnCycle(db: Db, threadId: string) {
   const turn = await startTurn(db, { threadId, ownerId: owner, text: 'next turn' });
   const claim = await claimRun(db, { runId: turn.runId, owner: 'bench-long', leaseTtlMs });
   if (!claim.claimed) throw new Error(`a new turn with every earlier one closed was not claimed: ${claim.reason}`);
-  if ((await closeRun(oneByOne(db), claim.lease, 'completed', { text: 'ok' })) === null) {
+  if ((await closeRun(oneRunAtATime(db), claim.lease, 'completed', { text: 'ok' })) === null) {
     throw new Error('a fresh lease could not close its run');
   }
 }
@@ -57,7 +55,7 @@ export async function benchLongThread(
   bench: BenchDatabase, o: LongThreadOptions, section: string, artifacts: Record<string, unknown>,
 ): Promise<Row[]> {
   const { db } = bench;
-  const longThread = await seedLongThread(db, o.turns);
+  const longThread = await seedClosedTurns(db, o.turns);
   // Enough one-turn threads that each short cycle gets a fresh one (a thread grows as it is used).
   const shortThreads = (await db.query<{ thread_id: string }>(
     'select thread_id from agent_kit_runs where id = any($1::uuid[])', [await seedQueuedRuns(db, o.threads, 4, owner)],

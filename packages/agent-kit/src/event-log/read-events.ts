@@ -2,7 +2,7 @@
 // gap-free per thread and appends commit in seq order, so a page that skips a seq is a bug.
 import { assert, InvalidArgumentError } from '../errors.js';
 import type { Queryable } from '../store/db.js';
-import { toNumber } from '../store/db.js';
+import { toNumber, uuidPattern } from '../store/db.js';
 
 /** One event of a thread's log, as viewers receive it. */
 export interface ThreadEvent {
@@ -129,8 +129,6 @@ export async function readEvents(db: Queryable, options: ReadEventsOptions): Pro
  * run's first event is one of them: agent_kit_start_turn appends its message before anything else.
  */
 const boundaryTypes = `'message', 'segment-started', 'run-parked', 'run-closed', 'segment-failed'`;
-
-const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * The seq of the `message` event that carried a user message, or null if there is none. The chat

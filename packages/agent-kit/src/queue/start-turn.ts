@@ -1,7 +1,7 @@
 // Starting a turn: the user's message, its queued run and job, and their events, in one SQL call
 // (agent_kit_start_turn). A retried call with the same client message id creates nothing new.
 import { InvalidArgumentError } from '../errors.js';
-import type { Queryable } from '../store/db.js';
+import { uuidPattern, type Queryable } from '../store/db.js';
 import { notifyThread } from '../store/notify-thread.js';
 
 export interface StartTurnOptions {
@@ -27,8 +27,6 @@ export interface StartTurnResult {
   /** 'turn' = a new run; 'input' = the message answered the thread's waiting run. */
   kind: 'turn' | 'input' | 'duplicate';
 }
-
-const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Maximum accepted message size, in characters. */
 export const maxMessageChars = 32_000;

@@ -30,6 +30,9 @@ export interface Db extends Queryable {
   close(): Promise<void>;
 }
 
+/** A uuid in its text form (what a uuid column accepts), any case. */
+export const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 /** Normalise an int8 that may arrive as string (pg), number or bigint (PGlite) to a number. */
 export function toNumber(value: unknown): number {
   if (typeof value === 'number') return value;
