@@ -130,17 +130,23 @@ describe('followEvents', () => {
 
   it('an abort ends a waiting follower and leaves no timer behind', async () => {
     const turn = await startTurn(db, { ownerId: 'u1', text: 'idle' });
-    const timersBefore = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
-    const controller = new AbortController();
-    const follower = followEvents(db, { threadId: turn.threadId, afterSeq: 2, signal: controller.signal });
-    const pending = follower.next();
-    await new Promise((resolve) => setTimeout(resolve, 30));
-    controller.abort();
-    expect(await pending).toEqual({ value: undefined, done: true });
-    expect(await follower.next()).toEqual({ value: undefined, done: true });
-    await new Promise((resolve) => setImmediate(resolve));
-    const timersAfter = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
-    expect(timersAfter).toBeLessThanOrEqual(timersBefore);
+    const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    const followThenAbort = async () => {
+      const controller = new AbortController();
+      const follower = followEvents(db, { threadId: turn.threadId, afterSeq: 2, signal: controller.signal });
+      const pending = follower.next();
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      controller.abort();
+      expect(await pending).toEqual({ value: undefined, done: true });
+      expect(await follower.next()).toEqual({ value: undefined, done: true });
+      // The LISTEN connection goes back to the pool asynchronously, where pg-pool arms its idle
+      // timer: let that settle so only the follower's own timers are counted.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    };
+    await followThenAbort(); // the pool now holds the connections a follower uses, idle
+    const timersBefore = timers();
+    await followThenAbort();
+    expect(timers()).toBeLessThanOrEqual(timersBefore);
   });
 
   it('picks up an event appended after it started waiting', async () => {
