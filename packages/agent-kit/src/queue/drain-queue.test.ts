@@ -97,6 +97,42 @@ describe('drainQueue', () => {
     expect(closed.map((e) => e.run_id)).toEqual([first.runId, second.runId, third.runId]);
   });
 
+  it('looks again when the last segment ended while it claimed: its close enqueued the next turn', async () => {
+    await emptyQueue();
+    const first = await startTurn(db, { ownerId: 'u', text: 'one' });
+    const second = await startTurn(db, { ownerId: 'u', threadId: first.threadId, text: 'two' });
+    // The race, made certain: the second claim and the take after it both read the queue before
+    // the first turn's close enqueues the second, and return only after that segment has ended.
+    const closing = gate();
+    let segmentEnded!: () => void;
+    const ended = new Promise<void>((resolve) => (segmentEnded = resolve));
+    let claims = 0;
+    const racing: Db = {
+      ...db,
+      async query(sql, params) {
+        const rows = await db.query(sql, params);
+        if (sql.includes('agent_kit_claim_due_runs(')) claims++;
+        if (claims === 2 && sql.includes('agent_kit_take_jobs(')) {
+          expect(rows).toEqual([]); // read before the close: nothing due yet
+          closing.open();
+          await ended;
+          await new Promise((resolve) => setImmediate(resolve)); // the drain's own bookkeeping of the end
+        }
+        return rows as never;
+      },
+    };
+    const closeAfterGate: RunSegment = nullTurn(async (rt, lease, options) => {
+      if (lease.runId === first.runId) await closing.wait();
+      const outcome = await closeWith('done')(rt, lease, options);
+      if (lease.runId === first.runId) segmentEnded();
+      return outcome;
+    });
+    const report = await drainQueue(testRuntime(racing), { runSegment: closeAfterGate, concurrency: 2, pollMs: 5 });
+    expect(claims).toBeGreaterThanOrEqual(3); // it claimed again after the empty claim and take
+    expect(report.closed, JSON.stringify(report)).toBe(2);
+    expect(await runState(db, second.runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
+  });
+
   it('moves the job of a run with a live lease to that lease expiry instead of dropping it', async () => {
     await emptyQueue();
     const { runId } = await newRun();
