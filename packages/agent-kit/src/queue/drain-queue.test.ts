@@ -104,18 +104,18 @@ describe('drainQueue', () => {
     // The race, made certain: the second claim and the take after it both read the queue before
     // the first turn's close enqueues the second, and return only after that segment has ended.
     const closing = gate();
-    let segmentEnded!: () => void;
-    const ended = new Promise<void>((resolve) => (segmentEnded = resolve));
+    const firstEnded = gate();
     let claims = 0;
+    let takenBeforeClose: unknown[] | undefined;
     const racing: Db = {
       ...db,
       async query(sql, params) {
         const rows = await db.query(sql, params);
         if (sql.includes('agent_kit_claim_due_runs(')) claims++;
-        if (claims === 2 && sql.includes('agent_kit_take_jobs(')) {
-          expect(rows).toEqual([]); // read before the close: nothing due yet
+        if (claims === 2 && takenBeforeClose === undefined && sql.includes('agent_kit_take_jobs(')) {
+          takenBeforeClose = rows;
           closing.open();
-          await ended;
+          await firstEnded.wait();
           await new Promise((resolve) => setImmediate(resolve)); // the drain's own bookkeeping of the end
         }
         return rows as never;
@@ -124,10 +124,11 @@ describe('drainQueue', () => {
     const closeAfterGate: RunSegment = nullTurn(async (rt, lease, options) => {
       if (lease.runId === first.runId) await closing.wait();
       const outcome = await closeWith('done')(rt, lease, options);
-      if (lease.runId === first.runId) segmentEnded();
+      if (lease.runId === first.runId) firstEnded.open();
       return outcome;
     });
     const report = await drainQueue(testRuntime(racing), { runSegment: closeAfterGate, concurrency: 2, pollMs: 5 });
+    expect(takenBeforeClose).toEqual([]); // the take read the queue before the close: nothing due yet
     expect(claims).toBeGreaterThanOrEqual(3); // it claimed again after the empty claim and take
     expect(report.closed, JSON.stringify(report)).toBe(2);
     expect(await runState(db, second.runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
