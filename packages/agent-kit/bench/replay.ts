@@ -1,13 +1,10 @@
 // Section 5: replaying a long thread. A thread with N events (a streamed turn's text deltas) is
 // replayed over SSE from GET /api/threads/:id/events through the library's own HTTP handler on a
 // loopback node:http server; the baseline is the raw read path (pages of readEvents).
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { readEvents, maxEventPageSize } from '../src/event-log/index.js';
-import { createHandlers, toNodeListener } from '../src/http/index.js';
 import type { Db } from '../src/store/db.js';
 import type { Row } from './lib/report.js';
-import { benchRuntime } from './orchestration.js';
+import { withServer } from './lib/http-server.js';
 
 export interface ReplayOptions {
   events: number;
@@ -72,30 +69,13 @@ async function replaySse(baseUrl: string, threadId: string, total: number) {
   return { firstMs, totalMs, events };
 }
 
-/** Serve the library's handlers on a loopback port for the duration of `body`. */
-async function withServer<T>(db: Db, body: (baseUrl: string) => Promise<T>): Promise<T> {
-  const handlers = createHandlers({
-    rt: benchRuntime(db),
-    authenticate: async () => ({ userId: 'bench-replay', isOperator: false }),
-  });
-  const server = http.createServer(toNodeListener(handlers.handle));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  try {
-    return await body(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
-  } finally {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-    await handlers.segments.stop();
-  }
-}
-
 /** Run section 5 and return its rows. */
 export async function benchReplay(db: Db, o: ReplayOptions): Promise<Row[]> {
   const threadId = await seedLongThread(db, o.events);
   const best = <T extends { totalMs: number }>(runs: T[]) => runs.reduce((a, b) => (b.totalMs < a.totalMs ? b : a));
   const raw: Awaited<ReturnType<typeof replayRaw>>[] = [];
   const sse: Awaited<ReturnType<typeof replaySse>>[] = [];
-  await withServer(db, async (baseUrl) => {
+  await withServer(db, 'bench-replay', async (baseUrl) => {
     for (let i = 0; i < o.repeats; i++) {
       raw.push(await replayRaw(db, threadId, o.events));
       sse.push(await replaySse(baseUrl, threadId, o.events));

@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Db } from '../src/store/db.js';
+import { benchFirstToken } from './first-token.js';
 import { benchLeaseStatements } from './lease-statements.js';
 import { createEmbeddedBench, createPostgresBench, type BenchDatabase } from './lib/bench-db.js';
 import { formatTable, judge, machineInfo, writeReport, type Report, type Row } from './lib/report.js';
@@ -18,7 +19,7 @@ import { benchOrchestration } from './throughput.js';
 import { drainWithWorker, nullTurn } from './orchestration.js';
 
 const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
-const sectionNames = ['lease', 'orchestration', 'turn', 'takeover', 'mirror', 'replay', 'scale'] as const;
+const sectionNames = ['lease', 'orchestration', 'turn', 'takeover', 'mirror', 'first-token', 'replay', 'scale'] as const;
 
 interface Args {
   smoke: boolean;
@@ -70,6 +71,7 @@ function sectionsFor(
     turn: () => (onPostgres ? benchScriptedTurn(db, bench.url!, sizes.scriptedTurn) : embeddedTurns(db, sizes)),
     takeover: () => benchTakeover(db, sizes.takeover),
     mirror: () => benchStreamMirror(db, sizes.mirror),
+    'first-token': () => benchFirstToken(db, sizes.firstToken),
     replay: () => benchReplay(db, sizes.replay),
     // Its own fresh stores, one per queue depth.
     scale: () => benchScale(

@@ -1,6 +1,7 @@
 // How big each measurement is, per store: the full run (under 10 minutes on a 2-core machine)
 // and the smoke run (about 30 s, CI), in one place so the runs differ only in numbers, never in
 // code paths.
+import type { FirstTokenOptions } from './first-token.js';
 import type { LeaseBenchOptions } from './lease-statements.js';
 import type { ReplayOptions } from './replay.js';
 import type { ScaleOptions } from './scale.js';
@@ -18,6 +19,7 @@ export interface Sizes {
   scriptedTurn: ScriptedTurnOptions;
   takeover: TakeoverOptions;
   mirror: MirrorOptions;
+  firstToken: FirstTokenOptions;
   replay: ReplayOptions;
 }
 
@@ -32,6 +34,7 @@ const full: Sizes = {
   scriptedTurn: { concurrency, jobs: 2_000, timeBoxMs: 20_000, replyTokens: 12 },
   takeover: { kills: 60, leaseTtlMs: 1_000, spacingMs: 50, concurrency },
   mirror: { tokens: 10_000, tokensPerSecond: 2_000, many: [100, 1_000], manyTokens: 100, manyTokensPerSecond: 50 },
+  firstToken: { requests: 40, warmups: 5, modelFirstTokenMs: 200, replyTokens: 5 },
   replay: { events: 10_000, repeats: 3 },
 };
 
@@ -44,6 +47,7 @@ const smoke: Sizes = {
   scriptedTurn: { concurrency, jobs: 50, timeBoxMs: 10_000, replyTokens: 12 },
   takeover: { kills: 5, leaseTtlMs: 300, spacingMs: 20, concurrency },
   mirror: { tokens: 400, tokensPerSecond: 2_000, many: [20], manyTokens: 20, manyTokensPerSecond: 100 },
+  firstToken: { requests: 3, warmups: 1, modelFirstTokenMs: 200, replyTokens: 3 },
   replay: { events: 1_000, repeats: 1 },
 };
 
