@@ -95,9 +95,13 @@ function percentile(values: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]!;
 }
 
-/** Run section 4b and return its rows. */
-export async function benchFirstToken(db: Db, o: FirstTokenOptions): Promise<Row[]> {
-  const model = slowStartModel(o.modelFirstTokenMs, o.replyTokens);
+interface Measured {
+  raw: number[];
+  chat: number[];
+}
+
+/** Warm up, then `requests` chat turns, each after one raw model call. */
+async function measure(db: Db, model: LanguageModel, o: FirstTokenOptions): Promise<Measured> {
   const raw: number[] = [];
   const chat: number[] = [];
   await withServer(db, 'bench-first-token', async (baseUrl) => {
@@ -110,15 +114,29 @@ export async function benchFirstToken(db: Db, o: FirstTokenOptions): Promise<Row
       chat.push(await chatFirstToken(baseUrl));
     }
   }, model);
+  return { raw, chat };
+}
+
+/** Run section 4b and return its rows. */
+export async function benchFirstToken(db: Db, o: FirstTokenOptions): Promise<Row[]> {
+  const model = slowStartModel(o.modelFirstTokenMs, o.replyTokens);
+  const listening = await measure(db, model, o);
+  // Through a transaction-mode pooler LISTEN delivers nothing: a Db whose listen never hears.
+  const deaf = await measure({ ...db, listen: async () => async () => {} }, model, o);
   const section = `4b. First token through POST /api/chat (model's first token after ${o.modelFirstTokenMs} ms)`;
-  const row = (name: string, p: number): Row => {
-    const agentKit = percentile(chat, p);
-    const baseline = percentile(raw, p);
+  const row = (m: Measured, name: string, p: number, how: string): Row => {
+    const agentKit = percentile(m.chat, p);
+    const baseline = percentile(m.raw, p);
     return {
-      section, metric: `time to first token, ${name}`, unit: 'ms', agentKit, baseline, baselineName: `raw streamText ${name}`,
+      section, metric: `time to first token, ${name}${how}`, unit: 'ms', agentKit, baseline,
+      baselineName: `raw streamText ${name}`,
       note: `${(agentKit - baseline).toFixed(1)} ms added: message stored, run claimed, text mirrored and read back ` +
         `from the event log; ${o.requests} turns, alternating with the raw calls`,
     };
   };
-  return [row('p50', 0.5), row('p99', 0.99)];
+  const noListen = ', no LISTEN (a transaction-mode pooler)';
+  return [
+    row(listening, 'p50', 0.5, ''), row(listening, 'p99', 0.99, ''),
+    row(deaf, 'p50', 0.5, noListen), row(deaf, 'p99', 0.99, noListen),
+  ];
 }

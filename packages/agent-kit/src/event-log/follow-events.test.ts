@@ -29,6 +29,16 @@ async function collect(follower: EventFollower): Promise<ThreadEvent[]> {
   return seen;
 }
 
+/** The same Db, counting the statements that read the event log. */
+function countingLogReads(inner: Db): { db: Db; reads: () => number } {
+  let reads = 0;
+  const query: Db['query'] = (sql, params) => {
+    if (sql.includes('from agent_kit_thread_events')) reads++;
+    return inner.query(sql, params);
+  };
+  return { db: { ...inner, query }, reads: () => reads };
+}
+
 const closesRun = (runId: string) => (e: ThreadEvent) => e.runId === runId && e.type === 'run-closed';
 
 describe('followEvents', () => {
@@ -53,14 +63,7 @@ describe('followEvents', () => {
   it('fifty viewers of one thread all receive the same gapless sequence', async () => {
     const turn = await startTurn(db, { ownerId: 'u1', text: 'many' });
     // Count the log reads the viewers make: shared reads make it far fewer than viewers × events.
-    let reads = 0;
-    const counted: Db = {
-      ...db,
-      query: (sql, params) => {
-        if (sql.includes('from agent_kit_thread_events')) reads++;
-        return db.query(sql, params);
-      },
-    };
+    const { db: counted, reads } = countingLogReads(db);
     const followers = Array.from({ length: 50 }, (_, i) =>
       followEvents(counted, { threadId: turn.threadId, afterSeq: i % 3, until: closesRun(turn.runId) }));
     const views = Promise.all(followers.map(collect));
@@ -69,8 +72,8 @@ describe('followEvents', () => {
     const all = await views;
     const full = await readEvents(db, { threadId: turn.threadId, limit: 1000 });
     all.forEach((seen, i) => expect(seen).toEqual(full.slice(i % 3)));
-    console.log(`50 viewers, ${full.length} events: ${reads} log reads`);
-    expect(reads).toBeLessThan(50 * full.length / 4);
+    console.log(`50 viewers, ${full.length} events: ${reads()} log reads`);
+    expect(reads()).toBeLessThan(50 * full.length / 4);
   });
 
   it('replays a long log page by page when the page is small', async () => {
@@ -162,6 +165,63 @@ describe('followEvents', () => {
     expect(next.value).toMatchObject({ seq: 3, type: 'note', data: { n: 1 } });
     // With a one-minute poll, only the notify can have woken it this fast.
     expect(Date.now() - startedAt).toBeLessThan(5_000);
+  });
+
+  it('wakes on a NOTIFY from another process', async () => {
+    const turn = await startTurn(db, { ownerId: 'u1', text: 'remote' });
+    const follower = followEvents(db, { threadId: turn.threadId, afterSeq: 2, pollIntervalMs: 60_000 });
+    const pending = follower.next();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    // What another process's notifyThread sends; nothing in this process is told.
+    await db.query(`select agent_kit__append_event($1, $2, 0, 'note', '{"n":2}')`, [turn.threadId, turn.runId]);
+    await db.query(`select pg_notify('agent_kit_events', $1 || ':0')`, [turn.threadId]);
+    const next = await pending;
+    follower.close();
+    expect(next.value).toMatchObject({ seq: 3, type: 'note' });
+  });
+
+  it("wakes its own process's viewers at once where LISTEN delivers nothing (a transaction pooler)", async () => {
+    const deaf: Db = { ...db, listen: async () => async () => {} };
+    const turn = await startTurn(db, { ownerId: 'u1', text: 'pooled' });
+    const follower = followEvents(deaf, { threadId: turn.threadId, afterSeq: 2, pollIntervalMs: 60_000 });
+    const pending = follower.next();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const [row] = await db.query<{ seq: number }>(
+      `select agent_kit__append_event($1, $2, 0, 'note', '{"n":3}') as seq`, [turn.threadId, turn.runId],
+    );
+    notifyThread(db, turn.threadId, Number(row!.seq)); // any Db of this process
+    // With a one-minute poll and no LISTEN, only the local wake can come within five seconds.
+    const late = new Promise<'late'>((resolve) => setTimeout(() => resolve('late'), 5_000).unref());
+    const next = await Promise.race([pending, late]);
+    follower.close();
+    expect(next).not.toBe('late');
+    expect(next).toMatchObject({ value: { seq: 3, type: 'note' } });
+  });
+
+  it('does not read again for a notification of an event it has already read', async () => {
+    const { db: counting, reads } = countingLogReads(db);
+    const turn = await startTurn(db, { ownerId: 'u1', text: 'dedupe' });
+    const follower = followEvents(counting, { threadId: turn.threadId, afterSeq: 0, pollIntervalMs: 60_000 });
+    expect((await follower.next()).value).toMatchObject({ seq: 1 });
+    expect((await follower.next()).value).toMatchObject({ seq: 2 });
+    const pending = follower.next(); // caught up at seq 2: reads, finds nothing, waits
+    const settle = () => new Promise((resolve) => setTimeout(resolve, 300));
+    await settle();
+    const waiting = reads();
+    const notify = (hint: number) =>
+      db.query(`select pg_notify('agent_kit_events', $1 || ':' || $2)`, [turn.threadId, hint]);
+    await notify(2); // an event it has: no read
+    await notify(1);
+    await settle();
+    expect(reads()).toBe(waiting);
+    await notify(0); // unknown: read
+    await settle();
+    expect(reads()).toBe(waiting + 1);
+    await notify(3); // one it has not seen: read
+    await settle();
+    expect(reads()).toBe(waiting + 2);
+    follower.close();
+    expect(await pending).toEqual({ value: undefined, done: true });
   });
 
   it('rejects a negative cursor', async () => {

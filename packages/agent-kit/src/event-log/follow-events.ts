@@ -1,10 +1,12 @@
 // Following a thread's event log live: replay from a cursor, then wait for more. One shared
-// LISTEN per process and Db fans NOTIFYs out to viewers by thread; a viewer reads its next page
-// with `seq > cursor`, so a missed notify only delays it until the next poll. Memory stays
-// bounded: a viewer holds at most one page and reads the next only when its consumer pulls.
+// LISTEN per process and Db fans NOTIFYs out to viewers by thread, and this process's own commits
+// wake them at once (onLocalNotify, ADR-0031); a viewer reads its next page with `seq > cursor`,
+// so a missed notify only delays it until the next poll, and a notify for an event it has already
+// read is ignored. Memory stays bounded: a viewer holds at most one page and reads the next only
+// when its consumer pulls.
 import { coerceError } from '../errors.js';
 import type { Db } from '../store/db.js';
-import { eventsChannel } from '../store/notify-thread.js';
+import { eventsChannel, onLocalNotify } from '../store/notify-thread.js';
 import {
   defaultEventPageSize, maxEventPageSize, readEvents, type ThreadEvent,
 } from './read-events.js';
@@ -20,6 +22,8 @@ interface Waiter {
   /** Set when a notify arrived since the viewer last read; a read clears it first. */
   dirty: boolean;
   wake: (() => void) | undefined;
+  /** The last seq the viewer consumed. */
+  cursor: () => number;
 }
 
 interface ThreadChannel {
@@ -39,6 +43,7 @@ class EventHub {
   private readonly threads = new Map<string, ThreadChannel>();
   private viewers = 0;
   private listening: Promise<(() => Promise<void>) | undefined> | undefined;
+  private stopLocal: (() => void) | undefined;
   private turn: Promise<void> | undefined;
 
   constructor(private readonly db: Db) {}
@@ -59,13 +64,13 @@ class EventHub {
     return this.turn;
   }
 
-  subscribe(threadId: string): { waiter: Waiter; channel: ThreadChannel; unsubscribe: () => void } {
+  subscribe(threadId: string, cursor: () => number): { waiter: Waiter; channel: ThreadChannel; unsubscribe: () => void } {
     let channel = this.threads.get(threadId);
     if (!channel) {
       channel = { waiters: new Set(), generation: 0, reads: new Map() };
       this.threads.set(threadId, channel);
     }
-    const waiter: Waiter = { dirty: false, wake: undefined };
+    const waiter: Waiter = { dirty: false, wake: undefined, cursor };
     channel.waiters.add(waiter);
     if (this.viewers++ === 0) this.startListening();
     const owned = channel;
@@ -102,14 +107,19 @@ class EventHub {
     return read;
   }
 
+  /** A payload "threadId:seq" (seq 0: unknown), or "" for "you may have missed some". */
   private onNotify(payload: string) {
-    const threadId = payload.slice(0, payload.indexOf(':'));
+    const colon = payload.indexOf(':');
+    const threadId = colon < 0 ? payload : payload.slice(0, colon);
+    const seq = colon < 0 ? 0 : Number(payload.slice(colon + 1)) || 0;
     // An empty payload is the driver's "reconnected, you may have missed some": wake everyone.
     const targets = threadId ? [this.threads.get(threadId)] : [...this.threads.values()];
     for (const channel of targets) {
       if (!channel) continue;
       channel.generation++;
       for (const waiter of channel.waiters) {
+        // Already read (woken by this process's commit, or by its poll): no need to read again.
+        if (seq > 0 && waiter.cursor() >= seq) continue;
         waiter.dirty = true;
         waiter.wake?.();
       }
@@ -117,6 +127,7 @@ class EventHub {
   }
 
   private startListening() {
+    this.stopLocal = onLocalNotify((threadId, seq) => this.onNotify(`${threadId}:${seq}`));
     const pending = this.db.listen(eventsChannel, (payload) => this.onNotify(payload)).catch((raw) => {
       // Without LISTEN (a pooler, a lost server) viewers still progress by polling.
       void coerceError(raw);
@@ -126,6 +137,8 @@ class EventHub {
   }
 
   private stopListening() {
+    this.stopLocal?.();
+    this.stopLocal = undefined;
     const pending = this.listening;
     this.listening = undefined;
     void pending?.then((unlisten) => unlisten?.()).catch(() => {});
@@ -203,7 +216,7 @@ class Follower implements EventFollower {
     this.yieldsBeforeRead = db.kind === 'pglite';
     this.pollIntervalMs = options.pollIntervalMs ?? defaultPollIntervalMs[db.kind];
     this.hub = hubFor(db);
-    this.subscription = this.hub.subscribe(options.threadId);
+    this.subscription = this.hub.subscribe(options.threadId, () => this.cursor);
     if (options.signal?.aborted) this.close();
     else options.signal?.addEventListener('abort', this.onAbort, { once: true });
   }

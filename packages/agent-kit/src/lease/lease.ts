@@ -116,8 +116,9 @@ export async function mirrorPartial(db: Queryable, lease: Lease, delta: string):
   );
   const row = rows[0];
   if (!row) return { ok: false };
-  if (row.seq !== null) notifyThread(db, lease.threadId);
-  return { ok: true, seq: row.seq === null ? null : toNumber(row.seq), interrupt: row.interrupt };
+  const seq = row.seq === null ? null : toNumber(row.seq);
+  if (seq !== null) notifyThread(db, lease.threadId, seq);
+  return { ok: true, seq, interrupt: row.interrupt };
 }
 
 /** Start a segment: set the visible partial it continues from and announce it. Null = lost. */
@@ -130,7 +131,7 @@ export async function beginSegment(
   );
   const seq = rows[0]?.seq;
   if (seq === null || seq === undefined) return null;
-  notifyThread(db, lease.threadId);
+  notifyThread(db, lease.threadId, toNumber(seq));
   return toNumber(seq);
 }
 
@@ -144,7 +145,7 @@ export async function appendEvent(
   );
   const seq = rows[0]?.seq;
   if (seq === null || seq === undefined) return null;
-  notifyThread(db, lease.threadId);
+  notifyThread(db, lease.threadId, toNumber(seq));
   return toNumber(seq);
 }
 

@@ -59,7 +59,7 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
     stopAtMs: startedAtMs + budgetMs - settings.deadlineSafetyMs,
   };
   rt.log?.({ msg: 'segment claimed', runId: lease.runId, fence: lease.fence, attempt: lease.attempts });
-  if (claim.begun) notifyThread(rt.db, lease.threadId);
+  if (claim.begun) notifyThread(rt.db, lease.threadId, claim.begun.seq);
   try {
     return await driveSegment(segment, claim.begun?.history);
   } catch (raw) {
@@ -113,7 +113,7 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
       rt.db, lease, s.startText, { continued: prefix.length > 0, stepNo: journal.length }, s.run.turnNo,
     );
     if (!begun) return lost(s);
-    notifyThread(rt.db, lease.threadId);
+    notifyThread(rt.db, lease.threadId, begun.seq);
     history = begun.history;
   }
 
@@ -163,7 +163,7 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
     });
     if (!committed.ok) return lost(s);
     s.mirror.written(taken.delta);
-    notifyThread(rt.db, lease.threadId);
+    notifyThread(rt.db, lease.threadId, committed.seq);
     journal.push(step);
     started = committed.started;
     if (committed.messageId) return closed(s, 'completed', committed.messageId);

@@ -105,7 +105,7 @@ async function recordToolStep(
   const start = nextEffectStart(ctx.tools, ctx.lease.runId, [...journal, step]);
   const committed = await commitStep(ctx.db, ctx.lease, step, toolEvent(step), { effect, start });
   if (!committed.ok) return { kind: 'lost' };
-  notifyThread(ctx.db, ctx.lease.threadId);
+  notifyThread(ctx.db, ctx.lease.threadId, committed.seq);
   return { kind: 'recorded', step, interrupt: committed.interrupt, started: committed.started };
 }
 
