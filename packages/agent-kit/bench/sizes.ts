@@ -34,7 +34,7 @@ const full: Sizes = {
   scriptedTurn: { concurrency, jobs: 2_000, timeBoxMs: 20_000, replyTokens: 12 },
   takeover: { kills: 60, leaseTtlMs: 1_000, spacingMs: 50, concurrency },
   mirror: { tokens: 10_000, tokensPerSecond: 2_000, many: [100, 1_000], manyTokens: 100, manyTokensPerSecond: 50 },
-  firstToken: { requests: 40, warmups: 5, modelFirstTokenMs: 200, replyTokens: 5 },
+  firstToken: { requests: 25, warmups: 3, modelFirstTokenMs: 200, replyTokens: 2 },
   replay: { events: 10_000, repeats: 3 },
 };
 

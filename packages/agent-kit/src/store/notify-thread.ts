@@ -57,7 +57,13 @@ const notifySql = `select set_config('synchronous_commit', 'off', true), pg_noti
  * Db (not an open transaction) after the write committed.
  */
 export function notifyThread(db: Queryable, threadId: string, seq = 0): void {
-  for (const listener of localListeners) listener(threadId, seq);
+  for (const listener of localListeners) {
+    try {
+      listener(threadId, seq);
+    } catch {
+      // A wake is a hint: the write has committed, and its caller must not see this.
+    }
+  }
   let outbox = outboxes.get(db);
   if (!outbox) {
     outbox = { threads: new Map(), sending: false };
