@@ -7,8 +7,10 @@
 import { streamText, type LanguageModel } from 'ai';
 import { createParser } from 'eventsource-parser';
 import { createScriptedModel } from '../src/model/index.js';
+import { sleep } from '../src/queue/pace.js';
 import type { Db } from '../src/store/db.js';
 import { withServer } from './lib/http-server.js';
+import { percentile } from './lib/measure.js';
 import type { Row } from './lib/report.js';
 
 export interface FirstTokenOptions {
@@ -22,22 +24,12 @@ export interface FirstTokenOptions {
   replyTokens: number;
 }
 
-function abortableSleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    }, { once: true });
-  });
-}
-
 /** The scripted model, starting its stream only after `firstTokenMs`. */
 function slowStartModel(firstTokenMs: number, replyTokens: number): LanguageModel {
   const scripted = createScriptedModel({ tokens: replyTokens, delayMs: 20 });
   const model: typeof scripted = Object.create(scripted);
   model.doStream = async (options) => {
-    await abortableSleep(firstTokenMs, options.abortSignal);
+    await sleep(firstTokenMs, options.abortSignal); // an abort ends it early; doStream then throws
     return scripted.doStream(options);
   };
   return model;
@@ -88,11 +80,6 @@ async function chatFirstToken(baseUrl: string): Promise<number> {
   }
   if (Number.isNaN(firstMs)) throw new Error('the chat stream ended without a text-delta event');
   return firstMs;
-}
-
-function percentile(values: number[], p: number): number {
-  const sorted = values.slice().sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]!;
 }
 
 interface Measured {

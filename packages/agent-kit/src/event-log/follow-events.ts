@@ -107,12 +107,15 @@ class EventHub {
     return read;
   }
 
-  /** A payload "threadId:seq" (seq 0: unknown), or "" for "you may have missed some". */
+  /** A NOTIFY payload "threadId:seq" (seq 0: unknown), or "" for "you may have missed some". */
   private onNotify(payload: string) {
     const colon = payload.indexOf(':');
-    const threadId = colon < 0 ? payload : payload.slice(0, colon);
-    const seq = colon < 0 ? 0 : Number(payload.slice(colon + 1)) || 0;
-    // An empty payload is the driver's "reconnected, you may have missed some": wake everyone.
+    if (colon < 0) return this.wake(payload, 0);
+    this.wake(payload.slice(0, colon), Number(payload.slice(colon + 1)) || 0);
+  }
+
+  /** Wake the viewers of `threadId` (all threads when empty) that have not read `seq` yet. */
+  private wake(threadId: string, seq: number) {
     const targets = threadId ? [this.threads.get(threadId)] : [...this.threads.values()];
     for (const channel of targets) {
       if (!channel) continue;
@@ -127,7 +130,7 @@ class EventHub {
   }
 
   private startListening() {
-    this.stopLocal = onLocalNotify((threadId, seq) => this.onNotify(`${threadId}:${seq}`));
+    this.stopLocal = onLocalNotify((threadId, seq) => this.wake(threadId, seq));
     const pending = this.db.listen(eventsChannel, (payload) => this.onNotify(payload)).catch((raw) => {
       // Without LISTEN (a pooler, a lost server) viewers still progress by polling.
       void coerceError(raw);
