@@ -6,6 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Db } from '../src/store/db.js';
 import { benchFirstToken } from './first-token.js';
+import { benchOtherViewer } from './other-viewer.js';
 import { benchLeaseStatements } from './lease-statements.js';
 import { createEmbeddedBench, createPostgresBench, type BenchDatabase } from './lib/bench-db.js';
 import { formatTable, judge, machineInfo, writeReport, type Report, type Row } from './lib/report.js';
@@ -71,7 +72,9 @@ function sectionsFor(
     turn: () => (onPostgres ? benchScriptedTurn(db, bench.url!, sizes.scriptedTurn) : embeddedTurns(db, sizes)),
     takeover: () => benchTakeover(db, sizes.takeover),
     mirror: () => benchStreamMirror(db, sizes.mirror),
-    'first-token': () => benchFirstToken(db, sizes.firstToken),
+    'first-token': async () => [
+      ...(await benchFirstToken(db, sizes.firstToken)), ...(await benchOtherViewer(db, sizes.otherViewer)),
+    ],
     replay: () => benchReplay(db, sizes.replay),
     // Its own fresh stores, one per queue depth.
     scale: () => benchScale(

@@ -198,6 +198,71 @@ describe('followEvents', () => {
     expect(next).toMatchObject({ value: { seq: 3, type: 'note' } });
   });
 
+  it('polls at the mirror cadence while polls find events no notification announced, then backs off', async () => {
+    // A viewer in another process behind a transaction pooler: its LISTEN hears nothing and the
+    // writer's local wake never reaches it, so only its poll can find the events.
+    const deaf: Db = { ...db, listen: async () => async () => {} };
+    const { db: counting, reads } = countingLogReads(deaf);
+    const turn = await startTurn(db, { ownerId: 'u1', text: 'unheard' });
+    const follower = followEvents(counting, { threadId: turn.threadId, afterSeq: 2, pollIntervalMs: 2_000 });
+    const appendedAt = new Map<number, number>();
+    const received: Array<{ seq: number; at: number }> = [];
+    const viewing = (async () => {
+      for await (const event of follower) received.push({ seq: event.seq, at: Date.now() });
+    })();
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    await sleep(100); // the viewer has read nothing and waits for its 2 s poll
+    for (const end = Date.now() + 3_000; Date.now() < end;) {
+      const [row] = await db.query<{ seq: number }>(
+        `select agent_kit__append_event($1, $2, 0, 'note', '{}') as seq`, [turn.threadId, turn.runId],
+      ); // no notification: the writer is elsewhere
+      appendedAt.set(Number(row!.seq), Date.now());
+      await sleep(50);
+    }
+    await sleep(300);
+    const readsAtStop = reads();
+    await sleep(2_000);
+    const idleReads = reads() - readsAtStop;
+    follower.close();
+    await viewing;
+    expect(received.map((r) => r.seq)).toEqual([...appendedAt.keys()]);
+    // The first poll (2 s) finds a batch; after it the viewer polls every 100 ms while events keep
+    // coming. With the 2 s poll alone, the events appended after that would wait 0.5-2 s each.
+    const discoveredAt = received[0]!.at;
+    expect(discoveredAt - appendedAt.get(received[0]!.seq)!).toBeGreaterThan(1_000); // by the poll
+    const rest = received.filter((r) => appendedAt.get(r.seq)! > discoveredAt)
+      .map((r) => r.at - appendedAt.get(r.seq)!).sort((a, b) => a - b);
+    console.log(`unheard viewer: median lag ${rest[rest.length >> 1]} ms over ${rest.length} events after the first poll; ${idleReads} reads in 2 s idle`);
+    expect(rest.length).toBeGreaterThan(5);
+    expect(rest[rest.length >> 1]).toBeLessThan(700);
+    // Once polls find nothing the interval doubles back to 2 s: a few reads, not one per 100 ms.
+    expect(idleReads).toBeLessThanOrEqual(6);
+  });
+
+  it('reads once per notification and polls no faster where notifications arrive', async () => {
+    const { db: counting, reads } = countingLogReads(db);
+    const turn = await startTurn(db, { ownerId: 'u1', text: 'heard' });
+    const follower = followEvents(counting, { threadId: turn.threadId, afterSeq: 2, pollIntervalMs: 2_000 });
+    const viewing = collect(follower);
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    await sleep(300); // listening, and waiting after its first (empty) read
+    const readsAtStart = reads();
+    for (let n = 0; n < 10; n++) {
+      await db.query(`select agent_kit__append_event($1, $2, 0, 'note', '{}')`, [turn.threadId, turn.runId]);
+      await db.query(`select pg_notify('agent_kit_events', $1 || ':0')`, [turn.threadId]);
+      await sleep(50);
+    }
+    await sleep(300);
+    const readsAtStop = reads();
+    // One read per notification: the page it returns ends the log, and the next read waits for
+    // the next notification instead of finding nothing (two reads per event before).
+    expect(readsAtStop - readsAtStart).toBe(10);
+    await sleep(1_200); // under the 2 s poll: a woken viewer has no reason to read
+    expect(reads()).toBe(readsAtStop);
+    follower.close();
+    expect((await viewing).length).toBe(10);
+  });
+
   it('does not read again for a notification of an event it has already read', async () => {
     const { db: counting, reads } = countingLogReads(db);
     const turn = await startTurn(db, { ownerId: 'u1', text: 'dedupe' });

@@ -17,6 +17,11 @@ export { eventsChannel } from '../store/notify-thread.js';
 // The poll is the safety net for a lost notification. Postgres delivers NOTIFY over a dedicated
 // connection that can drop; PGlite delivers in-process, so its poll can be tight and cheap.
 const defaultPollIntervalMs = { pg: 1_000, pglite: 250 } as const;
+// A poll that finds events no notification announced means this process does not hear the
+// writer's (LISTEN behind a transaction-mode pooler hears nothing): poll at the stream mirror's
+// cadence (ADR-0010) while polls keep finding events, and back off to the interval when they stop.
+// It reads about as often as a hearing LISTEN wakes it, one read per write (ADR-0032).
+const unheardPollMs = 100;
 
 interface Waiter {
   /** Set when a notify arrived since the viewer last read; a read clears it first. */
@@ -43,6 +48,13 @@ class EventHub {
   private readonly threads = new Map<string, ThreadChannel>();
   private viewers = 0;
   private listening: Promise<(() => Promise<void>) | undefined> | undefined;
+  /**
+   * LISTEN was asked for and did not fail: a commit after this moment reaches the viewers, by
+   * its notification or, if the listener was not yet (or no longer) connected, by the wake of
+   * every thread the Db sends once it listens again (Db.listen). Where a pooler swallows
+   * notifications, the poll finds the event.
+   */
+  listens = false;
   private stopLocal: (() => void) | undefined;
   private turn: Promise<void> | undefined;
 
@@ -137,6 +149,9 @@ class EventHub {
       return undefined;
     });
     this.listening = pending;
+    void pending.then((unlisten) => {
+      if (unlisten && this.listening === pending) this.listens = true;
+    });
   }
 
   private stopListening() {
@@ -144,6 +159,7 @@ class EventHub {
     this.stopLocal = undefined;
     const pending = this.listening;
     this.listening = undefined;
+    this.listens = false;
     void pending?.then((unlisten) => unlisten?.()).catch(() => {});
   }
 }
@@ -211,6 +227,15 @@ class Follower implements EventFollower {
   private isCatchingUp = false;
   private readonly yieldsBeforeRead: boolean;
   private readonly pollIntervalMs: number;
+  /** The next wait's timeout: pollIntervalMs, or shorter while polls find unannounced events. */
+  private pollMs: number;
+  /** The last wait ended by its timeout, not by a notification. */
+  private polled = false;
+  /**
+   * The last read returned the log's end while LISTEN was in place: a later event wakes the
+   * viewer, so the next read waits for that instead of reading an empty page first.
+   */
+  private atEnd = false;
   private readonly onAbort = () => this.close();
 
   constructor(db: Db, private readonly options: FollowEventsOptions) {
@@ -218,6 +243,7 @@ class Follower implements EventFollower {
     this.pageSize = options.pageSize;
     this.yieldsBeforeRead = db.kind === 'pglite';
     this.pollIntervalMs = options.pollIntervalMs ?? defaultPollIntervalMs[db.kind];
+    this.pollMs = this.pollIntervalMs;
     this.hub = hubFor(db);
     this.subscription = this.hub.subscribe(options.threadId, () => this.cursor);
     if (options.signal?.aborted) this.close();
@@ -247,15 +273,23 @@ class Follower implements EventFollower {
     return event;
   }
 
-  /** Read the page after the cursor; when it is empty, wait for a notify or the poll. */
+  /**
+   * Read the page after the cursor; when it is empty, wait for a notify or the poll. After a
+   * page that reached the log's end, wait first: one read per wake, not a second, empty one.
+   */
   private async readPage(): Promise<void> {
     this.page = [];
     this.index = 0;
+    if (this.atEnd) {
+      this.atEnd = false;
+      await this.waitForNotify();
+    }
     if (this.yieldsBeforeRead) await this.hub.yieldTurn();
     if (this.closed) return;
     const { waiter, channel } = this.subscription;
     waiter.dirty = false; // a notify from here on means "read again", even mid-read
     const limit = this.pageSize ?? (this.isCatchingUp ? maxEventPageSize : defaultEventPageSize);
+    const listened = this.hub.listens;
     try {
       const { threadId } = this.options;
       this.page = await this.hub.readShared(threadId, channel, this.cursor, limit);
@@ -264,7 +298,17 @@ class Follower implements EventFollower {
       throw coerceError(raw);
     }
     this.isCatchingUp = this.page.length === limit;
+    this.atEnd = listened && this.page.length > 0 && !this.isCatchingUp;
+    if (this.polled) this.adaptPoll(this.page.length > 0);
     if (this.page.length === 0 && !this.closed) await this.waitForNotify();
+  }
+
+  /** After a read its poll started: did it find what no notification had announced? */
+  private adaptPoll(foundUnannounced: boolean) {
+    this.polled = false;
+    this.pollMs = foundUnannounced
+      ? Math.min(unheardPollMs, this.pollIntervalMs)
+      : Math.min(this.pollMs * 2, this.pollIntervalMs);
   }
 
   /** Resolve on a notify for this thread, after the poll interval, or on close. */
@@ -272,7 +316,10 @@ class Follower implements EventFollower {
     const { waiter } = this.subscription;
     if (waiter.dirty) return Promise.resolve();
     return new Promise((resolve) => {
-      const timer = setTimeout(done, this.pollIntervalMs);
+      const timer = setTimeout(() => {
+        this.polled = true;
+        done();
+      }, this.pollMs);
       function done() {
         clearTimeout(timer);
         waiter.wake = undefined;

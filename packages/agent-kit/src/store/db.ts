@@ -23,7 +23,9 @@ export interface Db extends Queryable {
   /**
    * Call `onNotify` for each NOTIFY on `channel`. Resolves to an unsubscribe function.
    * On pg this holds a dedicated connection that reconnects after a loss; callers must still
-   * poll at a slow rate, since a notification sent while reconnecting is gone.
+   * poll at a slow rate, since a notification sent while reconnecting is gone. After any moment
+   * it was not listening (connecting, reconnecting), it calls `onNotify('')` once it is again,
+   * so a caller can look for what it missed (followEvents relies on this, ADR-0032).
    */
   listen(channel: string, onNotify: (payload: string) => void): Promise<() => Promise<void>>;
   /** Close every connection. Idempotent. */

@@ -5,7 +5,8 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestDb } from '../../test/harness/test-db.js';
 import type { Db } from './db.js';
-import { eventsChannel, notifyThread, onLocalNotify } from './notify-thread.js';
+import { eventsChannel, notifyRunThread, notifyThread, onLocalNotify } from './notify-thread.js';
+import { startTurn } from '../queue/start-turn.js';
 
 let db: Db;
 beforeAll(async () => {
@@ -48,6 +49,25 @@ describe('notifyThread', () => {
       for (let i = 0; i < 100 && ours().length < 3; i++) await new Promise((resolve) => setTimeout(resolve, 20));
       expect(ours()).toEqual([`${a}:3`, `${b}:7`, `${c}:0`].sort());
     } finally {
+      await unlisten();
+    }
+  });
+
+  it("wakes a run's thread, in this process and elsewhere, from the run's id", async () => {
+    const turn = await startTurn(db, { ownerId: 'u1', text: 'run actions' });
+    const local: string[] = [];
+    const payloads: string[] = [];
+    const stop = onLocalNotify((threadId, seq) => local.push(`${threadId}:${seq}`));
+    const unlisten = await db.listen(eventsChannel, (payload) => payloads.push(payload));
+    try {
+      notifyRunThread(db, turn.runId);
+      notifyRunThread(db, randomUUID()); // no such run: nothing, and no error
+      const ours = () => payloads.filter((p) => p.startsWith(turn.threadId));
+      for (let i = 0; i < 100 && ours().length < 1; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(local).toEqual([`${turn.threadId}:0`]);
+      expect(ours()).toEqual([`${turn.threadId}:0`]);
+    } finally {
+      stop();
       await unlisten();
     }
   });

@@ -91,12 +91,15 @@ async function send(db: Queryable, outbox: Outbox): Promise<void> {
   }
 }
 
-/** The same for a run: looks its thread up in the notifying statement itself. */
+/**
+ * The same for a run, after a statement that wrote to its thread's log (an answer, a cancel, an
+ * operator's takeover or release): looks the thread up, then wakes as notifyThread does.
+ */
 export function notifyRunThread(db: Queryable, runId: string): void {
   void db
-    .query(
-      `select pg_notify($1, thread_id::text || ':0') from agent_kit_runs where id = $2`,
-      [eventsChannel, runId],
-    )
+    .query<{ thread_id: string }>('select thread_id from agent_kit_runs where id = $1', [runId])
+    .then((rows) => {
+      if (rows[0]) notifyThread(db, String(rows[0].thread_id));
+    })
     .catch(() => undefined);
 }
