@@ -44,11 +44,17 @@ const closesRun = (runId: string) => (e: ThreadEvent) => e.runId === runId && e.
 describe('followEvents', () => {
   it('a live follower sees what a replay from any cursor returns, with no gaps', async () => {
     const turn = await startTurn(db, { ownerId: 'u1', text: 'hi' });
-    const follower = followEvents(db, { threadId: turn.threadId, until: closesRun(turn.runId) });
-    const live = collect(follower);
+    // A one-minute poll: every event must come by a wake, so a lost one fails the test by timeout.
+    // The second follower hears no NOTIFY either (a pooler): only this process's wakes reach it.
+    const deaf: Db = { ...db, listen: async () => async () => {} };
+    const followers = [db, deaf].map((viewerDb) => followEvents(viewerDb, {
+      threadId: turn.threadId, until: closesRun(turn.runId), pollIntervalMs: 60_000,
+    }));
+    const live = Promise.all(followers.map(collect));
     const deltas = Array.from({ length: 12 }, (_, i) => `w${i} `);
     await fakeRunSegment({ deltas, delayMs: 2 })(rt, { runId: turn.runId, owner: testOwner() });
-    const seen = await live;
+    const [seen = [], seenWithoutListen] = await live;
+    expect(seenWithoutListen).toEqual(seen);
     expect(seen.map((e) => e.seq)).toEqual(seen.map((_, i) => i + 1));
     expect(seen.map((e) => e.type)).toEqual([
       'message', 'run-queued', 'segment-started', ...deltas.map(() => 'text-delta'), 'run-closed',
@@ -64,8 +70,10 @@ describe('followEvents', () => {
     const turn = await startTurn(db, { ownerId: 'u1', text: 'many' });
     // Count the log reads the viewers make: shared reads make it far fewer than viewers × events.
     const { db: counted, reads } = countingLogReads(db);
-    const followers = Array.from({ length: 50 }, (_, i) =>
-      followEvents(counted, { threadId: turn.threadId, afterSeq: i % 3, until: closesRun(turn.runId) }));
+    // A one-minute poll: every event must come by a wake, so a lost one fails the test by timeout.
+    const followers = Array.from({ length: 50 }, (_, i) => followEvents(counted, {
+      threadId: turn.threadId, afterSeq: i % 3, until: closesRun(turn.runId), pollIntervalMs: 60_000,
+    }));
     const views = Promise.all(followers.map(collect));
     const deltas = Array.from({ length: 20 }, (_, i) => `t${i}`);
     await fakeRunSegment({ deltas, delayMs: 1 })(rt, { runId: turn.runId, owner: testOwner() });

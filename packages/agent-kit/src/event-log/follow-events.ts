@@ -185,7 +185,10 @@ export interface FollowEventsOptions {
    * long log), the next ones take maxEventPageSize, so a replay costs few round trips.
    */
   pageSize?: number;
-  /** How long to wait for a notify before reading anyway (default 1 s on pg, 250 ms on PGlite). */
+  /**
+   * How long to wait for a notify before reading anyway (default 1 s on pg, 250 ms on PGlite).
+   * While these polls find events no notification announced, the wait is 100 ms (ADR-0032).
+   */
   pollIntervalMs?: number;
   /** Stop following: the iterator ends (done) at its next step. */
   signal?: AbortSignal;
