@@ -247,6 +247,50 @@ describe('followEvents', () => {
     expect(idleReads).toBeLessThanOrEqual(6);
   });
 
+  it('joins a thread written moments ago at the fast pace, and an old one at its interval', async () => {
+    // A reload mid-answer on another instance behind a pooler: no LISTEN, no wake from the writer.
+    const deaf: Db = { ...db, listen: async () => async () => {} };
+    const waitForNextEvent = async (age: string) => {
+      const turn = await startTurn(db, { ownerId: 'u1', text: 'joining' });
+      await db.query(`update agent_kit_thread_events set created_at = now() - $2::interval where thread_id = $1`,
+        [turn.threadId, age]);
+      const follower = followEvents(deaf, { threadId: turn.threadId, pollIntervalMs: 2_000 });
+      expect((await follower.next()).value).toMatchObject({ seq: 1 });
+      expect((await follower.next()).value).toMatchObject({ seq: 2 });
+      const pending = follower.next(); // at the end: waits
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      await db.query(`select agent_kit__append_event($1, $2, 0, 'note', '{}')`, [turn.threadId, turn.runId]);
+      const startAt = Date.now();
+      expect((await pending).value).toMatchObject({ seq: 3 });
+      follower.close();
+      return Date.now() - startAt;
+    };
+    expect(await waitForNextEvent('0 seconds')).toBeLessThan(1_000); // ~100 ms
+    expect(await waitForNextEvent('1 hour')).toBeGreaterThan(1_000); // the 2 s poll
+  });
+
+  it('stops polling quickly once a wake brings the events of a thread it joined', async () => {
+    const { db: counting, reads } = countingLogReads(db);
+    const turn = await startTurn(db, { ownerId: 'u1', text: 'heard after joining' }); // moments ago
+    const follower = followEvents(counting, { threadId: turn.threadId, pollIntervalMs: 2_000 });
+    expect((await follower.next()).value).toMatchObject({ seq: 1 });
+    expect((await follower.next()).value).toMatchObject({ seq: 2 });
+    const pending = follower.next();
+    const [row] = await db.query<{ seq: number }>(
+      `select agent_kit__append_event($1, $2, 0, 'note', '{}') as seq`, [turn.threadId, turn.runId],
+    );
+    notifyThread(db, turn.threadId, Number(row!.seq)); // as the writing process does
+    expect((await pending).value).toMatchObject({ seq: 3 });
+    const idle = follower.next();
+    const readsAfterWake = reads();
+    await new Promise((resolve) => setTimeout(resolve, 1_200)); // under the 2 s poll
+    // Quick polls (100, 200, 400 ms…) would have read three times by now; the NOTIFY that
+    // follows the local wake may cause one read if it arrives while the first is in flight.
+    expect(reads() - readsAfterWake).toBeLessThanOrEqual(1);
+    follower.close();
+    expect(await idle).toEqual({ value: undefined, done: true });
+  });
+
   it('reads once per notification and polls no faster where notifications arrive', async () => {
     const { db: counting, reads } = countingLogReads(db);
     const turn = await startTurn(db, { ownerId: 'u1', text: 'heard' });
@@ -274,6 +318,9 @@ describe('followEvents', () => {
   it('does not read again for a notification of an event it has already read', async () => {
     const { db: counting, reads } = countingLogReads(db);
     const turn = await startTurn(db, { ownerId: 'u1', text: 'dedupe' });
+    // Written long ago: a viewer joining a thread written moments ago polls quickly at first.
+    await db.query(`update agent_kit_thread_events set created_at = now() - interval '1 hour' where thread_id = $1`,
+      [turn.threadId]);
     const follower = followEvents(counting, { threadId: turn.threadId, afterSeq: 0, pollIntervalMs: 60_000 });
     expect((await follower.next()).value).toMatchObject({ seq: 1 });
     expect((await follower.next()).value).toMatchObject({ seq: 2 });

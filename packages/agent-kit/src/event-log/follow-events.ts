@@ -22,12 +22,16 @@ const defaultPollIntervalMs = { pg: 1_000, pglite: 250 } as const;
 // cadence (ADR-0010) while polls keep finding events, and back off to the interval when they stop.
 // It reads about as often as a hearing LISTEN wakes it, one read per write (ADR-0032).
 const unheardPollMs = 100;
+// A follower that joins a thread written this recently (a reload or a second tab mid-answer)
+// starts at that pace too, so that it need not wait a whole interval to find the stream. Where
+// notifications arrive this costs a few empty polls while the interval backs off.
+const liveThreadMs = 5_000;
 
 interface Waiter {
   /** Set when a notify arrived since the viewer last read; a read clears it first. */
   dirty: boolean;
   wake: (() => void) | undefined;
-  /** The last seq the viewer consumed. */
+  /** The last seq the viewer has read (consumed, or in the page it holds). */
   cursor: () => number;
 }
 
@@ -232,8 +236,12 @@ class Follower implements EventFollower {
   private readonly pollIntervalMs: number;
   /** The next wait's timeout: pollIntervalMs, or shorter while polls find unannounced events. */
   private pollMs: number;
-  /** The last wait ended by its timeout, not by a notification. */
-  private polled = false;
+  /** What ended the last wait: its timeout, or a wake (a notification, this process's commit). */
+  private waitedFor: 'poll' | 'wake' | undefined;
+  /** A read has returned the log's end (a page that was not full). */
+  private reachedEnd = false;
+  /** When the newest event read so far was written (its transaction's start, by the database). */
+  private newestAt: Date | undefined;
   /**
    * The last read returned the log's end while LISTEN was in place: a later event wakes the
    * viewer, so the next read waits for that instead of reading an empty page first.
@@ -248,7 +256,8 @@ class Follower implements EventFollower {
     this.pollIntervalMs = options.pollIntervalMs ?? defaultPollIntervalMs[db.kind];
     this.pollMs = this.pollIntervalMs;
     this.hub = hubFor(db);
-    this.subscription = this.hub.subscribe(options.threadId, () => this.cursor);
+    // A wake for an event already in the page held is no reason to read again.
+    this.subscription = this.hub.subscribe(options.threadId, () => Math.max(this.cursor, this.page.at(-1)?.seq ?? 0));
     if (options.signal?.aborted) this.close();
     else options.signal?.addEventListener('abort', this.onAbort, { once: true });
   }
@@ -302,13 +311,25 @@ class Follower implements EventFollower {
     }
     this.isCatchingUp = this.page.length === limit;
     this.atEnd = listened && this.page.length > 0 && !this.isCatchingUp;
-    if (this.polled) this.adaptPoll(this.page.length > 0);
+    this.newestAt = this.page.at(-1)?.createdAt ?? this.newestAt;
+    const cause = this.waitedFor;
+    this.waitedFor = undefined;
+    if (cause === 'poll') this.adaptPoll(this.page.length > 0);
+    // A wake brought events: this viewer hears its writer and needs no quick poll.
+    else if (cause === 'wake' && this.page.length > 0) this.pollMs = this.pollIntervalMs;
+    else if (!this.reachedEnd && !this.isCatchingUp) this.joined();
     if (this.page.length === 0 && !this.closed) await this.waitForNotify();
+  }
+
+  /** The first read that reached the log's end: was the thread written moments ago? */
+  private joined() {
+    this.reachedEnd = true;
+    const age = this.newestAt ? Date.now() - this.newestAt.getTime() : Infinity;
+    if (age < liveThreadMs) this.pollMs = Math.min(unheardPollMs, this.pollIntervalMs);
   }
 
   /** After a read its poll started: did it find what no notification had announced? */
   private adaptPoll(foundUnannounced: boolean) {
-    this.polled = false;
     this.pollMs = foundUnannounced
       ? Math.min(unheardPollMs, this.pollIntervalMs)
       : Math.min(this.pollMs * 2, this.pollIntervalMs);
@@ -317,10 +338,11 @@ class Follower implements EventFollower {
   /** Resolve on a notify for this thread, after the poll interval, or on close. */
   private waitForNotify(): Promise<void> {
     const { waiter } = this.subscription;
+    this.waitedFor = 'wake';
     if (waiter.dirty) return Promise.resolve();
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
-        this.polled = true;
+        this.waitedFor = 'poll';
         done();
       }, this.pollMs);
       function done() {

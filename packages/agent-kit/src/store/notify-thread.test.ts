@@ -16,6 +16,21 @@ afterAll(async () => {
   await db.close();
 });
 
+/**
+ * LISTEN on the events channel, resolving once notifications are delivered: the pg driver's
+ * listen resolves before its connection listens, and says so with an empty payload.
+ */
+async function listenToEvents(payloads: string[]): Promise<() => Promise<void>> {
+  let ready: () => void = () => {};
+  const listening = new Promise<void>((resolve) => (ready = resolve));
+  const unlisten = await db.listen(eventsChannel, (payload) => {
+    if (payload === '') ready();
+    else payloads.push(payload);
+  });
+  if (db.kind === 'pg') await listening;
+  return unlisten;
+}
+
 describe('notifyThread', () => {
   it("tells this process's listeners at once, even when one of them throws", () => {
     const heard: string[] = [];
@@ -38,7 +53,7 @@ describe('notifyThread', () => {
   it('sends other processes one notification per thread, with the later seq or 0 if one is unknown', async () => {
     const [a, b, c] = [randomUUID(), randomUUID(), randomUUID()];
     const payloads: string[] = [];
-    const unlisten = await db.listen(eventsChannel, (payload) => payloads.push(payload));
+    const unlisten = await listenToEvents(payloads);
     try {
       notifyThread(db, a, 3); // sent at once
       notifyThread(db, b, 7); // these wait for it, then go out together
@@ -58,7 +73,7 @@ describe('notifyThread', () => {
     const local: string[] = [];
     const payloads: string[] = [];
     const stop = onLocalNotify((threadId, seq) => local.push(`${threadId}:${seq}`));
-    const unlisten = await db.listen(eventsChannel, (payload) => payloads.push(payload));
+    const unlisten = await listenToEvents(payloads);
     try {
       notifyRunThread(db, turn.runId);
       notifyRunThread(db, randomUUID()); // no such run: nothing, and no error

@@ -79,6 +79,10 @@ describe('runWorker', () => {
     const worker = startWorker(nullTurn(parkOnStop(() => started++)), {}, 200);
     const first = await startTurn(db, { ownerId: 'u', text: 'long one' });
     await eventually(async () => started === 1, 10_000, 'the segment to start');
+    // The drain looked for more work as the segment started; a claim still in flight at the
+    // signal could take a run inserted just after it (and start it, to park). Stop while the drain
+    // waits between looks (its poll is 200 ms), so that only a claim after the signal could.
+    await new Promise((resolve) => setTimeout(resolve, 100));
     worker.controller.abort();
     const later = await startTurn(db, { ownerId: 'u', text: 'too late' });
     await worker.done;
