@@ -9,6 +9,7 @@ import { createParser } from 'eventsource-parser';
 import { createScriptedModel } from '../src/model/index.js';
 import { sleep } from '../src/queue/pace.js';
 import type { Db } from '../src/store/db.js';
+import { withoutListen } from './lib/bench-db.js';
 import { withServer } from './lib/http-server.js';
 import { percentile } from './lib/measure.js';
 import type { Row } from './lib/report.js';
@@ -108,8 +109,7 @@ async function measure(db: Db, model: LanguageModel, o: FirstTokenOptions): Prom
 export async function benchFirstToken(db: Db, o: FirstTokenOptions): Promise<Row[]> {
   const model = slowStartModel(o.modelFirstTokenMs, o.replyTokens);
   const listening = await measure(db, model, o);
-  // Through a transaction-mode pooler LISTEN delivers nothing: a Db whose listen never hears.
-  const deaf = await measure({ ...db, listen: async () => async () => {} }, model, o);
+  const deaf = await measure(withoutListen(db), model, o);
   const section = `4b. First token through POST /api/chat (model's first token after ${o.modelFirstTokenMs} ms)`;
   const row = (m: Measured, name: string, p: number, how: string): Row => {
     const agentKit = percentile(m.chat, p);

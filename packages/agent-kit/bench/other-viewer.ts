@@ -10,6 +10,8 @@ import { followEvents } from '../src/event-log/follow-events.js';
 import { startTurn } from '../src/queue/start-turn.js';
 import { sleep } from '../src/queue/pace.js';
 import type { Db } from '../src/store/db.js';
+import { withoutListen } from './lib/bench-db.js';
+import { countingDb } from './lib/counting-db.js';
 import { percentile } from './lib/measure.js';
 import type { Row } from './lib/report.js';
 
@@ -28,14 +30,7 @@ interface Measured {
 }
 
 async function follow(db: Db, viewerDb: Db, notify: boolean, o: OtherViewerOptions): Promise<Measured> {
-  let reads = 0;
-  const counted: Db = {
-    ...viewerDb,
-    query: (sql, params) => {
-      if (sql.includes('from agent_kit_thread_events')) reads++;
-      return viewerDb.query(sql, params);
-    },
-  };
+  const counted = countingDb(viewerDb); // the follower's statements are its reads of the log
   const turn = await startTurn(db, { ownerId: 'bench-other-viewer', text: 'hello' });
   const committedAt = new Map<number, number>();
   const lags: number[] = [];
@@ -72,14 +67,13 @@ async function follow(db: Db, viewerDb: Db, notify: boolean, o: OtherViewerOptio
   follower.close();
   await viewing;
   if (lags.length !== expected) throw new Error(`the viewer saw ${lags.length} of ${expected} events`);
-  return { lags, readsPerSecond: reads / seconds };
+  return { lags, readsPerSecond: counted.total() / seconds };
 }
 
 /** Run section 4c and return its rows. */
 export async function benchOtherViewer(db: Db, o: OtherViewerOptions): Promise<Row[]> {
   const heard = await follow(db, db, true, o);
-  // Through a transaction-mode pooler LISTEN delivers nothing: a Db whose listen never hears.
-  const unheard = await follow(db, { ...db, listen: async () => async () => {} }, false, o);
+  const unheard = await follow(db, withoutListen(db), false, o);
   const section = `4c. A viewer in another process, joining ${o.joinAfterMs / 1000} s into a stream (one event per ${o.intervalMs} ms for ${o.durationMs / 1000} s)`;
   const events = `${unheard.lags.length} events after it joined`;
   const lagRow = (p: number): Row => ({

@@ -106,3 +106,8 @@ export async function vacuumAnalyze(db: Db): Promise<void> {
     await db.exec(`vacuum (analyze) ${table}`);
   }
 }
+
+/** `db` as seen through a transaction-mode pooler: its LISTEN is accepted and hears nothing. */
+export function withoutListen(db: Db): Db {
+  return { ...db, listen: async () => async () => {} };
+}

@@ -39,6 +39,11 @@ function countingLogReads(inner: Db): { db: Db; reads: () => number } {
   return { db: { ...inner, query }, reads: () => reads };
 }
 
+/** `inner` as seen through a transaction-mode pooler: its LISTEN is accepted and hears nothing. */
+function withoutListen(inner: Db): Db {
+  return { ...inner, listen: async () => async () => {} };
+}
+
 const closesRun = (runId: string) => (e: ThreadEvent) => e.runId === runId && e.type === 'run-closed';
 
 describe('followEvents', () => {
@@ -46,7 +51,7 @@ describe('followEvents', () => {
     const turn = await startTurn(db, { ownerId: 'u1', text: 'hi' });
     // A one-minute poll: every event must come by a wake, so a lost one fails the test by timeout.
     // The second follower hears no NOTIFY either (a pooler): only this process's wakes reach it.
-    const deaf: Db = { ...db, listen: async () => async () => {} };
+    const deaf = withoutListen(db);
     const followers = [db, deaf].map((viewerDb) => followEvents(viewerDb, {
       threadId: turn.threadId, until: closesRun(turn.runId), pollIntervalMs: 60_000,
     }));
@@ -189,7 +194,7 @@ describe('followEvents', () => {
   });
 
   it("wakes its own process's viewers at once where LISTEN delivers nothing (a transaction pooler)", async () => {
-    const deaf: Db = { ...db, listen: async () => async () => {} };
+    const deaf = withoutListen(db);
     const turn = await startTurn(db, { ownerId: 'u1', text: 'pooled' });
     const follower = followEvents(deaf, { threadId: turn.threadId, afterSeq: 2, pollIntervalMs: 60_000 });
     const pending = follower.next();
@@ -209,7 +214,7 @@ describe('followEvents', () => {
   it('polls at the mirror cadence while polls find events no notification announced, then backs off', async () => {
     // A viewer in another process behind a transaction pooler: its LISTEN hears nothing and the
     // writer's local wake never reaches it, so only its poll can find the events.
-    const deaf: Db = { ...db, listen: async () => async () => {} };
+    const deaf = withoutListen(db);
     const { db: counting, reads } = countingLogReads(deaf);
     const turn = await startTurn(db, { ownerId: 'u1', text: 'unheard' });
     const follower = followEvents(counting, { threadId: turn.threadId, afterSeq: 2, pollIntervalMs: 2_000 });
@@ -249,7 +254,7 @@ describe('followEvents', () => {
 
   it('joins a thread written moments ago at the fast pace, and an old one at its interval', async () => {
     // A reload mid-answer on another instance behind a pooler: no LISTEN, no wake from the writer.
-    const deaf: Db = { ...db, listen: async () => async () => {} };
+    const deaf = withoutListen(db);
     const waitForNextEvent = async (age: string) => {
       const turn = await startTurn(db, { ownerId: 'u1', text: 'joining' });
       await db.query(`update agent_kit_thread_events set created_at = now() - $2::interval where thread_id = $1`,
