@@ -217,6 +217,9 @@ describe('followEvents', () => {
     const deaf = withoutListen(db);
     const { db: counting, reads } = countingLogReads(deaf);
     const turn = await startTurn(db, { ownerId: 'u1', text: 'unheard' });
+    // Written long ago, so the viewer does not start at the quick pace (the next test does).
+    await db.query(`update agent_kit_thread_events set created_at = now() - interval '1 hour' where thread_id = $1`,
+      [turn.threadId]);
     const follower = followEvents(counting, { threadId: turn.threadId, afterSeq: 2, pollIntervalMs: 2_000 });
     const appendedAt = new Map<number, number>();
     const received: Array<{ seq: number; at: number }> = [];
@@ -255,13 +258,18 @@ describe('followEvents', () => {
   it('joins a thread written moments ago at the fast pace, and an old one at its interval', async () => {
     // A reload mid-answer on another instance behind a pooler: no LISTEN, no wake from the writer.
     const deaf = withoutListen(db);
-    const waitForNextEvent = async (age: string) => {
+    // Replaying from the start, or resuming at the log's end (an EventSource reconnecting after
+    // its response was cut: its first page is empty).
+    const waitForNextEvent = async (age: string, from: 'start' | 'end' = 'start') => {
       const turn = await startTurn(db, { ownerId: 'u1', text: 'joining' });
       await db.query(`update agent_kit_thread_events set created_at = now() - $2::interval where thread_id = $1`,
         [turn.threadId, age]);
-      const follower = followEvents(deaf, { threadId: turn.threadId, pollIntervalMs: 2_000 });
-      expect((await follower.next()).value).toMatchObject({ seq: 1 });
-      expect((await follower.next()).value).toMatchObject({ seq: 2 });
+      const afterSeq = from === 'start' ? 0 : 2;
+      const follower = followEvents(deaf, { threadId: turn.threadId, afterSeq, pollIntervalMs: 2_000 });
+      if (from === 'start') {
+        expect((await follower.next()).value).toMatchObject({ seq: 1 });
+        expect((await follower.next()).value).toMatchObject({ seq: 2 });
+      }
       const pending = follower.next(); // at the end: waits
       await new Promise((resolve) => setTimeout(resolve, 20));
       await db.query(`select agent_kit__append_event($1, $2, 0, 'note', '{}')`, [turn.threadId, turn.runId]);
@@ -272,6 +280,8 @@ describe('followEvents', () => {
     };
     expect(await waitForNextEvent('0 seconds')).toBeLessThan(1_000); // ~100 ms
     expect(await waitForNextEvent('1 hour')).toBeGreaterThan(1_000); // the 2 s poll
+    expect(await waitForNextEvent('0 seconds', 'end')).toBeLessThan(1_000);
+    expect(await waitForNextEvent('1 hour', 'end')).toBeGreaterThan(1_000);
   });
 
   it('stops polling quickly once a wake brings the events of a thread it joined', async () => {

@@ -8,7 +8,7 @@ import { coerceError } from '../errors.js';
 import type { Db } from '../store/db.js';
 import { eventsChannel, onLocalNotify } from '../store/notify-thread.js';
 import {
-  defaultEventPageSize, maxEventPageSize, readEvents, type ThreadEvent,
+  defaultEventPageSize, maxEventPageSize, readEvents, readEventTime, type ThreadEvent,
 } from './read-events.js';
 
 // The channel (and its payload, "threadId:<hint>") is the store's: see store/notify-thread.ts.
@@ -249,7 +249,7 @@ class Follower implements EventFollower {
   private atEnd = false;
   private readonly onAbort = () => this.close();
 
-  constructor(db: Db, private readonly options: FollowEventsOptions) {
+  constructor(private readonly db: Db, private readonly options: FollowEventsOptions) {
     this.cursor = options.afterSeq ?? 0;
     this.pageSize = options.pageSize;
     this.yieldsBeforeRead = db.kind === 'pglite';
@@ -317,13 +317,23 @@ class Follower implements EventFollower {
     if (cause === 'poll') this.adaptPoll(this.page.length > 0);
     // A wake brought events: this viewer hears its writer and needs no quick poll.
     else if (cause === 'wake' && this.page.length > 0) this.pollMs = this.pollIntervalMs;
-    else if (!this.reachedEnd && !this.isCatchingUp) this.joined();
+    else if (!this.reachedEnd && !this.isCatchingUp) await this.joined();
     if (this.page.length === 0 && !this.closed) await this.waitForNotify();
   }
 
   /** The first read that reached the log's end: was the thread written moments ago? */
-  private joined() {
+  private async joined() {
     this.reachedEnd = true;
+    if (!this.newestAt && this.cursor > 0) {
+      // Resumed at the log's end (an EventSource reconnecting after its response was cut): the
+      // page was empty, so ask when the event the viewer holds was written.
+      try {
+        this.newestAt = await readEventTime(this.db, this.options.threadId, this.cursor);
+      } catch (raw) {
+        this.close();
+        throw coerceError(raw);
+      }
+    }
     const age = this.newestAt ? Date.now() - this.newestAt.getTime() : Infinity;
     if (age < liveThreadMs) this.pollMs = Math.min(unheardPollMs, this.pollIntervalMs);
   }
