@@ -86,23 +86,42 @@ async function chatFirstToken(baseUrl: string): Promise<number> {
 interface Measured {
   raw: number[];
   chat: number[];
+  /** Connections the server accepted into the database during the measured turns (Postgres 14+). */
+  sessions?: number;
+}
+
+/** Sessions started in the current database so far, or undefined where that is not counted. */
+async function sessionsSoFar(db: Db): Promise<number | undefined> {
+  if (db.kind !== 'pg') return undefined;
+  try {
+    const [row] = await db.query<{ sessions: number | string }>(
+      'select sessions from pg_stat_database where datname = current_database()',
+    );
+    return row ? Number(row.sessions) : undefined;
+  } catch {
+    return undefined; // before Postgres 14
+  }
 }
 
 /** Warm up, then `requests` chat turns, each after one raw model call. */
 async function measure(db: Db, model: LanguageModel, o: FirstTokenOptions): Promise<Measured> {
   const raw: number[] = [];
   const chat: number[] = [];
+  let sessions: number | undefined;
   await withServer(db, 'bench-first-token', async (baseUrl) => {
     for (let i = 0; i < o.warmups; i++) { // the SDK, the handler, the JIT, the statements' plans
       await rawFirstToken(model);
       await chatFirstToken(baseUrl);
     }
+    const before = await sessionsSoFar(db);
     for (let i = 0; i < o.requests; i++) {
       raw.push(await rawFirstToken(model));
       chat.push(await chatFirstToken(baseUrl));
     }
+    const after = await sessionsSoFar(db);
+    if (before !== undefined && after !== undefined) sessions = after - before;
   }, model);
-  return { raw, chat };
+  return { raw, chat, sessions };
 }
 
 /** Run section 4b and return its rows. */
@@ -122,8 +141,18 @@ export async function benchFirstToken(db: Db, o: FirstTokenOptions): Promise<Row
     };
   };
   const noListen = ', no LISTEN (a transaction-mode pooler)';
-  return [
+  const rows = [
     row(listening, 'p50', 0.5, ''), row(listening, 'p99', 0.99, ''),
     row(deaf, 'p50', 0.5, noListen), row(deaf, 'p99', 0.99, noListen),
   ];
+  if (listening.sessions !== undefined) {
+    rows.push({
+      section, metric: 'connections opened per chat turn', unit: 'connections',
+      agentKit: listening.sessions / o.requests,
+      note: `${listening.sessions} sessions started in the database over ${o.requests} chat turns one after ` +
+        'another (pg_stat_database): the LISTEN connection outlives a chat by its linger (ADR-0033); ' +
+        'a new Postgres backend costs ~4.5 ms of server CPU here',
+    });
+  }
+  return rows;
 }

@@ -9,7 +9,7 @@ import { configFromEnv } from '../config.js';
 import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
 import type { Runtime } from '../turn/types.js';
-import { followEvents, type EventFollower } from './follow-events.js';
+import { followEvents, hubTiming, type EventFollower } from './follow-events.js';
 import { readEvents, readRunSegments, type ThreadEvent } from './read-events.js';
 import { notifyThread } from '../store/notify-thread.js';
 
@@ -163,6 +163,47 @@ describe('followEvents', () => {
     const timersBefore = timers();
     await followThenAbort();
     expect(timers()).toBeLessThanOrEqual(timersBefore);
+  });
+
+  it('keeps one LISTEN for viewers that come one after another, and drops it after the linger', async () => {
+    const saved = hubTiming.listenLingerMs;
+    hubTiming.listenLingerMs = 300;
+    let listens = 0;
+    let unlistens = 0;
+    // A Db of its own (its own hub), counting the LISTEN connections it opens and closes.
+    const counted: Db = {
+      ...db,
+      listen: async (channel, onNotify) => {
+        listens++;
+        const unlisten = await db.listen(channel, onNotify);
+        return async () => {
+          unlistens++;
+          await unlisten();
+        };
+      },
+    };
+    try {
+      const turn = await startTurn(db, { ownerId: 'u1', text: 'one chat after another' });
+      for (let chat = 0; chat < 3; chat++) { // a process serving one chat at a time
+        const follower = followEvents(counted, { threadId: turn.threadId, pollIntervalMs: 60_000 });
+        expect((await follower.next()).value).toMatchObject({ seq: 1 });
+        follower.close();
+        await new Promise((resolve) => setTimeout(resolve, 100)); // under the linger
+      }
+      expect([listens, unlistens]).toEqual([1, 0]);
+      await new Promise((resolve) => setTimeout(resolve, 500)); // past it
+      expect([listens, unlistens]).toEqual([1, 1]);
+      // The next viewer listens again, and still hears a NOTIFY from another process.
+      const follower = followEvents(counted, { threadId: turn.threadId, afterSeq: 2, pollIntervalMs: 60_000 });
+      const pending = follower.next();
+      await new Promise((resolve) => setTimeout(resolve, 200)); // the listener connects
+      await db.query(`select agent_kit__append_event($1, $2, 0, 'note', '{}')`, [turn.threadId, turn.runId]);
+      expect((await pending).value).toMatchObject({ seq: 3 });
+      follower.close();
+      expect(listens).toBe(2);
+    } finally {
+      hubTiming.listenLingerMs = saved;
+    }
   });
 
   it('picks up an event appended after it started waiting', async () => {

@@ -27,6 +27,14 @@ const unheardPollMs = 100;
 // notifications arrive this costs a few empty polls while the interval backs off.
 const liveThreadMs = 5_000;
 
+/**
+ * After its last viewer leaves, a process keeps listening this long, as long as an idle pooled
+ * connection lives (pg-driver): a process serving one chat at a time would otherwise open a LISTEN
+ * connection per chat, and starting a Postgres backend costs more server CPU (4.5 ms measured
+ * here) than a turn's own statements (ADR-0033). Tests shorten it.
+ */
+export const hubTiming = { listenLingerMs: 10_000 };
+
 interface Waiter {
   /** Set when a notify arrived since the viewer last read; a read clears it first. */
   dirty: boolean;
@@ -45,7 +53,7 @@ interface ThreadChannel {
 
 /**
  * The per-process fan-out for one Db. It listens while at least one viewer follows and stops
- * when the last leaves; viewers at the same cursor share a read, so N live viewers of a thread
+ * listenLingerMs after the last leaves; viewers at the same cursor share a read, so N live viewers of a thread
  * cost one query per wake, not N.
  */
 class EventHub {
@@ -60,6 +68,8 @@ class EventHub {
    */
   listens = false;
   private stopLocal: (() => void) | undefined;
+  /** Armed while no viewer follows and LISTEN lingers; fires stopListening. */
+  private lingering: NodeJS.Timeout | undefined;
   private turn: Promise<void> | undefined;
 
   constructor(private readonly db: Db) {}
@@ -88,7 +98,11 @@ class EventHub {
     }
     const waiter: Waiter = { dirty: false, wake: undefined, cursor };
     channel.waiters.add(waiter);
-    if (this.viewers++ === 0) this.startListening();
+    if (this.viewers++ === 0) {
+      if (this.lingering) clearTimeout(this.lingering);
+      else this.startListening();
+      this.lingering = undefined;
+    }
     const owned = channel;
     let done = false;
     return {
@@ -99,7 +113,7 @@ class EventHub {
         done = true;
         owned.waiters.delete(waiter);
         if (owned.waiters.size === 0 && owned.reads.size === 0) this.threads.delete(threadId);
-        if (--this.viewers === 0) this.stopListening();
+        if (--this.viewers === 0) this.linger();
       },
     };
   }
@@ -156,6 +170,15 @@ class EventHub {
     void pending.then((unlisten) => {
       if (unlisten && this.listening === pending) this.listens = true;
     });
+  }
+
+  /** Stop listening unless a viewer comes within the linger; the timer keeps no process alive. */
+  private linger() {
+    this.lingering = setTimeout(() => {
+      this.lingering = undefined;
+      this.stopListening();
+    }, hubTiming.listenLingerMs);
+    this.lingering.unref();
   }
 
   private stopListening() {
