@@ -1,0 +1,27 @@
+// Helpers for tests of the event log's viewers: a Db that hears no NOTIFY, one that counts its
+// log reads, and draining a follower.
+import type { EventFollower } from '../../src/event-log/follow-events.js';
+import type { ThreadEvent } from '../../src/event-log/read-events.js';
+import type { Db } from '../../src/store/db.js';
+
+/** Every event the follower yields until it ends. */
+export async function collect(follower: EventFollower): Promise<ThreadEvent[]> {
+  const seen: ThreadEvent[] = [];
+  for await (const event of follower) seen.push(event);
+  return seen;
+}
+
+/** The same Db, counting the statements that read the event log. */
+export function countingLogReads(inner: Db): { db: Db; reads: () => number } {
+  let reads = 0;
+  const query: Db['query'] = (sql, params) => {
+    if (sql.includes('from agent_kit_thread_events')) reads++;
+    return inner.query(sql, params);
+  };
+  return { db: { ...inner, query }, reads: () => reads };
+}
+
+/** `inner` as seen through a transaction-mode pooler: its LISTEN is accepted and hears nothing. */
+export function withoutListen(inner: Db): Db {
+  return { ...inner, listen: async () => async () => {} };
+}
