@@ -21,6 +21,8 @@ export interface FirstTokenOptions {
   warmups: number;
   /** How long the model waits before it streams (its time to first token). */
   modelFirstTokenMs: number;
+  /** The same for a fast model (a small or local one, a cached prompt), measured with LISTEN. */
+  fastModelFirstTokenMs: number;
   /** Tokens in each reply, 20 ms apart. */
   replyTokens: number;
 }
@@ -129,6 +131,7 @@ export async function benchFirstToken(db: Db, o: FirstTokenOptions): Promise<Row
   const model = slowStartModel(o.modelFirstTokenMs, o.replyTokens);
   const listening = await measure(db, model, o);
   const deaf = await measure(withoutListen(db), model, o);
+  const fast = await measure(db, slowStartModel(o.fastModelFirstTokenMs, o.replyTokens), o);
   const section = `4b. First token through POST /api/chat (model's first token after ${o.modelFirstTokenMs} ms)`;
   const row = (m: Measured, name: string, p: number, how: string): Row => {
     const agentKit = percentile(m.chat, p);
@@ -144,6 +147,8 @@ export async function benchFirstToken(db: Db, o: FirstTokenOptions): Promise<Row
   const rows = [
     row(listening, 'p50', 0.5, ''), row(listening, 'p99', 0.99, ''),
     row(deaf, 'p50', 0.5, noListen), row(deaf, 'p99', 0.99, noListen),
+    row(fast, 'p50', 0.5, `, a fast model (first token after ${o.fastModelFirstTokenMs} ms)`),
+    row(fast, 'p99', 0.99, `, a fast model (first token after ${o.fastModelFirstTokenMs} ms)`),
   ];
   if (listening.sessions !== undefined) {
     rows.push({

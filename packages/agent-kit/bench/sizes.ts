@@ -36,7 +36,7 @@ const full: Sizes = {
   scriptedTurn: { concurrency, jobs: 2_000, timeBoxMs: 20_000, replyTokens: 12 },
   takeover: { kills: 60, leaseTtlMs: 1_000, spacingMs: 50, concurrency },
   mirror: { tokens: 10_000, tokensPerSecond: 2_000, many: [100, 1_000], manyTokens: 100, manyTokensPerSecond: 50 },
-  firstToken: { requests: 25, warmups: 3, modelFirstTokenMs: 200, replyTokens: 2 },
+  firstToken: { requests: 25, warmups: 3, modelFirstTokenMs: 200, fastModelFirstTokenMs: 30, replyTokens: 2 },
   otherViewer: { durationMs: 6_000, intervalMs: 100, joinAfterMs: 1_000 },
   replay: { events: 10_000, repeats: 3 },
 };
@@ -50,7 +50,7 @@ const smoke: Sizes = {
   scriptedTurn: { concurrency, jobs: 50, timeBoxMs: 10_000, replyTokens: 12 },
   takeover: { kills: 5, leaseTtlMs: 300, spacingMs: 20, concurrency },
   mirror: { tokens: 400, tokensPerSecond: 2_000, many: [20], manyTokens: 20, manyTokensPerSecond: 100 },
-  firstToken: { requests: 3, warmups: 1, modelFirstTokenMs: 200, replyTokens: 3 },
+  firstToken: { requests: 3, warmups: 1, modelFirstTokenMs: 200, fastModelFirstTokenMs: 30, replyTokens: 3 },
   otherViewer: { durationMs: 1_500, intervalMs: 100, joinAfterMs: 500 },
   replay: { events: 1_000, repeats: 1 },
 };

@@ -122,6 +122,26 @@ describe('stream mirror', () => {
     expect(deltas!.n).toBeGreaterThan(1);
     expect((await finalMessage(db, turn.runId))[0]!.text).toBe(scriptedReplyText(['fast tokens'], 2_000));
   });
+
+  it("writes a step's first text at once, then one write per interval", async () => {
+    // A fast model: its first token comes at once and the rest over 400 ms, against a 300 ms
+    // interval. Waiting an interval after the segment's start would hold the first token 300 ms.
+    const runtime = makeRuntime(db, { tokens: 10, delayMs: 40, settings: { mirrorIntervalMs: 300 } });
+    const turn = await startTurn(db, { ownerId: 'u', text: 'fast first token' });
+    const outcome = await runSegment(runtime, { runId: turn.runId, owner: 'w1' });
+    expect(outcome, JSON.stringify(outcome)).toMatchObject({ kind: 'closed' });
+    const events = await db.query<{ type: string; ms: number }>(
+      `select type, extract(epoch from created_at - min(created_at) over ()) * 1000 as ms
+       from agent_kit_thread_events where run_id = $1 and type in ('segment-started', 'text-delta') order by seq`,
+      [turn.runId],
+    );
+    const [started, ...deltas] = events.map((e) => ({ type: e.type, ms: Number(e.ms) }));
+    expect(started?.type).toBe('segment-started');
+    expect(deltas.length).toBeGreaterThan(1);
+    expect(deltas[0]!.ms - started!.ms).toBeLessThan(150);
+    // After the first, the interval holds: no two mirror writes closer than it.
+    for (let i = 1; i < deltas.length - 1; i++) expect(deltas[i]!.ms - deltas[i - 1]!.ms).toBeGreaterThanOrEqual(290);
+  });
 });
 
 describe('crash budget', () => {

@@ -12,6 +12,12 @@ export class StreamMirror {
   private timer: NodeJS.Timeout | undefined;
   private inFlight: Promise<void> | undefined;
   private lastWriteAt = 0;
+  /**
+   * The next batch is the first since the segment started or a step was committed: it goes out
+   * at once (after the current turn of the event loop) instead of an interval after that write,
+   * so a fast model's first token is not held back (ADR-0034). Writes keep their interval after it.
+   */
+  private leading = true;
   /** Why the mirror stopped writing, if it did. */
   stopped: MirrorStop | undefined;
   stopError: Error | undefined;
@@ -24,10 +30,7 @@ export class StreamMirror {
     private readonly lease: Lease,
     private readonly intervalMs: number,
     private readonly onStop: (reason: MirrorStop) => void,
-  ) {
-    // The first batch waits a full interval too: the segment's start already wrote this run.
-    this.lastWriteAt = Date.now();
-  }
+  ) {}
 
   /** Queue text for the next batched write. Ignored once stopped. */
   push(text: string): void {
@@ -38,7 +41,7 @@ export class StreamMirror {
 
   private schedule() {
     if (this.timer || this.inFlight || this.stopped) return;
-    const waitMs = Math.max(0, this.lastWriteAt + this.intervalMs - Date.now());
+    const waitMs = this.leading ? 0 : Math.max(0, this.lastWriteAt + this.intervalMs - Date.now());
     this.timer = setTimeout(() => {
       this.timer = undefined;
       void this.write();
@@ -49,6 +52,7 @@ export class StreamMirror {
     if (this.stopped || !this.buffer || this.inFlight) return;
     const delta = this.buffer;
     this.buffer = '';
+    this.leading = false;
     this.inFlight = (async () => {
       try {
         const result = await mirrorPartial(this.db, this.lease, delta);
@@ -107,6 +111,7 @@ export class StreamMirror {
   written(delta: string): void {
     this.writtenText += delta;
     this.lastWriteAt = Date.now();
+    this.leading = true; // the next step's first text
   }
 
   /** Stop scheduling writes (the segment is over). */
