@@ -56,6 +56,10 @@ export interface EventStreamOptions {
 }
 
 const textEncoder = new TextEncoder();
+// A stream that ends at its budget tells EventSource to come back at once (it would otherwise wait
+// retryMs, 2 s by default, in the middle of a streaming answer); the next stream's opening hint
+// puts retryMs back for unplanned drops.
+const plannedEndRetryMs = 100;
 // One chunk stops growing past this, which bounds the memory and the time one pull takes: a full
 // page of text deltas (~150 B each, 1,000 a page) fits in one chunk, while a page of large events
 // is spread over several pulls.
@@ -101,13 +105,13 @@ export function eventStreamResponse(follower: EventFollower, options: EventStrea
       try {
         for (;;) {
           // Checked on every pull, so a stream that never idles (a long replay) ends on time too.
-          if (Date.now() >= deadline) return end(controller);
+          if (Date.now() >= deadline) return end(controller, undefined, 'budget');
           // A next() left pending by a keep-alive holds the event before the buffered ones.
           let text = pending ? '' : encodeBuffered('');
           if (!text) {
             const outcome = await waitForEvent();
             if (outcome.kind === 'idle') {
-              if (Date.now() >= deadline) return end(controller);
+              if (Date.now() >= deadline) return end(controller, undefined, 'budget');
               controller.enqueue(textEncoder.encode(': keep-alive\n\n'));
               return;
             }
@@ -136,9 +140,11 @@ export function eventStreamResponse(follower: EventFollower, options: EventStrea
 
   function end(
     controller: ReadableStreamDefaultController<Uint8Array>, error?: { code: string; message: string },
+    why?: 'budget',
   ) {
     follower.close();
-    const text = encoder.close(error);
+    let text = encoder.close(error);
+    if (why === 'budget') text += `retry: ${Math.min(options.retryMs, plannedEndRetryMs)}\n\n`;
     if (text) controller.enqueue(textEncoder.encode(text));
     controller.close();
   }

@@ -69,7 +69,10 @@ export function makeRequest(method: string, path: string, options: RequestOption
 export interface SseRead {
   events: EventSourceMessage[];
   comments: string[];
+  /** The first `retry:` hint (the stream's opening one). */
   retry: number | undefined;
+  /** Every `retry:` hint, in order. */
+  retries: number[];
   /** True when the server ended the stream (not us). */
   ended: boolean;
 }
@@ -81,7 +84,7 @@ export async function readSse(
   response: Response,
   options: { until?: (event: EventSourceMessage) => boolean; max?: number; onComment?: (c: string) => boolean } = {},
 ): Promise<SseRead> {
-  const result: SseRead = { events: [], comments: [], retry: undefined, ended: false };
+  const result: SseRead = { events: [], comments: [], retry: undefined, retries: [], ended: false };
   let stop = false;
   const parser = createParser({
     onEvent(event) {
@@ -93,7 +96,8 @@ export async function readSse(
       if (options.onComment?.(comment)) stop = true;
     },
     onRetry(retry) {
-      result.retry = retry;
+      result.retry ??= retry;
+      result.retries.push(retry);
     },
   });
   const reader = response.body!.getReader();
