@@ -1,6 +1,7 @@
 // A server-sent-events reader over fetch: the chat POST answers with SSE, which EventSource
 // cannot send, so one small parser serves both the POST and the GET replay. It follows the
-// WHATWG framing rules that matter here (CR/LF/CRLF lines, multi-line data, comments, ids).
+// WHATWG framing rules that matter here (CR/LF/CRLF lines, multi-line data, comments, ids,
+// retry hints).
 
 /** One dispatched event. `id` is the thread event's seq when the server sent one. */
 export interface SseMessage {
@@ -9,8 +10,13 @@ export interface SseMessage {
   data: string;
 }
 
-/** Yield the events of an SSE body until it ends or `signal` aborts (then it just returns). */
-export async function* readSse(body: ReadableStream<Uint8Array>, signal?: AbortSignal): AsyncGenerator<SseMessage> {
+/**
+ * Yield the events of an SSE body until it ends or `signal` aborts (then it just returns).
+ * `onRetry` receives each `retry:` hint (the reconnect delay the server asks for, in ms).
+ */
+export async function* readSse(
+  body: ReadableStream<Uint8Array>, signal?: AbortSignal, onRetry?: (ms: number) => void,
+): AsyncGenerator<SseMessage> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
   const onAbort = () => void reader.cancel().catch(() => {});
@@ -43,6 +49,7 @@ export async function* readSse(body: ReadableStream<Uint8Array>, signal?: AbortS
         if (name === 'data') fields.data.push(fieldValue);
         else if (name === 'event') fields.event = fieldValue;
         else if (name === 'id' && !fieldValue.includes('\0')) fields.id = fieldValue;
+        else if (name === 'retry' && /^\d+$/.test(fieldValue)) onRetry?.(Number(fieldValue));
       }
     }
   } finally {

@@ -31,9 +31,11 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 /** Feed the SSE events of `response` to `onEvent`; false when the server sent an error event. */
-async function pumpEvents(response: Response, onEvent: (event: WireEvent) => void, signal: AbortSignal): Promise<boolean> {
+async function pumpEvents(
+  response: Response, onEvent: (event: WireEvent) => void, signal: AbortSignal, onRetry?: (ms: number) => void,
+): Promise<boolean> {
   if (!response.body) return true;
-  for await (const message of readSse(response.body, signal)) {
+  for await (const message of readSse(response.body, signal, onRetry)) {
     if (message.event === 'error') return false;
     onEvent(JSON.parse(message.data) as WireEvent);
   }
@@ -49,6 +51,9 @@ export async function followThread(options: FollowThreadOptions): Promise<void> 
   let delayMs = reconnectMinMs;
   while (!signal.aborted) {
     const after = options.cursor();
+    // The server's last retry hint: a stream that ends at its time budget asks for a quick
+    // reconnect (ADR-0035), which the backoff's minimum would otherwise slow down.
+    let hintMs: number | undefined;
     try {
       const response = await fetch(`/api/threads/${options.threadId}/events?after=${after}`, {
         headers: { accept: 'text/event-stream', 'last-event-id': String(after) },
@@ -62,14 +67,16 @@ export async function followThread(options: FollowThreadOptions): Promise<void> 
       if (response.ok) {
         options.onState?.('live');
         delayMs = reconnectMinMs;
-        await pumpEvents(response, options.onEvent, signal);
+        await pumpEvents(response, options.onEvent, signal, (ms) => {
+          hintMs = ms;
+        });
       }
     } catch {
       // A dropped connection or a server that is down: retry below.
     }
     if (signal.aborted) return;
     options.onState?.('reconnecting');
-    await sleep(delayMs, signal);
+    await sleep(Math.min(delayMs, hintMs ?? delayMs), signal);
     delayMs = Math.min(delayMs * 2, reconnectMaxMs);
   }
 }
