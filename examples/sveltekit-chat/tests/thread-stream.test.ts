@@ -1,6 +1,6 @@
-// Unit tests of the browser's stream reader: retry hints are read, and the thread follower
-// reconnects as soon as the server asks (a stream that ended at its time budget), never sooner
-// than its own backoff otherwise.
+// Unit tests of the browser's stream reader: events are framed and retry hints are read; the
+// thread follower reconnects as soon as the server asks (a stream that ended at its time budget),
+// never sooner than its own backoff otherwise.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { readSse } from '../src/lib/sse';
 import { followThread } from '../src/lib/thread-stream';
@@ -23,10 +23,26 @@ describe('readSse', () => {
     expect(hints).toEqual([2000, 100]);
     expect(events).toEqual([{ id: '1', event: 'note', data: '{}' }]);
   });
+
+  it('frames events split across chunks, with CRLF lines, multi-line data and comments', async () => {
+    const chunks = ['id: 7\r\nevent: text-delta\r\nda', 'ta: {"a":\r\ndata: 1}\r\n\r\n: keep-alive\n\n', 'data: plain\n\n'];
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (const chunk of chunks) controller.enqueue(new TextEncoder().encode(chunk));
+        controller.close();
+      },
+    });
+    const events = [];
+    for await (const event of readSse(stream)) events.push(event);
+    expect(events).toEqual([
+      { id: '7', event: 'text-delta', data: '{"a":\n1}' },
+      { id: undefined, event: 'message', data: 'plain' },
+    ]);
+  });
 });
 
 describe('followThread', () => {
-  /** Streams that each end at once with `ending`; resolves the times of the first two fetches. */
+  /** Streams that each end at once with `ending`: how many were fetched `advanceMs` after the first ended. */
   async function reconnectsAfter(ending: string, advanceMs: number): Promise<number> {
     vi.useFakeTimers();
     let fetches = 0;

@@ -1,7 +1,7 @@
-// A server-sent-events reader over fetch: the chat POST answers with SSE, which EventSource
-// cannot send, so one small parser serves both the POST and the GET replay. It follows the
-// WHATWG framing rules that matter here (CR/LF/CRLF lines, multi-line data, comments, ids,
-// retry hints).
+// Server-sent events over fetch: the chat POST answers with SSE, which EventSource cannot send,
+// so one reader serves both the POST and the GET replay. The framing (CR/LF/CRLF lines,
+// multi-line data, comments, ids, retry hints) is eventsource-parser's.
+import { createParser } from 'eventsource-parser';
 
 /** One dispatched event. `id` is the thread event's seq when the server sent one. */
 export interface SseMessage {
@@ -21,8 +21,11 @@ export async function* readSse(
   const decoder = new TextDecoder();
   const onAbort = () => void reader.cancel().catch(() => {});
   signal?.addEventListener('abort', onAbort, { once: true });
-  let buffer = '';
-  let fields: { id?: string; event?: string; data: string[] } = { data: [] };
+  const parsed: SseMessage[] = [];
+  const parser = createParser({
+    onEvent: (message) => parsed.push({ id: message.id, event: message.event ?? 'message', data: message.data }),
+    onRetry: (ms) => onRetry?.(ms),
+  });
   try {
     for (;;) {
       const { done, value } = await reader.read().catch((error: unknown) => {
@@ -30,27 +33,8 @@ export async function* readSse(
         throw error;
       });
       if (done) return;
-      buffer += decoder.decode(value, { stream: true });
-      // A line ends at CRLF, LF or CR; a CR at the very end may be half of a CRLF, so wait.
-      let match: RegExpExecArray | null;
-      while ((match = /\r\n|\n|\r(?!$)/.exec(buffer)) !== null) {
-        const line = buffer.slice(0, match.index);
-        buffer = buffer.slice(match.index + match[0].length);
-        if (line === '') {
-          if (fields.data.length > 0) yield { id: fields.id, event: fields.event ?? 'message', data: fields.data.join('\n') };
-          fields = { data: [] };
-          continue;
-        }
-        if (line.startsWith(':')) continue; // a comment (keep-alive)
-        const colon = line.indexOf(':');
-        const name = colon === -1 ? line : line.slice(0, colon);
-        const rawValue = colon === -1 ? '' : line.slice(colon + 1);
-        const fieldValue = rawValue.startsWith(' ') ? rawValue.slice(1) : rawValue;
-        if (name === 'data') fields.data.push(fieldValue);
-        else if (name === 'event') fields.event = fieldValue;
-        else if (name === 'id' && !fieldValue.includes('\0')) fields.id = fieldValue;
-        else if (name === 'retry' && /^\d+$/.test(fieldValue)) onRetry?.(Number(fieldValue));
-      }
+      parser.feed(decoder.decode(value, { stream: true }));
+      for (const message of parsed.splice(0)) yield message;
     }
   } finally {
     signal?.removeEventListener('abort', onAbort);
