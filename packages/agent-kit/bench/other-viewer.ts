@@ -33,7 +33,9 @@ async function follow(db: Db, viewerDb: Db, notify: boolean, o: OtherViewerOptio
   const counted = countingDb(viewerDb); // the follower's statements are its reads of the log
   const turn = await startTurn(db, { ownerId: 'bench-other-viewer', text: 'hello' });
   const committedAt = new Map<number, number>();
-  const lags: number[] = [];
+  // Kept by seq, not matched on arrival: a viewer woken by the commit's own NOTIFY can read an
+  // event before the writer's process has handled the reply to its append (and noted the time).
+  const receivedAt = new Map<number, number>();
   let viewing: Promise<void> | undefined;
   let follower: ReturnType<typeof followEvents> | undefined;
   let joinedAt = Infinity;
@@ -41,10 +43,7 @@ async function follow(db: Db, viewerDb: Db, notify: boolean, o: OtherViewerOptio
     joinedAt = performance.now();
     follower = followEvents(counted, { threadId: turn.threadId });
     viewing = (async () => {
-      for await (const event of follower!) {
-        const at = committedAt.get(event.seq);
-        if (at !== undefined && at > joinedAt) lags.push(performance.now() - at);
-      }
+      for await (const event of follower!) receivedAt.set(event.seq, performance.now());
     })();
   };
   const startAt = performance.now();
@@ -60,13 +59,16 @@ async function follow(db: Db, viewerDb: Db, notify: boolean, o: OtherViewerOptio
     await sleep(Math.max(0, startAt + (n + 1) * o.intervalMs - performance.now()));
   }
   if (!follower) throw new Error('the stream ended before the viewer joined');
-  const expected = [...committedAt.values()].filter((at) => at > joinedAt).length;
+  const expected = [...committedAt].filter(([, at]) => at > joinedAt).map(([seq]) => seq);
+  const seen = () => expected.filter((seq) => receivedAt.has(seq)).length;
   // Until the last event arrives (at most one poll), then stop.
-  for (const end = performance.now() + 5_000; lags.length < expected && performance.now() < end;) await sleep(10);
+  for (const end = performance.now() + 5_000; seen() < expected.length && performance.now() < end;) await sleep(10);
   const seconds = (performance.now() - joinedAt) / 1000;
   follower.close();
   await viewing;
-  if (lags.length !== expected) throw new Error(`the viewer saw ${lags.length} of ${expected} events`);
+  if (seen() !== expected.length) throw new Error(`the viewer saw ${seen()} of ${expected.length} events`);
+  // A read that beat the writer's own bookkeeping counts as no lag.
+  const lags = expected.map((seq) => Math.max(0, receivedAt.get(seq)! - committedAt.get(seq)!));
   return { lags, readsPerSecond: counted.total() / seconds };
 }
 
