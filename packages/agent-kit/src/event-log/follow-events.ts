@@ -8,7 +8,7 @@ import { coerceError } from '../errors.js';
 import type { Db } from '../store/db.js';
 import { hubFor, type EventHub } from './event-hub.js';
 import {
-  defaultEventPageSize, maxEventPageSize, readEventTime, type ThreadEvent,
+  defaultEventPageSize, maxEventPageSize, readEvents, type ThreadEvent,
 } from './read-events.js';
 
 // The channel (and its payload, "threadId:<hint>") is the store's: see store/notify-thread.ts.
@@ -176,7 +176,8 @@ class Follower implements EventFollower {
       // Resumed at the log's end (an EventSource reconnecting after its response was cut): the
       // page was empty, so ask when the event the viewer holds was written.
       try {
-        this.newestAt = await readEventTime(this.db, this.options.threadId, this.cursor);
+        const [held] = await readEvents(this.db, { threadId: this.options.threadId, afterSeq: this.cursor - 1, limit: 1 });
+        this.newestAt = held?.createdAt;
       } catch (raw) {
         this.close();
         throw coerceError(raw);

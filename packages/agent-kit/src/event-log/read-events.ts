@@ -124,14 +124,6 @@ export async function readEvents(db: Queryable, options: ReadEventsOptions): Pro
   return events;
 }
 
-/** When the thread's event `seq` was written, or undefined if it has no such event. */
-export async function readEventTime(db: Queryable, threadId: string, seq: number): Promise<Date | undefined> {
-  const rows = await db.query<{ created_at: Date | string }>(
-    'select created_at from agent_kit_thread_events where thread_id = $1 and seq = $2', [threadId, seq],
-  );
-  return rows[0] ? new Date(rows[0].created_at) : undefined;
-}
-
 /**
  * The event types agent_kit_thread_events__run_boundary_idx holds per run (migration 0020). A
  * run's first event is one of them: agent_kit_start_turn appends its message before anything else.

@@ -11,13 +11,12 @@ export class StreamMirror {
   private buffer = '';
   private timer: NodeJS.Timeout | undefined;
   private inFlight: Promise<void> | undefined;
-  private lastWriteAt = 0;
   /**
-   * The next batch is the first since the segment started or a step was committed: it goes out
-   * at once (after the current turn of the event loop) instead of an interval after that write,
-   * so a fast model's first token is not held back (ADR-0034). Writes keep their interval after it.
+   * When the last mirror write returned; 0 before a step's first one, so that batch goes out at
+   * once (after the current turn of the event loop) and a fast model's first token is not held
+   * back (ADR-0034). Later batches keep their interval.
    */
-  private leading = true;
+  private lastWriteAt = 0;
   /** Why the mirror stopped writing, if it did. */
   stopped: MirrorStop | undefined;
   stopError: Error | undefined;
@@ -41,7 +40,7 @@ export class StreamMirror {
 
   private schedule() {
     if (this.timer || this.inFlight || this.stopped) return;
-    const waitMs = this.leading ? 0 : Math.max(0, this.lastWriteAt + this.intervalMs - Date.now());
+    const waitMs = Math.max(0, this.lastWriteAt + this.intervalMs - Date.now());
     this.timer = setTimeout(() => {
       this.timer = undefined;
       void this.write();
@@ -52,7 +51,6 @@ export class StreamMirror {
     if (this.stopped || !this.buffer || this.inFlight) return;
     const delta = this.buffer;
     this.buffer = '';
-    this.leading = false;
     this.inFlight = (async () => {
       try {
         const result = await mirrorPartial(this.db, this.lease, delta);
@@ -110,8 +108,7 @@ export class StreamMirror {
   /** Text taken with takeForCommit reached the database. */
   written(delta: string): void {
     this.writtenText += delta;
-    this.lastWriteAt = Date.now();
-    this.leading = true; // the next step's first text
+    this.lastWriteAt = 0; // the next step's first text goes out at once
   }
 
   /** Stop scheduling writes (the segment is over). */
