@@ -90,6 +90,7 @@ async function runStore(store: 'postgres' | 'embedded', args: Args, url?: string
   const bench = store === 'postgres' ? await createPostgresBench(url!, sizes.poolMax) : await createEmbeddedBench();
   const artifacts: Record<string, unknown> = {};
   const rows: Row[] = [];
+  const sectionSeconds: Record<string, number> = {};
   try {
     const sections = sectionsFor(store, bench, sizes, artifacts, url);
     for (const name of sectionNames) {
@@ -97,7 +98,8 @@ async function runStore(store: 'postgres' | 'embedded', args: Args, url?: string
       const startAt = performance.now();
       process.stderr.write(`[bench] ${store}: ${name}…\n`);
       rows.push(...(await sections[name]()));
-      process.stderr.write(`[bench] ${store}: ${name} done in ${((performance.now() - startAt) / 1000).toFixed(1)} s\n`);
+      sectionSeconds[name] = Math.round((performance.now() - startAt) / 100) / 10;
+      process.stderr.write(`[bench] ${store}: ${name} done in ${sectionSeconds[name]} s\n`);
     }
   } finally {
     await bench.drop();
@@ -105,7 +107,7 @@ async function runStore(store: 'postgres' | 'embedded', args: Args, url?: string
   return {
     store, startedAt, command: `npm run bench${args.smoke ? ':smoke' : ''}`,
     machine: { ...machineInfo(bench.serverVersion), loadAverageAtStart: os.loadavg() },
-    rows: rows.map(judge), artifacts,
+    sectionSeconds, rows: rows.map(judge), artifacts,
   };
 }
 

@@ -65,7 +65,9 @@ async function withExpiries(db: Db, kills: Kill[]) {
 export async function benchTakeover(db: Db, o: TakeoverOptions): Promise<Row[]> {
   await clearQueue(db);
   const stop = new AbortController();
-  const worker = runWorker(benchRuntime(db), { signal: stop.signal, concurrency: o.concurrency });
+  // The worker runs with the dead segments' lease TTL, as one deployment's processes share it.
+  const rt = benchRuntime(db);
+  const worker = runWorker({ ...rt, config: { ...rt.config, leaseTtlMs: o.leaseTtlMs } }, { signal: stop.signal, concurrency: o.concurrency });
   const kills: Kill[] = [];
   let ms: (number | null)[] = [];
   try {

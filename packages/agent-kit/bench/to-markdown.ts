@@ -16,5 +16,10 @@ for (const file of process.argv.slice(2)) {
   const title = report.store === 'postgres' ? 'Postgres' : '7. Embedded store (PGlite, in-process)';
   process.stdout.write(`### ${title}\n\n`);
   process.stdout.write(`\`${report.command}\` on ${report.startedAt.slice(0, 16).replace('T', ' ')} UTC — ${describeMachine(report)}.\n\n`);
+  if (report.sectionSeconds) {
+    const parts = Object.entries(report.sectionSeconds).map(([name, s]) => `${name} ${s.toFixed(0)} s`);
+    const total = Object.values(report.sectionSeconds).reduce((a, b) => a + b, 0);
+    process.stdout.write(`Sections: ${parts.join(', ')} (${(total / 60).toFixed(1)} min).\n\n`);
+  }
   process.stdout.write(`${formatTable(report.rows)}\n\n`);
 }

@@ -32,6 +32,8 @@ export interface Report {
   startedAt: string;
   command: string;
   machine: Record<string, unknown>;
+  /** Wall-clock seconds each section took, in the order run (the whole bench must stay under 10 minutes). */
+  sectionSeconds?: Record<string, number>;
   rows: JudgedRow[];
   /** Query plans and other evidence, by name. */
   artifacts: Record<string, unknown>;
