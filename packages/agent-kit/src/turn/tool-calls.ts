@@ -36,6 +36,8 @@ export async function settleToolCalls(ctx: ToolContext, journal: Step[], started
   let interrupt: Interrupt = null;
   let prestarted = started;
   for (const { step, index, call } of pendingToolCalls(journal)) {
+    const gone = givenUp(ctx);
+    if (gone) return gone;
     const key = effectKey(ctx.lease.runId, step.stepNo, index);
     const base: Base = { kind: 'tool', stepNo: journal.length, toolCallId: call.toolCallId, toolName: call.toolName };
     const plan = planCall(ctx.tools, call);
@@ -56,6 +58,17 @@ export async function settleToolCalls(ctx: ToolContext, journal: Step[], started
     prestarted = result.started;
   }
   return { kind: 'done', interrupt };
+}
+
+/**
+ * The segment has given up (a renewal was refused: the lease is lost; or its writes failed): no
+ * further call is settled and no effect runs. An effect already `started` stays so for the next
+ * owner to reconcile; running it now could race that owner's reconcile.
+ */
+function givenUp(ctx: ToolContext): SettleResult | undefined {
+  if (!ctx.signal.aborted) return undefined;
+  const reason = ctx.signal.reason;
+  return reason === 'lost' ? { kind: 'lost' } : { kind: 'stopped', reason: String(reason) };
 }
 
 /** How a tool call is settled, decided from its tool and its input. */
@@ -140,6 +153,8 @@ async function runEffect(
     if (reconciled.status === 'completed') return { step: { outcome: 'completed', output: reconciled.result }, effect };
     return { step: inDoubt(reconciled.result), effect };
   }
+  const gone = givenUp(ctx); // the start's write may have taken longer than the lease
+  if (gone) return gone;
   const settled = await executeBefore(ctx, tool, input, key);
   if (settled.kind === 'deadline') return { kind: 'stopped', reason: 'deadline during tool' };
   if (settled.kind === 'ok') {

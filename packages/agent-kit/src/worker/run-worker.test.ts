@@ -74,6 +74,21 @@ describe('runWorker', () => {
     }
   });
 
+  it('retakes a lease taken while the reaper sleeps, when leases are shorter than the poll', async () => {
+    // The reaper sleeps for its poll when no lease is running; a 300 ms lease taken meanwhile
+    // runs out long before a 60 s poll, so only a nap no longer than the lease TTL finds it.
+    const worker = startWorker(nullTurn(closeWith('taken over')), { leaseTtlMs: 300, invocationBudgetMs: 5_000 });
+    try {
+      await new Promise((r) => setTimeout(r, 200)); // the reaper's first pass found no lease and sleeps
+      const { runId } = await startTurn(db, { ownerId: 'u', text: 'claimed while the reaper sleeps', jobDelayMs: 600_000 });
+      expect((await claimRun(db, { runId, owner: 'dead-worker', leaseTtlMs: 300 })).claimed).toBe(true);
+      await eventually(async () => (await status(runId)).status === 'completed', 5_000, 'the takeover');
+      expect(await status(runId)).toEqual({ status: 'completed', fence: 2 });
+    } finally {
+      await worker.stop();
+    }
+  });
+
   it('on the stop signal takes no new work, lets running segments park, and resolves', async () => {
     let started = 0;
     const worker = startWorker(nullTurn(parkOnStop(() => started++)), {}, 200);

@@ -1,7 +1,8 @@
 // The long-running worker: a drain that never runs out of budget and a reaper pass on a loop, in
 // one process, until its signal aborts. It wakes on NOTIFY agent_kit_jobs, on a timer set to the
 // next job due time and the next lease expiry (so a dead run is retaken right after its lease
-// runs out), and on a slow poll, since a NOTIFY sent while the listener reconnects is gone.
+// runs out), and on a slow poll, since a NOTIFY sent while the listener reconnects is gone; the
+// reaper's poll is no longer than the lease TTL, so a lease taken while it sleeps is seen in time.
 // Database outages (a Postgres restart) are waited out with jittered backoff; nothing is lost,
 // because the queue and the leases live in the database.
 import os from 'node:os';
@@ -44,7 +45,7 @@ export async function runWorker(rt: Runtime, options: WorkerOptions): Promise<vo
       drainLoop(rt, options, owner, async (stop) => {
         await waker.wait(Math.min(pollMs, await msUntil(rt, nextJobDueSql, pollMs)), stop);
       }),
-      reapLoop(rt, signal, owner, pollMs),
+      reapLoop(rt, signal, owner, reaperNapMs(pollMs, rt.config.leaseTtlMs)),
     ]);
   } finally {
     await unlisten?.().catch(() => {});
@@ -81,6 +82,17 @@ async function drainLoop(
       await sleep(backoffMs(failures), options.signal);
     }
   }
+}
+
+/**
+ * The longest the reaper sleeps when it knows of no lease to wake for. A lease taken while it
+ * sleeps (by another process, or this one's drain) is not in the expiry it slept for; if the
+ * deployment's leases are shorter than the poll, such a lease would run out before the next look
+ * and its run be retaken up to `pollMs - leaseTtlMs` late. So it looks at least once per lease
+ * TTL (never more often than every 100 ms).
+ */
+export function reaperNapMs(pollMs: number, leaseTtlMs: number): number {
+  return Math.min(pollMs, Math.max(100, leaseTtlMs));
 }
 
 async function reapLoop(rt: Runtime, signal: AbortSignal, owner: string, pollMs: number): Promise<void> {
