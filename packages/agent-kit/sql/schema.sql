@@ -227,6 +227,27 @@ begin
   perform pg_notify('agent_kit_jobs', p_run_id::text);
 end $function$
 
+-- function agent_kit__history(p_thread_id uuid, p_turn_no integer)
+CREATE OR REPLACE FUNCTION agent_kit__history(p_thread_id uuid, p_turn_no integer)
+ RETURNS json
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_history json;
+begin
+  select coalesce(json_agg(json_build_object('role', t.role, 'text', t.text)
+      order by t.turn_no, case when t.role = 'user' then 0 else 1 end), '[]')
+  into v_history
+  from (
+    select m.role, m.content->>'text' as text, r.turn_no,
+           row_number() over (partition by m.run_id, m.role order by m.created_at) as nth
+    from agent_kit_messages m join agent_kit_runs r on r.id = m.run_id
+    where m.thread_id = p_thread_id and r.turn_no <= p_turn_no and m.role in ('user', 'assistant')
+  ) t
+  where t.nth = 1;
+  return v_history;
+end $function$
+
 -- function agent_kit_append_event(p_run_id uuid, p_owner text, p_fence bigint, p_type text, p_data jsonb)
 CREATE OR REPLACE FUNCTION agent_kit_append_event(p_run_id uuid, p_owner text, p_fence bigint, p_type text, p_data jsonb)
  RETURNS bigint

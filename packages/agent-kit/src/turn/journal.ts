@@ -211,19 +211,12 @@ export function buildMessages(history: ModelMessage[], journal: Step[]): ModelMe
 }
 
 /**
- * The conversation before this run's journal as one JSON array, from the thread and turn number
- * in the given parameters: each earlier turn's first user message and final answer, then this
- * run's user message.
+ * The conversation before a run's journal (agent_kit__history, migration 0023): each earlier
+ * turn's first user message and final answer, then this run's user message. A function, not a
+ * subquery, so that in a claim's statement it reads after the claim decided the earlier turns
+ * were closed (a subquery would read with the statement's older snapshot).
  */
-const historyJson = (threadParam: string, turnParam: string) => `(
-  select coalesce(json_agg(json_build_object('role', role, 'text', text)
-    order by turn_no, case when role = 'user' then 0 else 1 end), '[]')
-  from (
-    select m.role, m.content->>'text' as text, r.turn_no,
-           row_number() over (partition by m.run_id, m.role order by m.created_at) as nth
-    from agent_kit_messages m join agent_kit_runs r on r.id = m.run_id
-    where m.thread_id = ${threadParam} and r.turn_no <= ${turnParam} and m.role in ('user', 'assistant')
-  ) t where nth = 1)`;
+const historyJson = (threadParam: string, turnParam: string) => `agent_kit__history(${threadParam}, ${turnParam})`;
 
 type HistoryRow = { role: 'user' | 'assistant'; text: string };
 
@@ -240,7 +233,7 @@ export async function beginSegmentWithHistory(
   db: Queryable, lease: Lease, partial: string, data: Record<string, unknown>, turnNo: number,
 ): Promise<{ seq: number; history: ModelMessage[] } | null> {
   const rows = await db.query<{ seq: number | string | null; history: HistoryRow[] }>(
-    `select agent_kit_begin_segment($1, $2, $3, $4, $5::jsonb) as seq, ${historyJson('$6', '$7')} as history`,
+    `select agent_kit_begin_segment($1, $2, $3, $4, $5::jsonb) as seq, ${historyJson('$6::uuid', '$7::int')} as history`,
     [lease.runId, lease.owner, lease.fence, partial, JSON.stringify(data), lease.threadId, turnNo],
   );
   const row = rows[0];
