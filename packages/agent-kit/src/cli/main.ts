@@ -4,18 +4,34 @@ import fs from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { configFromEnv } from '../config.js';
 import { coerceError } from '../errors.js';
+import { checkSchema } from '../store/migrate.js';
 import { openDb } from '../store/open.js';
-import type { Db } from '../store/db.js';
+import { uuidPattern, type Db } from '../store/db.js';
 
-/** Open the store from the environment, run `fn`, always close. */
-export async function withDb<T>(fn: (db: Db) => Promise<T>): Promise<T> {
+/**
+ * Open the store from the environment, run `fn`, always close. The schema is checked first (a
+ * store that was never migrated says "run `agent-kit migrate` first", not "relation does not
+ * exist"), except for `migrate` itself (`anySchema`).
+ */
+export async function withDb<T>(fn: (db: Db) => Promise<T>, options: { anySchema?: boolean } = {}): Promise<T> {
   const config = configFromEnv();
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   try {
+    if (!options.anySchema) await checkSchema(db);
     return await fn(db);
   } finally {
     await db.close();
   }
+}
+
+/** An argument or option parser for a uuid: anything else is a usage error (exit 2) naming `what`. */
+export function uuidArgument(what: string): (value: string) => string {
+  return (value) => {
+    if (!uuidPattern.test(value)) {
+      throw new CommanderError(2, 'agent-kit.invalidArgument', `${what} must be a uuid, got "${value}"`);
+    }
+    return value;
+  };
 }
 
 /**

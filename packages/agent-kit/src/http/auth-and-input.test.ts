@@ -193,7 +193,11 @@ describe('input validation', () => {
     for (const [method, path, body] of bad) {
       const response = await send(method, path, { user: 'alice', body });
       expect(response.status, `${method} ${path}`).toBe(400);
-      expect((await response.json()).error.code).toBe('INVALID_ARGUMENT');
+      const { error } = await response.json();
+      expect(error.code).toBe('INVALID_ARGUMENT');
+      // The parameter is named once: not 'invalid query parameter "after": query parameter "after": …'.
+      expect(error.message, `${method} ${path}`).toMatch(/^invalid (path parameter|query parameter|body)\b/);
+      expect(error.message.match(/parameter "/g)?.length ?? 0, error.message).toBeLessThanOrEqual(1);
     }
     const lastEventId = await send('GET', `/api/threads/${alice.threadId}/events`, { user: 'alice', headers: { 'last-event-id': 'x' } });
     expect(lastEventId.status).toBe(400);

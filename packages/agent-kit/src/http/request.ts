@@ -57,10 +57,9 @@ export async function readJsonBody<T>(request: Request, schema: z.ZodType<T>, ma
 export function parseWith<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
-  const problems = parsed.error.issues.slice(0, 3).map((issue) => {
-    const path = issue.path.length ? issue.path.join('.') : what;
-    return `${path}: ${issue.message}`;
-  });
+  // A field's problem names the field; a problem with the whole value is already named by `what`.
+  const problems = parsed.error.issues.slice(0, 3)
+    .map((issue) => (issue.path.length ? `${issue.path.join('.')}: ${issue.message}` : issue.message));
   throw new HttpError('INVALID_ARGUMENT', `invalid ${what}: ${problems.join('; ')}`);
 }
 

@@ -87,6 +87,10 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
       tools: declareTools(options.tools),
       abortSignal: controller.signal,
       maxRetries: 0,
+      // The error reaches the engine as the stream's error part (the segment's outcome, logged
+      // through rt.log); without a handler the AI SDK also prints it to stderr, stack and request
+      // body included, on every provider failure.
+      onError: () => {},
     });
     // Race each part against our abort: a provider stream that ignores the abort signal (a hung
     // socket, a stuck pull) must not keep the segment waiting. One small promise per read, not

@@ -259,6 +259,7 @@ function closed(s: Segment, status: 'completed' | 'failed' | 'aborted', messageI
 
 /** Give the lease up at once with the error (the attempt stays spent), for the reaper to requeue. */
 async function failSegment(s: Segment, error: Error): Promise<SegmentOutcome> {
+  s.rt.log?.({ msg: 'segment failed', runId: s.lease.runId, fence: s.lease.fence, error: error.message });
   await s.mirror.flush();
   await s.rt.db.query('select agent_kit_fail_segment($1, $2, $3, $4::jsonb)', [
     s.lease.runId, s.lease.owner, s.lease.fence, JSON.stringify(serializeError(error)),

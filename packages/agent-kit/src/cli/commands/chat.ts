@@ -1,7 +1,7 @@
 // `agent-kit chat "text" [--thread ID]`: run one turn in this process and stream its text to
 // stdout, the way the chat request does: start the turn, follow the thread's events, run the
 // segment. A question or approval the turn waits for is printed with the command that answers it.
-import type { Command } from 'commander';
+import { type Command, CommanderError } from 'commander';
 import { followEvents } from '../../event-log/index.js';
 import { startTurn } from '../../queue/start-turn.js';
 import { newOwner, runSegment } from '../../turn/index.js';
@@ -10,21 +10,31 @@ import type { SegmentOutcome } from '../../turn/types.js';
 import { defaultCliOwner } from './enqueue.js';
 import { configFromEnv } from '../../config.js';
 import { createRuntime } from '../../turn/index.js';
+import { uuidArgument } from '../main.js';
+
+/**
+ * The turn's job waits this long before a drain may take it, as for the chat request: this
+ * process claims the run at once, and a worker running beside it (woken by the job's NOTIFY)
+ * takes the run only if this process dies before claiming it.
+ */
+const headStartMs = 5_000;
 
 export function register(program: Command) {
   program
     .command('chat')
     .description('run one turn here and stream its reply to stdout')
     .argument('<text>', 'the user message')
-    .option('--thread <id>', 'continue this thread (default: a new thread)')
+    .option('--thread <id>', 'continue this thread (default: a new thread)', uuidArgument('--thread'))
     .option('--owner <user>', 'the thread owner', defaultCliOwner)
     .action(async (text: string, options: { thread?: string; owner: string }) => {
       // No log lines: stdout is the reply and stderr the few notes a person needs.
-      const code = await withQuietRuntime(async (rt) => {
+      await withQuietRuntime(async (rt) => {
         const [{ seq: afterSeq } = { seq: 0 }] = options.thread
           ? await rt.db.query<{ seq: number }>('select last_seq as seq from agent_kit_threads where id = $1', [options.thread])
           : [];
-        const turn = await startTurn(rt.db, { threadId: options.thread, ownerId: options.owner, text });
+        const turn = await startTurn(rt.db, {
+          threadId: options.thread, ownerId: options.owner, text, jobDelayMs: headStartMs,
+        });
         process.stderr.write(`thread ${turn.threadId} · run ${turn.runId}\n`);
         const follower = followEvents(rt.db, {
           threadId: turn.threadId,
@@ -35,9 +45,8 @@ export function register(program: Command) {
         const outcome = await runSegment(rt, { runId: turn.runId, owner: newOwner('cli') });
         if (outcome.kind !== 'closed' && outcome.kind !== 'parked') follower.close();
         await printing;
-        return report(outcome, turn.runId);
+        report(outcome, turn.runId, turn.threadId);
       });
-      process.exitCode = code;
     });
 }
 
@@ -67,16 +76,18 @@ async function printRun(events: AsyncIterable<{ runId: string | null; type: stri
   process.stdout.write('\n');
 }
 
-function report(outcome: SegmentOutcome, runId: string): number {
-  if (outcome.kind === 'closed') return outcome.status === 'completed' ? 0 : 1;
+/** Say how the turn ended here; a turn that did not complete (or wait for input) is exit 1. */
+function report(outcome: SegmentOutcome, runId: string, threadId: string): void {
+  if (outcome.kind === 'closed' && outcome.status === 'completed') return;
   if (outcome.kind === 'parked' && outcome.status === 'waiting_input') {
-    process.stderr.write(
-      `run ${runId} waits for input: answer with \`agent-kit chat "<answer>" --thread <thread id>\`\n`,
-    );
-    return 0;
+    process.stderr.write(`run ${runId} waits for input: answer with \`agent-kit chat "<answer>" --thread ${threadId}\`` +
+      ' (to an approval, "yes" approves and anything else denies)\n');
+    return;
   }
-  process.stderr.write(`run ${runId} did not finish here (${JSON.stringify(outcome)}); the drain will continue it\n`);
-  return 1;
+  const what = outcome.kind === 'closed'
+    ? `run ${runId} closed ${outcome.status}`
+    : `run ${runId} did not finish here (${JSON.stringify(outcome)}); the drain will continue it`;
+  throw new CommanderError(1, 'agent-kit.turnNotCompleted', what);
 }
 
 async function withQuietRuntime<T>(fn: (rt: Runtime) => Promise<T>): Promise<T> {

@@ -2,7 +2,7 @@
 // for the drain (a new thread per call unless --thread is given). Prints the ids as JSON.
 import type { Command } from 'commander';
 import { startTurn } from '../../queue/start-turn.js';
-import { withDb } from '../main.js';
+import { uuidArgument, withDb } from '../main.js';
 
 /** The owner of threads created from the command line when --owner is not given. */
 export const defaultCliOwner = 'local';
@@ -12,7 +12,7 @@ export function register(program: Command) {
     .command('enqueue')
     .description('queue a turn for the drain; prints threadId, messageId and runId')
     .argument('<text>', 'the user message')
-    .option('--thread <id>', 'add the turn to this thread (default: a new thread)')
+    .option('--thread <id>', 'add the turn to this thread (default: a new thread)', uuidArgument('--thread'))
     .option('--owner <user>', 'the thread owner', defaultCliOwner)
     .action(async (text: string, options: { thread?: string; owner: string }) => {
       const result = await withDb((db) => startTurn(db, { threadId: options.thread, ownerId: options.owner, text }));

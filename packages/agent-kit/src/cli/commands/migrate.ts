@@ -1,5 +1,6 @@
 // `agent-kit migrate [--to N]`: apply pending migrations, each in its own transaction.
 import { type Command, CommanderError } from 'commander';
+import { InvalidArgumentError } from '../../errors.js';
 import { migrate } from '../../store/migrate.js';
 import { withDb } from '../main.js';
 
@@ -12,11 +13,18 @@ export function register(program: Command) {
       return Number(v);
     })
     .action(async (options: { to?: number }) => {
-      const result = await withDb((db) => migrate(db, { to: options.to }));
+      const result = await withDb((db) => migrate(db, { to: options.to }), { anySchema: true }).catch((raw: unknown) => {
+        // A number past the latest migration is a bad option value, like a malformed one.
+        if (raw instanceof InvalidArgumentError) throw new CommanderError(2, 'agent-kit.invalidArgument', raw.message);
+        throw raw;
+      });
+      const pad = (v: number) => String(v).padStart(4, '0');
       console.log(
         result.applied.length
-          ? `applied ${result.applied.map((v) => String(v).padStart(4, '0')).join(', ')}; schema at ${result.version}`
-          : `nothing to apply; schema at ${result.version}`,
+          ? `applied ${result.applied.map(pad).join(', ')}; schema at ${result.version}`
+          : options.to !== undefined && options.to < result.version
+            ? `nothing to apply; schema at ${result.version}, already past --to ${options.to} (migrations are never undone)`
+            : `nothing to apply; schema at ${result.version}`,
       );
     });
 }

@@ -1,0 +1,97 @@
+// The real `agent-kit chat` (and its neighbours) as a person or a script meets them, on both
+// stores: a completed turn exits 0 with the reply on stdout; a turn the model fails exits 1 with
+// one line saying why (no provider stack trace); a malformed thread id is a usage error; a store
+// never migrated says to migrate; and, on Postgres, a worker running beside the command does not
+// take the turn from it (the reply still reaches the terminal).
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildCli, openCliStore, run, type CliStore } from '../../../test/hostile/cli-kit.js';
+import { onPostgres } from '../../../test/harness/test-db.js';
+
+let bin: string;
+let store: CliStore;
+beforeAll(async () => {
+  bin = await buildCli();
+  store = await openCliStore();
+}, 300_000);
+afterAll(async () => {
+  await store?.close();
+});
+
+const cli = (args: string[], env: NodeJS.ProcessEnv = store.env) =>
+  run(process.execPath, [bin, ...args], { env, timeoutMs: 60_000 });
+
+describe('agent-kit chat', () => {
+  it('streams a completed turn to stdout and exits 0', async () => {
+    const result = await cli(['chat', 'hello there']);
+    expect(result.stderr).toMatch(/^thread [0-9a-f-]{36} · run [0-9a-f-]{36}\n$/);
+    expect(result.stdout.trim().split(' ').length).toBeGreaterThan(3); // the scripted reply
+    expect(result.code).toBe(0);
+  });
+
+  it('exits 1 with one line when the model fails, and prints no provider stack trace', async () => {
+    // A provider on a closed port: the call fails at once, the segment records the failure.
+    const env = { ...store.env, AGENT_KIT_MODEL: 'openai-compatible:nothing', OPENAI_BASE_URL: 'http://127.0.0.1:1/v1', OPENAI_API_KEY: 'k' };
+    const result = await cli(['chat', 'this will fail'], env);
+    expect(result.code).toBe(1); // 0 before: the command set an exit code that main then replaced
+    const lines = result.stderr.trim().split('\n');
+    expect(lines[0]).toMatch(/^thread \S+ · run \S+$/);
+    expect(lines.at(-1)).toMatch(/^error: run \S+ did not finish here \(.*"kind":"stopped".*\); the drain will continue it$/);
+    expect(lines.length).toBeLessThanOrEqual(3); // ~50 lines of the AI SDK's console.error before
+    expect(result.stderr).not.toContain('APICallError');
+  });
+
+  it('refuses a malformed --thread as a usage error, writing nothing', async () => {
+    const before = await store.snapshot();
+    const result = await cli(['chat', 'hi', '--thread', 'nope']);
+    expect(result.code).toBe(2);
+    expect(result.stderr.trim()).toBe('error: --thread must be a uuid, got "nope"');
+    expect(await store.snapshot()).toEqual(before);
+  });
+
+  it.runIf(onPostgres)('shows the reply even with a worker running beside it', async () => {
+    const worker = spawn(process.execPath, [bin, 'worker'], { env: store.env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let workerLog = '';
+    worker.stderr.on('data', (chunk: Buffer) => (workerLog += chunk.toString()));
+    try {
+      const startedMs = Date.now();
+      while (!workerLog.includes('worker: started')) {
+        if (Date.now() - startedMs > 20_000) throw new Error(`the worker did not start: ${workerLog}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      for (let i = 0; i < 3; i++) {
+        const result = await cli(['chat', `race ${i}`]);
+        // Before: the worker, woken by the job's NOTIFY, claimed first; the command printed
+        // nothing and exited saying the drain would continue the turn.
+        expect(result.code).toBe(0);
+        expect(result.stdout.trim().split(' ').length).toBeGreaterThan(3);
+      }
+    } finally {
+      worker.kill('SIGTERM');
+      await new Promise((r) => worker.once('exit', r));
+    }
+  });
+});
+
+describe('commands on a store that was never migrated', () => {
+  it('say to run `agent-kit migrate` first instead of a missing relation', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-kit-unmigrated-'));
+    const env = { ...store.env, AGENT_KIT_DATA_DIR: dataDir, DATABASE_URL: '' };
+    try {
+      for (const args of [['enqueue', 'hi'], ['runs'], ['show', '00000000-0000-4000-8000-000000000000']]) {
+        const result = await cli(args, env);
+        expect({ args, code: result.code, stderr: result.stderr.trim() }).toEqual({
+          args, code: 1, stderr: expect.stringMatching(/^agent-kit: Schema is at 0000; this agent-kit needs \d{4}\. Run `agent-kit migrate` first\.$/),
+        });
+      }
+      const migrated = await cli(['migrate', '--to', '99'], env);
+      expect(migrated.code).toBe(2);
+      expect(migrated.stderr.trim()).toMatch(/^error: --to must be a migration number from 0 to \d+, got 99$/);
+    } finally {
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
