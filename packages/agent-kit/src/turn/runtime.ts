@@ -4,6 +4,7 @@ import crypto from 'node:crypto';
 import os from 'node:os';
 import type { LanguageModel } from 'ai';
 import type { AgentKitConfig } from '../config.js';
+import { InvalidArgumentError } from '../errors.js';
 import { demoTools, resolveModel, type AgentTool } from '../model/index.js';
 import type { Db } from '../store/db.js';
 import { checkSchema, migrate } from '../store/migrate.js';
@@ -33,8 +34,15 @@ export interface CreateRuntimeOptions {
  * @throws SchemaMismatchError when the schema is behind (run `agent-kit migrate`) or ahead by a breaking change.
  */
 export async function createRuntime(config: AgentKitConfig, options: CreateRuntimeOptions = {}): Promise<Runtime> {
-  // Resolve the model before opening anything: a bad model setting must not leave a store open.
+  // Resolve the model and check the tools before opening anything: a bad setting must not
+  // leave a store open.
   const model = options.model ?? resolveModel(config.model);
+  for (const [key, tool] of Object.entries(options.tools ?? {})) {
+    // The key is the name the model sees and calls; a different `name` would only mislead.
+    if (tool?.name !== key) {
+      throw new InvalidArgumentError(`the tool registered as "${key}" is named "${String(tool?.name)}": register each tool under its name`);
+    }
+  }
   const db = options.db ?? (await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }));
   try {
     if (options.autoMigrate ?? !config.databaseUrl) await migrate(db);
