@@ -2,13 +2,12 @@
 // same shape as the SSE `data:`), from a cursor; with --follow it keeps printing live events
 // until SIGINT/SIGTERM. Output waits for stdout to drain, so a slow pipe never piles events up.
 import { type Command, CommanderError } from 'commander';
-import { z } from 'zod';
 import { NotFoundError } from '../../errors.js';
 import { followEvents } from '../../event-log/follow-events.js';
 import { readEvents, toEventJson, maxEventPageSize } from '../../event-log/read-events.js';
 import { readThreadOwner } from '../../event-log/read-threads.js';
 import type { Db } from '../../store/db.js';
-import { withDb } from '../main.js';
+import { uuidArgument, withDb } from '../main.js';
 
 export interface EventsOptions {
   follow?: boolean;
@@ -19,13 +18,7 @@ export function register(program: Command) {
   program
     .command('events')
     .description("print a thread's events as JSON lines; --follow keeps printing live events until Ctrl-C")
-    .argument('<thread-id>', 'the thread id (a uuid)', (value) => {
-      if (!z.guid().safeParse(value).success) {
-        throw new CommanderError(2, 'agent-kit.invalidArgument',
-          `THREAD_ID must be a uuid, got "${value}"`);
-      }
-      return value;
-    })
+    .argument('<thread-id>', 'the thread id (a uuid)', uuidArgument('THREAD_ID'))
     .option('--follow', 'keep following new events until interrupted')
     .option('--after <seq>', 'start after this seq (default 0: the whole log)', (value) => {
       if (!/^\d{1,15}$/.test(value)) {

@@ -1,24 +1,18 @@
 // `agent-kit show RUN_ID [--json]`: one run for a person debugging it: its row and lease, the
 // segments that held it (from its events), its journal steps, effects and messages.
-import { type Command, CommanderError } from 'commander';
-import { z } from 'zod';
+import type { Command } from 'commander';
 import { readRunDetail, type RunDetail } from '../../event-log/read-runs.js';
 import { NotFoundError } from '../../errors.js';
 import { isClosed } from '../../lease/run-row.js';
 import type { Queryable } from '../../store/db.js';
-import { withDb } from '../main.js';
+import { uuidArgument, withDb } from '../main.js';
 import { describeExpiry, formatTable } from './runs.js';
 
 export function register(program: Command) {
   program
     .command('show')
     .description('show one run: lease, segments, journal steps, effects and messages')
-    .argument('<run-id>', 'the run id (a uuid)', (value) => {
-      if (!z.guid().safeParse(value).success) {
-        throw new CommanderError(2, 'agent-kit.invalidArgument', `RUN_ID must be a uuid, got "${value}"`);
-      }
-      return value;
-    })
+    .argument('<run-id>', 'the run id (a uuid)', uuidArgument('RUN_ID'))
     .option('--json', 'print the run detail as JSON')
     .action(async (runId: string, options: { json?: boolean }) => {
       const text = await withDb((db) => formatShowCommand(db, runId, options, new Date()));
