@@ -4,11 +4,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { closeWith, count, nullTurn, runState, testRuntime, type NullTurnAction } from '../../test/chaos/null-turn.js';
 import { openTestDb } from '../../test/harness/test-db.js';
-import { parkRun } from '../lease/lease.js';
+import { claimRun, parkRun } from '../lease/lease.js';
 import type { Db } from '../store/db.js';
 import type { RunSegment } from '../turn/types.js';
 import { claimsAhead } from './claim-pace.js';
 import { drainQueue } from './drain-queue.js';
+import { sleep } from './pace.js';
 import { startTurn } from './start-turn.js';
 
 let db: Db;
@@ -60,6 +61,30 @@ describe('drainQueue claiming ahead', () => {
     const { seen, segment } = watched('ahead-long', closeWith('slow', 250));
     const report = await drainQueue(testRuntime(db), { runSegment: segment, concurrency: 2, owner: 'ahead-long' });
     expect(report).toMatchObject({ claimed: 4, closed: 4, errors: 0 });
+    expect(seen.maxHeld).toBe(2);
+  });
+
+  it('does not take a job whose run another process holds for a short segment', async () => {
+    await newRuns(0);
+    // The chat request's own segment holds this run; its fallback job came due meanwhile.
+    const busy = await startTurn(db, { ownerId: 'user-1', text: 'held elsewhere' });
+    expect((await claimRun(db, { runId: busy.runId, owner: 'chat-request', leaseTtlMs: 60_000 })).claimed).toBe(true);
+    await db.query('insert into agent_kit_jobs (run_id, due_at) values ($1, agent_kit_now())', [busy.runId]);
+    const runs: string[] = [];
+    for (let i = 0; i < 4; i++) runs.push((await startTurn(db, { ownerId: 'user-1', text: `later ${i}`, jobDelayMs: 300 })).runId);
+    const stop = new AbortController();
+    const { seen, segment } = watched('ahead-busy', async (rt, lease, options) => {
+      const outcome = await closeWith('slow', 250)(rt, lease, options);
+      const closed = await count(db, `select count(*) as n from agent_kit_runs where status = 'completed' and id = any($1::uuid[])`, [runs]);
+      if (closed === runs.length) stop.abort();
+      return outcome;
+    });
+    const report = await drainQueue(testRuntime(db), {
+      runSegment: segment, concurrency: 2, owner: 'ahead-busy', stopSignal: stop.signal, waitForWork: (signal) => sleep(50, signal),
+    });
+    expect(report).toMatchObject({ closed: 4, notClaimed: 1, errors: 0 });
+    // 3 without the fix: the busy run's few milliseconds made segments look short, and runs
+    // sat leased behind 250 ms segments where another worker could have run them.
     expect(seen.maxHeld).toBe(2);
   });
 

@@ -110,10 +110,14 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
     const owner = preClaimed?.claim.lease.owner ?? `${ownerPrefix}-${++segmentNo}`;
     const segmentStartedMs = performance.now();
     const running = runJob(rt, runSegment, job, { owner, budgetMs, stopSignal: signal, preClaimed }, report)
+      .then((outcome) => {
+        // A job whose run was not claimed (held by another process, closed, blocked) ends in
+        // milliseconds: it says nothing about how long this drain's segments hold their slots.
+        if (outcome?.kind !== 'not-claimed') pace.segmentTook(performance.now() - segmentStartedMs);
+      })
       .finally(() => {
         inFlight.delete(running);
         segmentsEnded++;
-        pace.segmentTook(performance.now() - segmentStartedMs);
         startReady();
       });
     inFlight.add(running);
@@ -216,16 +220,20 @@ interface JobToRun {
   tries: number;
 }
 
-/** Run one segment and account for it; a taken job whose run was not claimed is settled. */
+/**
+ * Run one segment and account for it; a taken job whose run was not claimed is settled. Returns
+ * the segment's outcome (undefined when it threw).
+ */
 async function runJob(
   rt: Runtime, runSegment: RunSegment, job: JobToRun,
   segment: Omit<SegmentOptions, 'runId'>, report: DrainReport,
-): Promise<void> {
+): Promise<SegmentOutcome | undefined> {
   let outcome: SegmentOutcome | undefined;
   try {
     outcome = await runSegment(rt, { runId: job.runId, ...segment });
     countOutcome(report, outcome);
     if (outcome.kind === 'not-claimed' && job.jobId !== undefined) countSettle(report, await settleJob(rt.db, job.jobId));
+    return outcome;
   } catch (raw) {
     // The job is still queued (its due time was pushed by the take) or the run holds our lease
     // and the reaper hands it back after expiry: either way nothing is lost.
@@ -236,6 +244,7 @@ async function runJob(
       msg: 'drain: segment failed', runId: job.runId, fence, attempt: job.tries, owner: segment.owner,
       error: error.message, code: (error as { code?: unknown }).code,
     });
+    return outcome;
   }
 }
 
