@@ -106,7 +106,8 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await request.waitFor();
     await expect(request.textContent()).resolves.toContain(scriptedAskQuestion);
     await waitForRunStatus(page, 'waiting_input');
-    await request.getByRole('textbox', { name: 'Answer' }).fill('blue');
+    // The field is named by the question it answers (a screen reader reads the question).
+    await request.getByRole('textbox', { name: scriptedAskQuestion }).fill('blue');
     await request.getByRole('button', { name: 'Answer' }).click();
     await waitForRunStatus(page, 'completed');
     const run = page.getByTestId('run').last();
@@ -162,6 +163,25 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     const ops = await open(bobPage, `${server.baseUrl}/ops`);
     expect(ops?.status()).toBe(404);
     await bob.close();
+  });
+
+  it('keeps one event stream across a run\'s close, and a long unbroken word inside the window', async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    let streams = 0;
+    page.on('request', (request) => {
+      if (/\/api\/threads\/[^/]+\/events/.test(request.url())) streams++;
+    });
+    await sendChat(page, `${'A'.repeat(3_000)} ${Date.now()}`);
+    await waitForRunStatus(page, 'completed');
+    await page.waitForTimeout(1_500); // the sidebar's reload comes 300 ms after the close
+    // The thread's page follows it with one stream. Before, the reload replaced the page's data
+    // and the follower restarted its stream (2 here).
+    expect(streams).toBe(1);
+    const widths = await page.evaluate(() => ({ page: document.documentElement.scrollWidth, window: window.innerWidth }));
+    expect(widths.page).toBeLessThanOrEqual(widths.window); // was ~40× the window
+    await expect(page.getByRole('button', { name: 'Send' }).isVisible()).resolves.toBe(true);
+    await page.close();
   });
 
   it('rejects a session cookie whose signature does not match', async () => {

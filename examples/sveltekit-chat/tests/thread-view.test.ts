@@ -100,4 +100,16 @@ describe('the run timeline', () => {
     const expired = buildRunTimeline(events, runId, t0 + 9000, false);
     expect(expired.bars[0]).toMatchObject({ endedAs: 'lost', detail: 'lease expired', endMs: t0 + 3000 });
   });
+
+  it('keeps a segment live that began after the poll that saw its predecessor\'s lease expire', () => {
+    // The takeover's segment-started arrives over the stream before the next poll: the poll
+    // still shows fence 1 with an expired lease, which says nothing about fence 2.
+    const taken = crashedThenResumed.slice(0, 5);
+    expect(taken.at(-1)).toMatchObject({ type: 'segment-started', fence: 2 });
+    const timeline = buildRunTimeline(taken, runId, t0 + 9000, false, 1);
+    expect(timeline.bars.map((bar) => [bar.fence, bar.endedAs])).toEqual([[1, 'lost'], [2, 'live']]);
+    expect(timeline.bars[1]!.endMs).toBe(t0 + 9000);
+    // Without the polled fence it was drawn lost ("lease expired") until the next poll.
+    expect(buildRunTimeline(taken, runId, t0 + 9000, false).bars[1]).toMatchObject({ endedAs: 'lost' });
+  });
 });

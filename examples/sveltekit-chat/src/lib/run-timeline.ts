@@ -76,9 +76,13 @@ function endSegment(bar: SegmentBar, event: WireEvent): void {
 
 /**
  * Build the timeline of `runId` from its thread's events (in seq order). `nowMs` extends a live
- * segment; `isRunning` says whether the run still holds a lease (else an open bar was lost).
+ * segment; `isRunning` says whether the run still holds a lease (else an open bar was lost), as
+ * of a poll that saw the run at `polledFence`: a segment with a higher fence began after that
+ * poll (the events arrive live, the poll once a second), so it is live whatever the poll said.
  */
-export function buildRunTimeline(events: readonly WireEvent[], runId: string, nowMs: number, isRunning: boolean): RunTimeline {
+export function buildRunTimeline(
+  events: readonly WireEvent[], runId: string, nowMs: number, isRunning: boolean, polledFence?: number,
+): RunTimeline {
   const bars: SegmentBar[] = [];
   const intents: TimelineMarker[] = [];
   let startMs = Number.POSITIVE_INFINITY;
@@ -116,7 +120,7 @@ export function buildRunTimeline(events: readonly WireEvent[], runId: string, no
   }
   const last = bars.at(-1);
   if (last && last.endedAs === 'live') {
-    if (isRunning) last.endMs = Math.max(last.endMs, nowMs);
+    if (isRunning || (polledFence !== undefined && last.fence > polledFence)) last.endMs = Math.max(last.endMs, nowMs);
     else {
       last.endedAs = 'lost';
       last.detail = 'lease expired';

@@ -1,0 +1,92 @@
+// The operator page in Chromium, as an operator leaves it open: its timeline follows the run's
+// thread once (not again at every poll of the table), a server that goes away and comes back is
+// waited out on the page (not the browser's error page), an unknown run says so, and a finished
+// run's controls are disabled.
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createTestStore, hasChromium, open, launchBrowser, sendChat, signIn, skipReason,
+  printServerOutputOnFailure, startServer, waitForRunStatus, type AppServer, type TestStore,
+} from './harness';
+
+const serverEnv = { AGENT_KIT_SCRIPTED_TOKENS: '5', AGENT_KIT_SCRIPTED_DELAY_MS: '10' };
+
+/** Requests the page makes for thread event streams, counted from now on. */
+function countEventStreams(page: Page): { count: () => number } {
+  let n = 0;
+  page.on('request', (request) => {
+    if (/\/api\/threads\/[^/]+\/events/.test(request.url())) n++;
+  });
+  return { count: () => n };
+}
+
+describe.skipIf(!hasChromium)(`the operator page${hasChromium ? '' : ` (skipped: ${skipReason})`}`, () => {
+  let store: TestStore;
+  let server: AppServer;
+  let browser: Browser;
+  let alice: BrowserContext;
+  let operator: BrowserContext;
+  let runId: string;
+
+  beforeAll(async () => {
+    store = await createTestStore();
+    server = await startServer({ store, env: serverEnv });
+    browser = await launchBrowser();
+    alice = await signIn(browser, server.baseUrl, 'alice');
+    operator = await signIn(browser, server.baseUrl, 'operator');
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    const threadId = await sendChat(page, 'a short turn for the operator');
+    await waitForRunStatus(page, 'completed');
+    const response = await page.request.get(`${server.baseUrl}/api/threads/${threadId}`);
+    runId = ((await response.json()) as { runs: { id: string }[] }).runs[0]!.id;
+    await page.close();
+  });
+
+  printServerOutputOnFailure(() => server);
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.stop();
+    await store?.dispose();
+  });
+
+  it("follows the selected run's thread once while the table polls", async () => {
+    const page = await operator.newPage();
+    const streams = countEventStreams(page);
+    await open(page, `${server.baseUrl}/ops?run=${runId}`);
+    await page.getByTestId('segment').first().waitFor();
+    await page.waitForTimeout(3_500); // three polls of the table
+    // One stream for the timeline; before, every poll replaced the page's data and the timeline
+    // dropped its events and replayed the thread from seq 0 (4 or more streams here).
+    expect(streams.count()).toBe(1);
+    await page.close();
+  });
+
+  it('disables the controls of a finished run and says when a run is unknown', async () => {
+    const page = await operator.newPage();
+    await open(page, `${server.baseUrl}/ops?run=${runId}`);
+    await page.getByTestId('run-detail').waitFor();
+    for (const name of ['Take over', 'Release', 'Cancel', 'Kill segment (demo)']) {
+      expect(await page.getByRole('button', { name }).isDisabled(), name).toBe(true);
+    }
+    await open(page, `${server.baseUrl}/ops?run=00000000-0000-4000-8000-000000000000`);
+    await expect(page.getByTestId('run-not-found').textContent()).resolves.toContain('00000000-0000-4000-8000-000000000000');
+    await page.close();
+  });
+
+  it('waits out a server restart on the page instead of leaving for the browser\'s error page', async () => {
+    const page = await operator.newPage();
+    await open(page, `${server.baseUrl}/ops?run=${runId}`);
+    await page.getByTestId('run-detail').waitFor();
+    const port = Number(new URL(server.baseUrl).port);
+    await server.kill();
+    await page.getByTestId('unreachable').waitFor({ timeout: 10_000 });
+    await page.waitForTimeout(1_500); // more polls fail meanwhile
+    expect(page.url()).toBe(`${server.baseUrl}/ops?run=${runId}`); // was chrome-error://chromewebdata/
+    server = await startServer({ store, port, env: serverEnv });
+    await page.getByTestId('unreachable').waitFor({ state: 'detached', timeout: 10_000 });
+    expect(await page.getByTestId('run-row').count()).toBeGreaterThan(0);
+    await page.close();
+  });
+});
