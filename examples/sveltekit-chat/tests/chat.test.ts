@@ -184,6 +184,31 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await page.close();
   });
 
+  it('keeps the end of the thread in view: while a reply streams, and when the thread is opened', async () => {
+    const page = await alice.newPage();
+    await page.setViewportSize({ width: 900, height: 420 }); // two turns are taller than this
+    await open(page, `${server.baseUrl}/`);
+    const atEnd = () => page.evaluate(() => {
+      const root = document.scrollingElement!;
+      return root.scrollHeight - root.scrollTop - root.clientHeight <= 2;
+    });
+    await sendChat(page, `the first of two turns ${Date.now()}`);
+    await waitForRunStatus(page, 'completed');
+    await page.getByRole('textbox', { name: 'Message' }).fill('and the second');
+    await page.getByRole('button', { name: 'Send' }).click();
+    // Most of the second reply: the page is now taller than the window.
+    await page.waitForFunction(() => (document.querySelectorAll('[data-testid="run-text"]')[1]?.textContent ?? '')
+      .trim().split(/\s+/).filter(Boolean).length >= 60);
+    expect(await page.evaluate(() => document.scrollingElement!.scrollHeight > window.innerHeight)).toBe(true);
+    expect(await atEnd()).toBe(true); // the reply was followed as it grew
+    await waitForRunStatus(page, 'completed');
+    await reload(page);
+    await page.getByTestId('run').nth(1).waitFor();
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="run-text"]')[1]?.textContent?.trim());
+    expect(await atEnd()).toBe(true); // was at the top: the thread opened at its first message
+    await page.close();
+  });
+
   it('rejects a session cookie whose signature does not match', async () => {
     const [cookie] = await alice.cookies(server.baseUrl);
     expect(cookie?.name).toBe('ak_session');
