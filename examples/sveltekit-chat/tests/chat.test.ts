@@ -209,6 +209,22 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await page.close();
   });
 
+  it('sends a page whose session ended in another tab to sign in, and back', async () => {
+    const carol = await signIn(browser, server.baseUrl, 'carol');
+    const page = await carol.newPage();
+    await open(page, `${server.baseUrl}/`);
+    const signedOut = await carol.request.post(`${server.baseUrl}/logout`, { maxRedirects: 0 });
+    expect(signedOut.status()).toBe(303); // the other tab's sign-out: the context's cookie is gone
+    await page.getByRole('textbox', { name: 'Message' }).fill('still there?');
+    await page.getByRole('button', { name: 'Send' }).click();
+    // Before: the page stayed and said "sign in to use this route", with no way there.
+    await page.waitForURL(`${server.baseUrl}/login?next=%2F`);
+    await page.getByLabel('User name').fill('carol');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL(`${server.baseUrl}/`);
+    await carol.close();
+  });
+
   it('rejects a session cookie whose signature does not match', async () => {
     const [cookie] = await alice.cookies(server.baseUrl);
     expect(cookie?.name).toBe('ak_session');

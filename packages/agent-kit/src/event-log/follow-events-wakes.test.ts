@@ -4,7 +4,7 @@
 // last viewer for a while (ADR-0033).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestDb } from '../../test/harness/test-db.js';
-import { collect, countingLogReads, withoutListen } from '../../test/harness/event-viewers.js';
+import { countingLogReads, withoutListen } from '../../test/harness/event-viewers.js';
 import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
 import { notifyThread } from '../store/notify-thread.js';
@@ -206,24 +206,38 @@ describe('followEvents wakes', () => {
     const { db: counting, reads } = countingLogReads(db);
     const turn = await startTurn(db, { ownerId: 'u1', text: 'heard' });
     const follower = followEvents(counting, { threadId: turn.threadId, afterSeq: 2, pollIntervalMs: 2_000 });
-    const viewing = collect(follower);
     const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-    await sleep(300); // listening, and waiting after its first (empty) read
+    // A write and its NOTIFY, carrying the seq as a writing process's does (ADR-0031): a
+    // notification that arrives after the read that found its event is no reason to read again.
+    const write = async () => {
+      const [row] = await db.query<{ seq: number }>(
+        `select agent_kit__append_event($1, $2, 0, 'note', '{}') as seq`, [turn.threadId, turn.runId]);
+      await db.query(`select pg_notify('agent_kit_events', $1 || ':' || $2)`, [turn.threadId, String(row!.seq)]);
+    };
+    // A first event, heard, ends the quick polls of a viewer that joins a fresh thread (100,
+    // 200, 400 ms… after an empty poll; one of them fell among the counted reads under load).
+    const first = follower.next();
+    await write();
+    expect((await first).value).toMatchObject({ seq: 3 });
+    await sleep(100);
     const readsAtStart = reads();
+    // Each write while the viewer waits for its next event, and only after the event before it
+    // arrived: the follower must not read an empty page before the notification wakes it.
     for (let n = 0; n < 10; n++) {
-      await db.query(`select agent_kit__append_event($1, $2, 0, 'note', '{}')`, [turn.threadId, turn.runId]);
-      await db.query(`select pg_notify('agent_kit_events', $1 || ':0')`, [turn.threadId]);
-      await sleep(50);
+      const pending = follower.next();
+      await write();
+      expect((await pending).value).toMatchObject({ seq: 4 + n });
     }
-    await sleep(300);
+    await sleep(100);
     const readsAtStop = reads();
     // One read per notification: the page it returns ends the log, and the next read waits for
     // the next notification instead of finding nothing (two reads per event before).
     expect(readsAtStop - readsAtStart).toBe(10);
+    const idle = follower.next();
     await sleep(1_200); // under the 2 s poll: a woken viewer has no reason to read
     expect(reads()).toBe(readsAtStop);
     follower.close();
-    expect((await viewing).length).toBe(10);
+    expect(await idle).toEqual({ value: undefined, done: true });
   });
 
   it('does not read again for a notification of an event it has already read', async () => {
