@@ -83,6 +83,21 @@ describe('the thread view', () => {
     expect(run.pending).toBeNull();
     expect(run.answered).toEqual([{ question: 'Which?', answer: 'blue' }]);
   });
+
+  it('keeps the question of a run cancelled while it waited, unanswered', () => {
+    const view = fold(makeLog([
+      ['run-queued', 0, { runId, turnNo: 1 }],
+      ['input-requested', 1, { id: 'q1', kind: 'question', question: 'Which colour?' }],
+      ['run-parked', 1, { status: 'waiting_input' }],
+      ['cancel-requested', 0, { runId }],
+      ['run-closed', 0, { status: 'aborted', text: '', partial: false }],
+    ]));
+    const run = view.items[0] as RunItem;
+    expect(runBadge(run)).toBe('cancelled');
+    expect(run.pending).toBeNull();
+    // Before, the question vanished with the close and the bubble was empty.
+    expect(run.answered).toEqual([{ question: 'Which colour?', answer: 'not answered' }]);
+  });
 });
 
 describe('the run timeline', () => {

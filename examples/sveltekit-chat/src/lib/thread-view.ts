@@ -196,6 +196,11 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
     case 'run-closed':
       run.status = str(data.status);
       run.text = str(data.text);
+      if (run.pending) {
+        // Closed while it waited (a cancel): the question stays in the record, unanswered.
+        const asked = run.pending.kind === 'approval' ? `Approve ${run.pending.toolName}?` : run.pending.question;
+        run.answered.push({ question: asked, answer: 'not answered' });
+      }
       run.pending = null;
       run.closed = { status: run.status, partial: data.partial === true, cancelled: run.cancelRequested };
       break;
