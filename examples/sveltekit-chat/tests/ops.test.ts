@@ -63,13 +63,17 @@ describe.skipIf(!hasChromium)(`the operator page${hasChromium ? '' : ` (skipped:
     await page.close();
   });
 
-  it('disables the controls of a finished run and says when a run is unknown', async () => {
+  it('lists the segments as text, disables a finished run\'s controls, and names an unknown run', async () => {
     const page = await operator.newPage();
     await open(page, `${server.baseUrl}/ops?run=${runId}`);
     await page.getByTestId('run-detail').waitFor();
     for (const name of ['Take over', 'Release', 'Cancel', 'Kill segment (demo)']) {
       expect(await page.getByRole('button', { name }).isDisabled(), name).toBe(true);
     }
+    // The timeline's facts as text: the one segment, its owner and how it ended.
+    const rows = page.getByTestId('segment-row');
+    expect(await rows.count()).toBe(1);
+    await expect(rows.first().textContent()).resolves.toMatch(/^11.*closed: completed$/);
     await open(page, `${server.baseUrl}/ops?run=00000000-0000-4000-8000-000000000000`);
     await expect(page.getByTestId('run-not-found').textContent()).resolves.toContain('00000000-0000-4000-8000-000000000000');
     await page.close();
