@@ -1,4 +1,5 @@
-// The operator page's view of GET /api/runs and GET /api/runs/:id (JSON: dates are strings).
+// The operator page's view of GET /api/runs and GET /api/runs/:id (JSON: dates are strings),
+// and the one read of both that the page's server load and its poll in the browser share.
 
 export interface OpsRun {
   id: string;
@@ -26,4 +27,26 @@ export interface OpsEffect {
 export interface OpsRunDetail {
   run: OpsRun & { takenOverBy: string | null; cancelRequestedAt: string | null };
   effects: OpsEffect[];
+}
+
+export interface OpsData {
+  runs: OpsRun[];
+  /** The run named by ?run=, or null when it is none, not a uuid, or not one the caller sees. */
+  selected: OpsRunDetail | null;
+}
+
+const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The newest runs and the selected one, through `fetchFn` (SvelteKit's in a load, the browser's
+ * in the page's poll). Throws when the list cannot be read.
+ */
+export async function readOps(fetchFn: typeof fetch, selectedId: string | null): Promise<OpsData> {
+  const [list, detail] = await Promise.all([
+    fetchFn('/api/runs?limit=50'),
+    selectedId && uuidPattern.test(selectedId) ? fetchFn(`/api/runs/${selectedId}`) : null,
+  ]);
+  if (!list.ok) throw new Error(`/api/runs answered ${list.status}`);
+  const { runs } = (await list.json()) as { runs: OpsRun[] };
+  return { runs, selected: detail?.ok ? ((await detail.json()) as OpsRunDetail) : null };
 }

@@ -1,5 +1,6 @@
 // What every route handler shares: the runtime, authentication, the background segments and
 // the limits, resolved once from createHandlers' dependencies.
+import { defaultHeadStartMs } from '../queue/start-turn.js';
 import type { Runtime, RunSegment } from '../turn/types.js';
 import type { Authenticate } from './auth.js';
 import { errorResponse } from './http-error.js';
@@ -82,7 +83,7 @@ export function createContext(deps: HandlerDeps): HandlerContext {
     cronSecret: deps.cronSecret ?? rt.config.cronSecret,
     drainQueue: deps.drainQueue ? async () => deps.drainQueue! : loadDrainQueue,
     reapExpiredRuns: deps.reapExpiredRuns ? async () => deps.reapExpiredRuns! : loadReapExpiredRuns,
-    chatJobDelayMs: deps.chatJobDelayMs ?? 5_000,
+    chatJobDelayMs: deps.chatJobDelayMs ?? defaultHeadStartMs,
     keepAliveMs: deps.keepAliveMs ?? 15_000,
     retryMs: deps.retryMs ?? 2_000,
     maxStreamMs: deps.maxStreamMs ?? rt.config.invocationBudgetMs,

@@ -28,6 +28,12 @@ export interface StartTurnResult {
   kind: 'turn' | 'input' | 'duplicate';
 }
 
+/**
+ * The delay a caller that runs the turn itself (the chat request, `agent-kit chat`) gives the
+ * turn's job: it claims the run at once, and a drain takes the job only if it died first.
+ */
+export const defaultHeadStartMs = 5_000;
+
 /** Maximum accepted message size, in characters. */
 export const maxMessageChars = 32_000;
 

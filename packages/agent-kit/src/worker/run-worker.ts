@@ -91,7 +91,7 @@ async function drainLoop(
  * and its run be retaken up to `pollMs - leaseTtlMs` late. So it looks at least once per lease
  * TTL (never more often than every 100 ms).
  */
-export function reaperNapMs(pollMs: number, leaseTtlMs: number): number {
+function reaperNapMs(pollMs: number, leaseTtlMs: number): number {
   return Math.min(pollMs, Math.max(100, leaseTtlMs));
 }
 

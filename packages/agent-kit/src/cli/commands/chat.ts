@@ -3,7 +3,7 @@
 // segment. A question or approval the turn waits for is printed with the command that answers it.
 import { type Command, CommanderError } from 'commander';
 import { followEvents } from '../../event-log/index.js';
-import { startTurn } from '../../queue/start-turn.js';
+import { defaultHeadStartMs, startTurn } from '../../queue/start-turn.js';
 import { newOwner, runSegment } from '../../turn/index.js';
 import type { Runtime } from '../../turn/types.js';
 import type { SegmentOutcome } from '../../turn/types.js';
@@ -11,13 +11,6 @@ import { defaultCliOwner } from './enqueue.js';
 import { configFromEnv } from '../../config.js';
 import { createRuntime } from '../../turn/index.js';
 import { uuidArgument } from '../main.js';
-
-/**
- * The turn's job waits this long before a drain may take it, as for the chat request: this
- * process claims the run at once, and a worker running beside it (woken by the job's NOTIFY)
- * takes the run only if this process dies before claiming it.
- */
-const headStartMs = 5_000;
 
 export function register(program: Command) {
   program
@@ -33,7 +26,9 @@ export function register(program: Command) {
           ? await rt.db.query<{ seq: number }>('select last_seq as seq from agent_kit_threads where id = $1', [options.thread])
           : [];
         const turn = await startTurn(rt.db, {
-          threadId: options.thread, ownerId: options.owner, text, jobDelayMs: headStartMs,
+          // As the chat request does: a worker beside this process (woken by the job's NOTIFY)
+          // takes the turn only if this process dies before claiming it.
+          threadId: options.thread, ownerId: options.owner, text, jobDelayMs: defaultHeadStartMs,
         });
         process.stderr.write(`thread ${turn.threadId} · run ${turn.runId}\n`);
         const follower = followEvents(rt.db, {
