@@ -209,6 +209,40 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await page.close();
   });
 
+  it('composes several lines: Shift+Enter breaks the line, Enter sends, the field grows to a limit', async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    const composer = page.getByRole('textbox', { name: 'Message' });
+    expect(await composer.evaluate((field) => field.tagName)).toBe('TEXTAREA'); // was a one-line input
+    const heightPx = async () => (await composer.boundingBox())!.height;
+    const oneLinePx = await heightPx();
+    await composer.click();
+    await page.keyboard.type('first line');
+    await page.keyboard.press('Shift+Enter');
+    await page.keyboard.type('second line');
+    expect(await composer.inputValue()).toBe('first line\nsecond line');
+    expect(await heightPx()).toBeGreaterThan(oneLinePx);
+    // The Enter that ends an IME composition commits the text; it must not send.
+    await composer.evaluate((field) => field.dispatchEvent(new KeyboardEvent('keydown', {
+      key: 'Enter', isComposing: true, bubbles: true, cancelable: true,
+    })));
+    await page.waitForTimeout(300);
+    expect(new URL(page.url()).pathname).toBe('/');
+    expect(await page.getByTestId('user-message').count()).toBe(0);
+    // Thirty lines: it stops growing and scrolls instead of pushing the transcript away.
+    await composer.fill(Array.from({ length: 30 }, (_, line) => `line ${line}`).join('\n'));
+    const capped = await composer.evaluate((field) => ({ height: field.clientHeight, content: field.scrollHeight }));
+    expect(capped.height).toBeLessThan(capped.content);
+    expect(capped.height).toBeLessThanOrEqual(320);
+    await composer.fill('first line\nsecond line');
+    await page.keyboard.press('Enter');
+    await page.waitForURL(/\/t\/[0-9a-f-]{36}$/);
+    // The message keeps its line break on screen (innerText follows the rendering).
+    await expect(page.getByTestId('user-message').innerText()).resolves.toBe('first line\nsecond line');
+    expect(Math.abs((await heightPx()) - oneLinePx)).toBeLessThanOrEqual(1); // emptied, so one line again
+    await page.close();
+  });
+
   it('sends a page whose session ended in another tab to sign in, and back', async () => {
     const carol = await signIn(browser, server.baseUrl, 'carol');
     const page = await carol.newPage();
