@@ -1,7 +1,7 @@
 // Leases: at most one live holder per run. Every write here carries (owner, fence) and the SQL
 // rejects a stale one; a rejection comes back as a result the caller branches on. See ADR-0004.
 import { assert, InvalidArgumentError } from '../errors.js';
-import type { Queryable } from '../store/db.js';
+import type { Db, Queryable, Tx } from '../store/db.js';
 import { toNumber } from '../store/db.js';
 import { byIndex, writeGrouped, type GroupedWrite } from '../store/group-commit.js';
 import { notifyThread } from '../store/notify-thread.js';
@@ -139,14 +139,39 @@ export async function beginSegment(
 export async function appendEvent(
   db: Queryable, lease: Lease, type: string, data: Record<string, unknown>,
 ): Promise<number | null> {
-  const rows = await db.query<{ seq: number | null }>(
+  const seq = await appendEventRow(db, lease, type, data);
+  if (seq !== null) notifyThread(db, lease.threadId, seq);
+  return seq;
+}
+
+async function appendEventRow(
+  q: Queryable, lease: Lease, type: string, data: Record<string, unknown>,
+): Promise<number | null> {
+  const rows = await q.query<{ seq: number | null }>(
     'select agent_kit_append_event($1, $2, $3, $4, $5::jsonb) as seq',
     [lease.runId, lease.owner, lease.fence, type, JSON.stringify(data)],
   );
   const seq = rows[0]?.seq;
-  if (seq === null || seq === undefined) return null;
-  notifyThread(db, lease.threadId, toNumber(seq));
-  return toNumber(seq);
+  return seq === null || seq === undefined ? null : toNumber(seq);
+}
+
+class Rejected extends Error {}
+
+/**
+ * Several guarded writes as one: `fn` returns null when the fence rejected one of them, and then
+ * none is kept. Null = lost. The caller wakes viewers after it returns (after the commit).
+ */
+export async function allOrNothing<T>(db: Db, fn: (tx: Tx) => Promise<T | null>): Promise<T | null> {
+  try {
+    return await db.transaction(async (tx) => {
+      const result = await fn(tx);
+      if (result === null) throw new Rejected('rejected by the fence');
+      return result;
+    });
+  } catch (error) {
+    if (error instanceof Rejected) return null;
+    throw error;
+  }
 }
 
 export type ParkStatus = 'queued' | 'waiting_input' | 'waiting_takeover';
@@ -155,16 +180,36 @@ export type ParkStatus = 'queued' | 'waiting_input' | 'waiting_takeover';
 export async function parkRun(
   db: Queryable, lease: Lease, status: ParkStatus, waitingFor?: Record<string, unknown>,
 ): Promise<boolean> {
-  const rows = await db.query<{ ok: boolean }>('select agent_kit_park_run($1, $2, $3, $4, $5::jsonb) as ok', [
+  if (!(await parkRunRow(db, lease, status, waitingFor))) return false;
+  notifyThread(db, lease.threadId);
+  return true;
+}
+
+/**
+ * Park the run to wait for an answer, with the input-requested event that asks for it, in one
+ * transaction: a crash between the two would leave the question asked twice. False = lost.
+ */
+export async function requestInput(db: Db, lease: Lease, waitingFor: Record<string, unknown>): Promise<boolean> {
+  const parked = await allOrNothing(db, async (tx) => {
+    if ((await appendEventRow(tx, lease, 'input-requested', { runId: lease.runId, ...waitingFor })) === null) return null;
+    return (await parkRunRow(tx, lease, 'waiting_input', waitingFor)) || null;
+  });
+  if (parked === null) return false;
+  notifyThread(db, lease.threadId);
+  return true;
+}
+
+async function parkRunRow(
+  q: Queryable, lease: Lease, status: ParkStatus, waitingFor?: Record<string, unknown>,
+): Promise<boolean> {
+  const rows = await q.query<{ ok: boolean }>('select agent_kit_park_run($1, $2, $3, $4, $5::jsonb) as ok', [
     lease.runId,
     lease.owner,
     lease.fence,
     status,
     waitingFor === undefined ? null : JSON.stringify(waitingFor),
   ]);
-  if (rows[0]?.ok !== true) return false;
-  notifyThread(db, lease.threadId);
-  return true;
+  return rows[0]?.ok === true;
 }
 
 export type CloseStatus = 'completed' | 'failed' | 'aborted';
@@ -206,12 +251,16 @@ const closeRunWrite: GroupedWrite<CloseArgs, string | null> = {
 
 /**
  * Give a run up after its crash budget is spent: a run-salvaged event with the reason, then close
- * it as aborted with its partial output as the (partial) message. Null when the guard rejected.
+ * it as aborted with its partial output as the (partial) message. One transaction, so that a
+ * crash between the two does not leave an event the next try writes again. Null = lost.
  */
-export async function salvageRun(db: Queryable, lease: Lease, partial: string, reason: string): Promise<string | null> {
-  const seq = await appendEvent(db, lease, 'run-salvaged', {
-    runId: lease.runId, fence: lease.fence, attempts: lease.attempts, text: partial, reason,
+export async function salvageRun(db: Db, lease: Lease, partial: string, reason: string): Promise<string | null> {
+  const messageId = await allOrNothing(db, async (tx) => {
+    const event = { runId: lease.runId, fence: lease.fence, attempts: lease.attempts, text: partial, reason };
+    if ((await appendEventRow(tx, lease, 'run-salvaged', event)) === null) return null;
+    const { runId, owner, fence } = lease;
+    return closeRunWrite.one(tx, { runId, owner, fence, status: 'aborted', message: { text: partial, salvaged: true } });
   });
-  if (seq === null) return null;
-  return closeRun(db, lease, 'aborted', { text: partial, salvaged: true });
+  if (messageId !== null) notifyThread(db, lease.threadId);
+  return messageId;
 }

@@ -74,20 +74,20 @@ describe('questions', () => {
 
   it('accepts an answer that arrives before the run has parked, and consumes it once', async () => {
     const turn = await startTurn(db, { ownerId: 'u', text: 'early #ask' });
-    // Deliver the answer between the question event and the park: the user saw the question.
+    // Deliver the answer just before the transaction that asks and parks (a client that knows the
+    // question's id, the model's tool call id): the park must find it and requeue the run.
     const racing: Db = {
       ...db,
-      query: async (sql, params) => {
-        if (sql.includes('agent_kit_park_run')) {
-          const [event] = await db.query<{ id: string }>(
-            `select data->>'id' as id from agent_kit_thread_events where run_id = $1 and type = 'input-requested'`,
-            [turn.runId],
-          );
-          expect(await submit(turn.runId, event!.id, { answer: 'early' })).toEqual([{ status: 'running' }]);
-        }
-        return db.query(sql, params);
+      transaction: async (fn) => {
+        const [model] = await db.query<{ id: string }>(
+          `select data->'toolCalls'->0->>'toolCallId' as id from agent_kit_steps
+           where run_id = $1 and kind = 'model' order by step_no desc limit 1`,
+          [turn.runId],
+        );
+        expect(await submit(turn.runId, model!.id, { answer: 'early' })).toEqual([{ status: 'running' }]);
+        return db.transaction(fn);
       },
-    } as Db;
+    };
     const first = await runSegment({ ...rt(), db: racing }, { runId: turn.runId, owner: 'w1' });
     expect(first).toMatchObject({ kind: 'parked', status: 'queued' });
     expect(await runSegment(rt(), { runId: turn.runId, owner: 'w2' })).toMatchObject({ kind: 'closed', status: 'completed' });

@@ -6,7 +6,7 @@ import { assert, coerceError, serializeError, StoreUnavailableError } from '../e
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
-  appendEvent, closeRun, parkRun, renewLease, salvageRun, type Interrupt, type Lease,
+  closeRun, parkRun, renewLease, requestInput, salvageRun, type Interrupt, type Lease, type ParkStatus,
 } from '../lease/lease.js';
 import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
@@ -228,15 +228,17 @@ function visibleText(s: Segment): string {
 }
 
 async function waitForInput(s: Segment, waitingFor: Record<string, unknown>): Promise<SegmentOutcome> {
-  const seq = await appendEvent(s.rt.db, s.lease, 'input-requested', { runId: s.lease.runId, ...waitingFor });
-  if (seq === null) return lost(s);
-  return park(s, 'waiting_input', waitingFor);
+  if (!(await requestInput(s.rt.db, s.lease, waitingFor))) return lost(s);
+  return parked(s, 'waiting_input');
 }
 
-async function park(
-  s: Segment, status: 'queued' | 'waiting_input' | 'waiting_takeover', waitingFor?: Record<string, unknown>,
-): Promise<SegmentOutcome> {
-  if (!(await parkRun(s.rt.db, s.lease, status, waitingFor))) return lost(s);
+async function park(s: Segment, status: 'queued' | 'waiting_takeover'): Promise<SegmentOutcome> {
+  if (!(await parkRun(s.rt.db, s.lease, status))) return lost(s);
+  return parked(s, status);
+}
+
+/** The run's status once parked (an answer or a takeover may already have moved it on). */
+async function parked(s: Segment, status: ParkStatus): Promise<SegmentOutcome> {
   const [row] = await s.rt.db.query<{ status: 'queued' | 'waiting_input' | 'waiting_takeover' }>(
     'select status from agent_kit_runs where id = $1',
     [s.lease.runId],

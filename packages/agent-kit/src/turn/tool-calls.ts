@@ -2,7 +2,7 @@
 // idempotency key), answer questions and approvals from stored inputs (consumed exactly once, in
 // the same transaction as the journal step), and turn bad calls into error results, not crashes.
 import { effectKey, reconcileWithTool, startEffect } from '../effect-ledger/index.js';
-import type { Interrupt, Lease } from '../lease/lease.js';
+import { allOrNothing, type Interrupt, type Lease } from '../lease/lease.js';
 import type { AgentTool } from '../model/index.js';
 import type { Db, Queryable } from '../store/db.js';
 import { notifyThread } from '../store/notify-thread.js';
@@ -25,8 +25,6 @@ export type SettleResult =
   | { kind: 'lost' }
   | { kind: 'stopped'; reason: string }
   | { kind: 'wait'; waitingFor: Record<string, unknown> };
-
-class LeaseLost extends Error {}
 
 /**
  * Settle every pending tool call of the journal's last model step, appending tool steps to it.
@@ -216,23 +214,17 @@ async function readInput(db: Queryable, runId: string, questionId: string) {
 async function consumeAndRecord(
   ctx: ToolContext, questionId: string, step: ToolStep, effect?: StepCommit['effect'],
 ): Promise<Recorded | SettleResult> {
-  let interrupt: Interrupt;
-  try {
-    interrupt = await ctx.db.transaction(async (tx) => {
-      const rows = await tx.query<{ data: unknown }>('select agent_kit_consume_input($1, $2, $3, $4) as data', [
-        ctx.lease.runId, ctx.lease.owner, ctx.lease.fence, questionId,
-      ]);
-      if (rows[0]?.data === null || rows[0]?.data === undefined) throw new LeaseLost();
-      const committed = await commitStep(tx, ctx.lease, step, toolEvent(step), { effect });
-      if (!committed.ok) throw new LeaseLost();
-      return committed.interrupt;
-    });
-  } catch (error) {
-    if (error instanceof LeaseLost) return { kind: 'lost' };
-    throw error;
-  }
+  const committed = await allOrNothing(ctx.db, async (tx) => {
+    const rows = await tx.query<{ data: unknown }>('select agent_kit_consume_input($1, $2, $3, $4) as data', [
+      ctx.lease.runId, ctx.lease.owner, ctx.lease.fence, questionId,
+    ]);
+    if (rows[0]?.data === null || rows[0]?.data === undefined) return null;
+    const result = await commitStep(tx, ctx.lease, step, toolEvent(step), { effect });
+    return result.ok ? result : null;
+  });
+  if (committed === null) return { kind: 'lost' };
   notifyThread(ctx.db, ctx.lease.threadId);
-  return { kind: 'recorded', step, interrupt };
+  return { kind: 'recorded', step, interrupt: committed.interrupt };
 }
 
 type Base = Pick<ToolStep, 'kind' | 'stepNo' | 'toolCallId' | 'toolName'>;
