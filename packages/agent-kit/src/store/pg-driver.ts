@@ -25,7 +25,16 @@ export interface PgDbOptions {
    * once than its pool serves queues here.
    */
   acquireTimeoutMs?: number;
+  /**
+   * How often a LISTEN connection proves it is alive with a round trip (default 30 s). One that
+   * does not answer within the same time is dropped and opened again, so a connection that died
+   * without a word (a NAT or load balancer that forgot it) is noticed in one to two periods
+   * instead of when TCP gives up, which can be hours; its viewers poll meanwhile (ADR-0039).
+   */
+  listenHeartbeatMs?: number;
 }
+
+const defaultListenHeartbeatMs = 30_000;
 
 async function run<T>(client: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[]) {
   try {
@@ -120,10 +129,15 @@ function listenWithReconnect(options: PgDbOptions, channel: string, onNotify: (p
   let client: pg.Client | undefined;
   let retryTimer: NodeJS.Timeout | undefined;
   let backoffMs = 100;
+  const heartbeatMs = options.listenHeartbeatMs ?? defaultListenHeartbeatMs;
+  let heartbeat: NodeJS.Timeout | undefined;
 
   const connect = async () => {
     if (stopped) return;
-    const next = new pg.Client({ connectionString: options.connectionString, application_name: 'agent-kit-listen' });
+    const next = new pg.Client({
+      connectionString: options.connectionString, application_name: 'agent-kit-listen',
+      keepAlive: true, keepAliveInitialDelayMillis: heartbeatMs,
+    });
     next.on('notification', (message) => {
       if (message.channel === channel) onNotify(message.payload ?? '');
     });
@@ -134,13 +148,31 @@ function listenWithReconnect(options: PgDbOptions, channel: string, onNotify: (p
       await next.connect();
       await next.query(`listen "${channel.replace(/"/g, '""')}"`);
       backoffMs = 100;
+      beatWhileAlive(next);
       // A reconnect may have missed notifications: tell the caller to look now.
       onNotify('');
     } catch {
       scheduleReconnect();
     }
   };
+  /** Every period, a round trip that must come back within the next one, or the client is dropped. */
+  const beatWhileAlive = (listening: pg.Client) => {
+    let answered = true;
+    heartbeat = setInterval(() => {
+      if (client !== listening) return;
+      if (!answered) {
+        scheduleReconnect();
+        return;
+      }
+      answered = false;
+      listening.query('select 1').then(() => {
+        answered = true;
+      }, () => scheduleReconnect());
+    }, heartbeatMs);
+    heartbeat.unref();
+  };
   const scheduleReconnect = () => {
+    clearInterval(heartbeat);
     if (stopped || retryTimer) return;
     const old = client;
     client = undefined;
@@ -156,6 +188,7 @@ function listenWithReconnect(options: PgDbOptions, channel: string, onNotify: (p
   void connect();
   return async () => {
     stopped = true;
+    clearInterval(heartbeat);
     if (retryTimer) clearTimeout(retryTimer);
     const old = client;
     client = undefined;
