@@ -209,6 +209,29 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await page.close();
   });
 
+  it('keeps the writer in the composer after a send, the first of a new thread included', async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    const composer = page.getByRole('textbox', { name: 'Message' });
+    const composerHasFocus = () => page.waitForFunction(
+      () => document.activeElement?.getAttribute('aria-label') === 'Message', undefined, { timeout: 5_000 },
+    );
+    await composer.click();
+    await page.keyboard.type(`first by keyboard ${Date.now()}`);
+    await page.keyboard.press('Enter');
+    // The first message moves the page to the thread's URL; focus was left on the page's body.
+    await page.waitForURL(/\/t\/[0-9a-f-]{36}$/);
+    await composerHasFocus();
+    await page.keyboard.type('typed straight on');
+    await expect(composer.inputValue()).resolves.toBe('typed straight on');
+    await waitForRunStatus(page, 'completed');
+    // A later message sent with the mouse: focus comes back from the Send button.
+    await page.getByRole('button', { name: 'Send' }).click();
+    await page.getByTestId('user-message').nth(1).waitFor();
+    await composerHasFocus();
+    await page.close();
+  });
+
   it('composes several lines: Shift+Enter breaks the line, Enter sends, the field grows to a limit', async () => {
     const page = await alice.newPage();
     await open(page, `${server.baseUrl}/`);
