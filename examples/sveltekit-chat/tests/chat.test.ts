@@ -115,6 +115,9 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await expect(run.textContent()).resolves.toContain('ask_user → answered');
     expect((await lastRunText(page)).trim().split(/\s+/)).toHaveLength(replyTokens);
     expect(await page.getByTestId('input-request').count()).toBe(0);
+    // The answer started the run's second segment: that is the operator's business, not a tag
+    // in the chat (it said "segment 2").
+    await expect(run.locator('header').innerText()).resolves.toBe('assistant');
     await page.close();
   });
 

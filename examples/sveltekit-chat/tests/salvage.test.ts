@@ -1,6 +1,6 @@
 // Salvage, seen from the browser: with a crash budget of one attempt, a segment whose lease is
 // killed is not resumed; the reaper closes the run as aborted and its partial text becomes the
-// turn's one message, which the chat marks "salvaged (partial)".
+// turn's one message, which the chat marks as cut short (in plain words: "salvaged" is the operator's term).
 import { scriptedReplyText } from 'agent-kit';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -53,7 +53,7 @@ describe.skipIf(!hasChromium)(`salvage in the browser${hasChromium ? '' : ` (ski
     expect(refused.status()).toBe(404);
 
     await waitForRunStatus(chat, 'aborted', 30_000);
-    await expect(chat.getByTestId('run-badge').textContent()).resolves.toBe('salvaged (partial)');
+    await expect(chat.getByTestId('run-badge').textContent()).resolves.toBe('cut short by an interruption');
     const text = (await lastRunText(chat)).trim();
     expect(text.length).toBeGreaterThan(0);
     expect(scriptedReplyText([message], replyTokens).startsWith(text)).toBe(true);

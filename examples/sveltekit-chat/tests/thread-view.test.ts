@@ -62,7 +62,7 @@ describe('the thread view', () => {
       ['segment-started', 1, { text: '', attempt: 1 }],
       ['run-closed', 0, { status: 'aborted', text: 'half', partial: true }],
     ]));
-    expect(runBadge(salvaged.items[0] as RunItem)).toBe('salvaged (partial)');
+    expect(runBadge(salvaged.items[0] as RunItem)).toBe('cut short by an interruption');
 
     const cancelled = fold(makeLog([
       ['run-queued', 0, { runId, turnNo: 1 }],

@@ -216,11 +216,14 @@ export function openRun(view: ThreadView): RunItem | undefined {
   return undefined;
 }
 
-/** A short label for how a run ended or where it stands. */
+/**
+ * A short label for how a run ended or where it stands, in the words of the person chatting
+ * (a salvaged run is one cut short; the operator page keeps the technical terms).
+ */
 export function runBadge(run: RunItem): string | null {
   if (run.closed) {
     if (run.closed.status === 'aborted' && run.closed.cancelled) return 'cancelled';
-    if (run.closed.status === 'aborted' && run.closed.partial) return 'salvaged (partial)';
+    if (run.closed.status === 'aborted' && run.closed.partial) return 'cut short by an interruption';
     if (run.closed.status !== 'completed') return run.closed.status;
     return null;
   }
