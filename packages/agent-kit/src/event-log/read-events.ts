@@ -149,6 +149,21 @@ export async function findMessageSeq(
   return rows[0] ? toNumber(rows[0].seq) : null;
 }
 
+/** A thread's events with afterSeq < seq <= throughSeq, read a page at a time. */
+export async function readEventsThrough(
+  db: Queryable, threadId: string, afterSeq: number, throughSeq: number,
+): Promise<ThreadEvent[]> {
+  const events: ThreadEvent[] = [];
+  let cursor = afterSeq;
+  while (cursor < throughSeq) {
+    const page = await readEvents(db, { threadId, afterSeq: cursor, limit: maxEventPageSize });
+    for (const event of page) if (event.seq <= throughSeq) events.push(event);
+    if (page.length < maxEventPageSize) break;
+    cursor = page.at(-1)!.seq;
+  }
+  return events;
+}
+
 /** The seq of a run's first event (its user message), or null when it has none. */
 export async function findRunFirstSeq(db: Queryable, runId: string): Promise<number | null> {
   const rows = await db.query<{ seq: number | string | null }>(

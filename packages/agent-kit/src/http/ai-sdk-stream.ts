@@ -202,19 +202,46 @@ export class UIMessageTranslator {
     out.push({ type: 'finish', finishReason, messageMetadata: { runId: this.runId, ...metadata } });
     this.finished = true;
   }
+
+  /**
+   * Go on in a new stream, after the events the client already has were translated: the message,
+   * its text and its tool calls are known, but this stream opens its own `start`, step and text
+   * part (a UI message stream is read on its own, with the message so far as its start).
+   */
+  continueInNewStream(): void {
+    this.started = false;
+    this.stepOpen = false;
+    this.textId = null;
+  }
+
+  /** True once the message has finished: nothing more is sent for this run. */
+  get done(): boolean {
+    return this.finished;
+  }
 }
 
 /**
  * An SSE encoder for the UI message stream of `runId`: `data: <chunk>` lines, the event's seq as
  * `id:` on its last chunk (so Last-Event-ID still resumes), and `data: [DONE]` at the end.
+ * `seen`: the events a resuming client already has (the run's, through its Last-Event-ID), so the
+ * stream goes on where it stopped: the same message, text part and tool calls, nothing re-sent.
  */
-export function createUIMessageStreamEncoder(runId: string): SseEncoder {
+export function createUIMessageStreamEncoder(
+  runId: string, seen: readonly ThreadEvent[] = [],
+): SseEncoder & { readonly done: boolean } {
   const translator = new UIMessageTranslator(runId);
+  if (seen.length > 0) {
+    for (const event of seen) translator.translate(event);
+    translator.continueInNewStream();
+  }
   const lines = (chunks: Chunk[], id?: number) => chunks.map((chunk, i) => {
     const idLine = id !== undefined && i === chunks.length - 1 ? `id: ${id}\n` : '';
     return `${idLine}data: ${JSON.stringify(chunk)}\n\n`;
   }).join('');
   return {
+    get done() {
+      return translator.done;
+    },
     open: (retryMs) => `retry: ${retryMs}\n\n`,
     encode: (event) => lines(translator.translate(event), event.seq),
     close: (error) => {

@@ -27,10 +27,33 @@ function textOf(message: UIMessage): string {
   return message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 }
 
-async function lastMessage(stream: ReadableStream<UIMessageChunk>): Promise<UIMessage> {
-  let last: UIMessage | undefined;
-  for await (const message of readUIMessageStream<UIMessage>({ stream, terminateOnError: true })) last = message;
+async function lastMessage(stream: ReadableStream<UIMessageChunk>, start?: UIMessage): Promise<UIMessage> {
+  let last: UIMessage | undefined = start;
+  for await (const message of readUIMessageStream<UIMessage>({ message: start, stream, terminateOnError: true })) last = message;
   return last!;
+}
+
+function streamOf(chunks: readonly UIMessageChunk[]): ReadableStream<UIMessageChunk> {
+  return new ReadableStream({
+    start(controller) {
+      for (const chunk of chunks) controller.enqueue(chunk);
+      controller.close();
+    },
+  });
+}
+
+/** The UI message chunks of an ai-sdk SSE read, each with the id (seq) of the event it ends, if any. */
+function chunksOf(events: readonly { id?: string; data: string }[]): { chunk: UIMessageChunk; id?: number }[] {
+  return events.filter((e) => e.data !== '[DONE]')
+    .map((e) => ({ chunk: JSON.parse(e.data) as UIMessageChunk, id: e.id === undefined ? undefined : Number(e.id) }));
+}
+
+/** What a client shows of a message: its text, its tool calls' ids, states and outputs, its status. */
+function shown(message: UIMessage | undefined) {
+  if (!message) return undefined;
+  const tools = message.parts.filter((p) => p.type.startsWith('tool-'))
+    .map((p) => { const { toolCallId, state, output } = p as { toolCallId: string; state: string; output?: unknown }; return { toolCallId, state, output }; });
+  return { id: message.id, text: textOf(message), tools, metadata: message.metadata };
 }
 
 describe('with the real turn engine', () => {
@@ -87,5 +110,39 @@ describe('with the real turn engine', () => {
     expect(tool).toMatchObject({ state: 'output-available', output: { answer: 'blue' } });
     expect(message.parts.some((p) => p.type === 'data-agent-kit-input')).toBe(true);
     expect(message.metadata).toMatchObject({ status: 'completed' });
+  });
+
+  it('an ai-sdk stream resumed with Last-Event-ID goes on where it stopped, for every cut', async () => {
+    const response = await handlers.handle(makeRequest('POST', '/api/chat', { user: 'fay', body: { message: 'cut me #ask' } }));
+    const threadId = response.headers.get('x-agent-kit-thread-id')!;
+    const runId = response.headers.get('x-agent-kit-run-id')!;
+    const asked = (await readSse(response)).events.map(payload).find((e) => e.type === 'input-requested')!;
+    await handlers.handle(makeRequest('POST', `/api/runs/${runId}/input`, {
+      user: 'fay', body: { questionId: String(asked.data.id), answer: 'green' },
+    }));
+    await handlers.segments.settle();
+    const replay = (path: string, lastEventId?: number) => handlers.handle(makeRequest('GET', path, {
+      user: 'fay', headers: lastEventId === undefined ? {} : { 'last-event-id': String(lastEventId) },
+    }));
+    const path = `/api/threads/${threadId}/events?format=ai-sdk&runId=${runId}`;
+    const full = chunksOf((await readSse(await replay(path))).events);
+    const whole = shown(await lastMessage(streamOf(full.map((c) => c.chunk))));
+    expect(whole).toMatchObject({ text: scriptedReplyText(['cut me #ask'], tokens), metadata: { status: 'completed' } });
+
+    const cuts = full.flatMap((c, i) => (c.id === undefined ? [] : [i]));
+    expect(cuts.length).toBeGreaterThan(5);
+    for (const cut of cuts) {
+      // The client had every chunk through the one carrying this id, then lost the connection.
+      const before = full.slice(0, cut + 1).map((c) => c.chunk);
+      const partial = await lastMessage(streamOf(before));
+      const resumed = await readSse(await replay(path, full[cut]!.id));
+      expect(resumed.ended).toBe(true);
+      const after = chunksOf(resumed.events).map((c) => c.chunk);
+      expect(after.filter((c) => c.type === 'start').length, `cut after seq ${full[cut]!.id}`).toBeLessThanOrEqual(1);
+      expect(shown(await lastMessage(streamOf(after), partial)), `cut after seq ${full[cut]!.id}`).toEqual(whole);
+    }
+    // A client that has the whole message gets only the stream's end.
+    const last = await readSse(await replay(path, full[cuts.at(-1)!]!.id));
+    expect(last.events.map((e) => e.data)).toEqual(['[DONE]']);
   });
 });

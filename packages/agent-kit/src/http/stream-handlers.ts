@@ -4,7 +4,7 @@
 // replays from Last-Event-ID or ?after= and follows. See ADR-0003.
 import { followEvents } from '../event-log/follow-events.js';
 import {
-  findMessageSeq, findRunFirstSeq, readRunBoundary, type ThreadEvent,
+  findMessageSeq, findRunFirstSeq, readEventsThrough, readRunBoundary, type ThreadEvent,
 } from '../event-log/read-events.js';
 import { readRunAccess } from '../event-log/read-runs.js';
 import { findLatestRunId } from '../event-log/read-threads.js';
@@ -33,18 +33,22 @@ interface StreamSpec {
   runId: string | null;
   until?: (event: ThreadEvent) => boolean;
   headers?: Record<string, string>;
+  /** An ai-sdk stream resumed with a cursor: the run's events the client already has. */
+  seen?: readonly ThreadEvent[];
 }
 
 function streamResponse(ctx: HandlerContext, request: Request, stream: StreamSpec): Response {
+  const aiSdk = stream.format === 'ai-sdk' && stream.runId !== null;
+  const encoder = aiSdk ? createUIMessageStreamEncoder(stream.runId!, stream.seen) : createEventEncoder();
   const follower = followEvents(ctx.rt.db, {
     threadId: stream.threadId,
     afterSeq: stream.afterSeq,
-    signal: request.signal,
+    // A client that already has the whole message gets only the stream's end.
+    signal: 'done' in encoder && encoder.done ? AbortSignal.abort() : request.signal,
     until: stream.until,
   });
-  const aiSdk = stream.format === 'ai-sdk' && stream.runId !== null;
   return eventStreamResponse(follower, {
-    encoder: aiSdk ? createUIMessageStreamEncoder(stream.runId!) : createEventEncoder(),
+    encoder,
     keepAliveMs: ctx.keepAliveMs,
     retryMs: ctx.retryMs,
     maxStreamMs: ctx.maxStreamMs,
@@ -94,6 +98,7 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
     await requireThreadAccess(ctx.rt.db, caller, threadId);
     let runId: string | null = null;
     let until: StreamSpec['until'];
+    let seen: ThreadEvent[] | undefined;
     if (format === 'ai-sdk') {
       // One assistant message: a run of this thread (?runId=, default its latest), replayed
       // from the run's first event unless the client resumes with a cursor.
@@ -104,10 +109,12 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
       if (!runId) throw new HttpError('NOT_FOUND', `thread ${threadId} has no run`);
       const access = await requireRunAccess(ctx.rt.db, caller, runId);
       if (access.threadId !== threadId) throw new HttpError('NOT_FOUND', `run ${runId} not found`);
-      if (afterSeq === 0) afterSeq = Math.max(0, ((await findRunFirstSeq(ctx.rt.db, runId)) ?? 1) - 1);
+      const beforeRun = Math.max(0, ((await findRunFirstSeq(ctx.rt.db, runId)) ?? 1) - 1);
+      if (afterSeq > beforeRun) seen = await readEventsThrough(ctx.rt.db, threadId, beforeRun, afterSeq);
+      else afterSeq = beforeRun;
       until = await endsRunFromNow(ctx, runId);
     }
-    return streamResponse(ctx, request, { threadId, afterSeq, format, runId, until });
+    return streamResponse(ctx, request, { threadId, afterSeq, format, runId, until, seen });
   };
 }
 
