@@ -2,7 +2,7 @@
 // mid-turn, two tabs on one turn, a question answered in the page, an approval, and another
 // user's thread refused. Expected replies come from the scripted model's own function.
 import { scriptedAskQuestion, scriptedReplyText } from 'agent-kit';
-import type { Browser, BrowserContext } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createTestStore, hasChromium, open, reload, lastRunText, launchBrowser, sendChat, signIn, skipReason,
@@ -12,6 +12,13 @@ import {
 // 100 words at 40 ms each: a 4 s turn, long enough to reload or open a second tab mid-turn.
 const replyTokens = 100;
 const expectedReply = (text: string) => scriptedReplyText([text], replyTokens).trim();
+
+/** Wait until the chat's status region (the one a screen reader announces) says `text`. */
+async function waitForAnnouncement(page: Page, text: string): Promise<void> {
+  await page.waitForFunction(
+    (expected) => document.querySelector('[data-testid="announcer"]')?.textContent?.trim() === expected, text,
+  );
+}
 
 describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${skipReason})`}`, () => {
   let store: TestStore;
@@ -106,6 +113,7 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await request.waitFor();
     await expect(request.textContent()).resolves.toContain(scriptedAskQuestion);
     await waitForRunStatus(page, 'waiting_input');
+    await waitForAnnouncement(page, `Assistant asks: ${scriptedAskQuestion}`);
     // The field is named by the question it answers (a screen reader reads the question).
     await request.getByRole('textbox', { name: scriptedAskQuestion }).fill('blue');
     await request.getByRole('button', { name: 'Answer' }).click();
@@ -209,6 +217,38 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await page.getByTestId('run').nth(1).waitFor();
     await page.waitForFunction(() => document.querySelectorAll('[data-testid="run-text"]')[1]?.textContent?.trim());
     expect(await atEnd()).toBe(true); // was at the top: the thread opened at its first message
+    await page.close();
+  });
+
+  it('announces how a turn goes in a status region, not the reply as it streams', async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    // What the status region says, in order, across the move to the thread's URL.
+    await page.evaluate(() => {
+      const said: string[] = [];
+      Object.assign(window, { said });
+      new MutationObserver(() => {
+        const text = document.querySelector('[data-testid="announcer"]')?.textContent?.trim() ?? '';
+        if (text && text !== said.at(-1)) said.push(text);
+      }).observe(document.body, { subtree: true, childList: true, characterData: true });
+    });
+    const liveRegions = () => page.getByTestId('transcript').evaluate((transcript) =>
+      transcript.closest('[aria-live]') !== null || transcript.querySelector('[aria-live]') !== null);
+    const message = `announce me ${Date.now()}`;
+    await sendChat(page, message);
+    await waitForWords(page, 5);
+    // The transcript was aria-live="polite": the reply was read out token by token.
+    expect(await liveRegions()).toBe(false);
+    await expect(page.getByRole('status').filter({ hasText: 'Assistant is replying' }).count()).resolves.toBe(1);
+    await waitForRunStatus(page, 'completed');
+    await waitForAnnouncement(page, 'Assistant replied.');
+    expect(await page.evaluate(() => (window as unknown as { said: string[] }).said))
+      .toEqual(['Assistant is replying…', 'Assistant replied.']);
+    // Opening the thread again replays its history: old news, so nothing is announced.
+    await reload(page);
+    await waitForRunStatus(page, 'completed');
+    await page.waitForTimeout(500);
+    await expect(page.getByTestId('announcer').textContent()).resolves.toBe('');
     await page.close();
   });
 

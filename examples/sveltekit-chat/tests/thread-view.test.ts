@@ -3,7 +3,9 @@
 // and each way a run can end is labelled and drawn as such.
 import { describe, expect, it } from 'vitest';
 import { buildRunTimeline } from '../src/lib/run-timeline';
-import { applyEvent, emptyThreadView, openRun, runBadge, type RunItem, type WireEvent } from '../src/lib/thread-view';
+import {
+  announceEvent, applyEvent, emptyThreadView, openRun, runBadge, type RunItem, type WireEvent,
+} from '../src/lib/thread-view';
 
 const runId = '11111111-1111-4111-8111-111111111111';
 const t0 = Date.parse('2030-01-01T00:00:00Z');
@@ -97,6 +99,39 @@ describe('the thread view', () => {
     expect(run.pending).toBeNull();
     // Before, the question vanished with the close and the bubble was empty.
     expect(run.answered).toEqual([{ question: 'Which colour?', answer: 'not answered' }]);
+  });
+});
+
+describe('the chat\'s announcements', () => {
+  /** Fold `events` and collect what the status region would say after each. */
+  function announcements(events: WireEvent[]): (string | null)[] {
+    const view = emptyThreadView();
+    return events.map((event) => (applyEvent(view, event) ? announceEvent(view, event) : null));
+  }
+
+  it('says when a reply starts and ends, never its text, and nothing new while it streams', () => {
+    expect(announcements(crashedThenResumed)).toEqual([
+      null, null, 'Assistant is replying…', null, 'Assistant is replying…', null, 'Assistant replied.',
+    ]);
+  });
+
+  it('says what the assistant asks, and how a run ended otherwise', () => {
+    const asked = announcements(makeLog([
+      ['run-queued', 0, { runId, turnNo: 1 }],
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1 }],
+      ['input-requested', 1, { id: 'q1', kind: 'question', question: 'Which colour?' }],
+      ['input-requested', 1, { id: 'q2', kind: 'approval', toolName: 'transfer_funds' }],
+      ['cancel-requested', 0, { runId }],
+      ['run-closed', 0, { status: 'aborted', text: '', partial: false }],
+    ]));
+    // A cancel asked for is not news yet (the run still waits); its close is.
+    const approval = 'Assistant asks you to approve transfer_funds.';
+    expect(asked.slice(2)).toEqual(['Assistant asks: Which colour?', approval, approval, 'Reply cancelled.']);
+    const failed = announcements(makeLog([
+      ['run-queued', 0, { runId, turnNo: 1 }],
+      ['run-closed', 0, { status: 'failed', text: '', partial: false }],
+    ]));
+    expect(failed).toEqual([null, 'The assistant could not reply.']);
   });
 });
 

@@ -82,6 +82,11 @@ function num(value: unknown, fallback = 0): number {
   return typeof value === 'number' && Number.isFinite(value) ? value : fallback;
 }
 
+/** The run an event is about: its column, or the runId in its data (events no segment wrote). */
+function eventRunId(event: WireEvent): string | null {
+  return event.runId ?? (str(event.data.runId) || null);
+}
+
 function findRun(view: ThreadView, runId: string | null): RunItem | undefined {
   if (!runId) return undefined;
   for (let index = view.items.length - 1; index >= 0; index--) {
@@ -111,7 +116,7 @@ export function applyEvent(view: ThreadView, event: WireEvent): boolean {
   if (event.seq !== view.cursor + 1) return false;
   view.cursor = event.seq;
   const { data } = event;
-  const runId = event.runId ?? (str(data.runId) || null);
+  const runId = eventRunId(event);
   switch (event.type) {
     case 'message':
       applyMessage(view, event, runId);
@@ -233,4 +238,26 @@ export function runBadge(run: RunItem): string | null {
   if (run.cancelRequested) return 'cancelling';
   if (run.status === 'queued') return 'queued';
   return null;
+}
+
+/**
+ * What the chat's status region says after `event` was applied: one short sentence when the
+ * event's run starts replying, asks, is held or ends, and null when that is unchanged news
+ * (streamed text) or there is nothing to say (queued). Never the reply itself, which a screen
+ * reader would otherwise read out piece by piece as it streams (ADR-0038).
+ */
+export function announceEvent(view: ThreadView, event: WireEvent): string | null {
+  if (event.type === 'text-delta') return null;
+  const run = findRun(view, eventRunId(event));
+  if (!run) return null;
+  if (run.closed) {
+    if (run.closed.cancelled) return 'Reply cancelled.';
+    if (run.closed.partial) return 'The reply was cut short by an interruption.';
+    if (run.closed.status === 'completed') return 'Assistant replied.';
+    return run.closed.status === 'failed' ? 'The assistant could not reply.' : 'The reply was stopped.';
+  }
+  if (run.pending?.kind === 'approval') return `Assistant asks you to approve ${run.pending.toolName}.`;
+  if (run.pending) return `Assistant asks: ${run.pending.question}`;
+  if (run.status === 'waiting_takeover') return 'An operator is handling the reply.';
+  return run.status === 'running' ? 'Assistant is replying…' : null;
 }

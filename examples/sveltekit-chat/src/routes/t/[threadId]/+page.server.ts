@@ -5,8 +5,11 @@ import type { PageServerLoad } from './$types';
 
 export const load: PageServerLoad = async (event) => {
   requireUser(event);
-  const { thread } = await fetchApi<{ thread: { id: string; title: string | null } }>(
+  const { thread } = await fetchApi<{ thread: { id: string; title: string | null; lastSeq: number } }>(
     event.fetch, `/api/threads/${encodeURIComponent(event.params.threadId)}`,
   );
-  return { thread: { id: thread.id, title: thread.title }, threads: await loadThreadLinks(event.fetch) };
+  return {
+    thread: { id: thread.id, title: thread.title, lastSeq: thread.lastSeq },
+    threads: await loadThreadLinks(event.fetch),
+  };
 };
