@@ -66,6 +66,17 @@ export async function readRunAccess(
   return row ? { threadId: row.thread_id, ownerId: row.owner_id, status: row.status } : null;
 }
 
+/** The next queued turn of `runId`'s thread (the one its close made runnable), or null. */
+export async function findNextQueuedRun(db: Queryable, runId: string): Promise<string | null> {
+  const rows = await db.query<{ id: string }>(
+    `select n.id from agent_kit_runs r
+     join agent_kit_runs n on n.thread_id = r.thread_id and n.status = 'queued'
+     where r.id = $1 order by n.turn_no limit 1`,
+    [runId],
+  );
+  return rows[0]?.id ?? null;
+}
+
 interface RunSummaryRow {
   id: string;
   thread_id: string;

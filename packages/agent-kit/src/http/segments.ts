@@ -1,8 +1,12 @@
 // Segments that HTTP requests start in the background. A segment is deliberately not tied to
 // the request that started it: a client that disconnects must not stop its turn. The registry
-// lets a server wait for (or slice) the segments still running when it shuts down.
+// lets a server wait for (or slice) the segments still running when it shuts down. A segment
+// that closes its run starts the thread's next queued turn (a message sent meanwhile) while the
+// invocation has time left, so on serverless a follow-up does not wait for the next cron drain.
 import crypto from 'node:crypto';
 import { coerceError } from '../errors.js';
+import { findNextQueuedRun } from '../event-log/read-runs.js';
+import { takeMarginMs } from '../queue/drain-queue.js';
 import type { Runtime, RunSegment, SegmentOutcome } from '../turn/types.js';
 
 /** The background segments of one set of handlers. */
@@ -34,12 +38,21 @@ export function createSegmentRegistry(options: SegmentRegistryOptions): SegmentR
   const stopController = new AbortController();
   const log = options.rt.log;
 
-  async function runOne(runId: string): Promise<SegmentOutcome | undefined> {
+  /** `deadlineMs`: when the invocation that started the first segment of this chain must end. */
+  async function runOne(runId: string, deadlineMs: number): Promise<SegmentOutcome | undefined> {
     const owner = `${ownerPrefix}-${++ownerCounter}`;
     try {
       const runSegment = await options.loadRunSegment();
-      const outcome = await runSegment(options.rt, { runId, owner, stopSignal: stopController.signal });
+      const outcome = await runSegment(options.rt, {
+        runId, owner, stopSignal: stopController.signal, budgetMs: Math.max(1, deadlineMs - Date.now()),
+      });
       log?.({ msg: 'http segment ended', runId, owner, outcome: outcome.kind });
+      if (outcome.kind === 'closed') {
+        await startNext(runId, deadlineMs).catch((raw: unknown) => {
+          // The next turn's job is due: a drain runs it instead.
+          log?.({ msg: 'http next turn not started', runId, error: coerceError(raw).message });
+        });
+      }
       return outcome;
     } catch (raw) {
       // The run is not lost: its lease expires and the reaper hands it to the drain.
@@ -49,13 +62,22 @@ export function createSegmentRegistry(options: SegmentRegistryOptions): SegmentR
     }
   }
 
+  /** Run the thread's next turn here, unless too little of the invocation is left (a drain will). */
+  async function startNext(closedRunId: string, deadlineMs: number) {
+    if (deadlineMs - Date.now() < takeMarginMs(options.rt.config.invocationBudgetMs) || stopController.signal.aborted) return;
+    const next = await findNextQueuedRun(options.rt.db, closedRunId);
+    if (next) start(next, deadlineMs);
+  }
+
+  function start(runId: string, deadlineMs: number) {
+    if (inFlight.has(runId) || stopController.signal.aborted) return;
+    const promise = runOne(runId, deadlineMs).finally(() => inFlight.delete(runId));
+    inFlight.set(runId, promise);
+    options.waitUntil?.(promise);
+  }
+
   return {
-    start(runId) {
-      if (inFlight.has(runId) || stopController.signal.aborted) return;
-      const promise = runOne(runId).finally(() => inFlight.delete(runId));
-      inFlight.set(runId, promise);
-      options.waitUntil?.(promise);
-    },
+    start: (runId) => start(runId, Date.now() + options.rt.config.invocationBudgetMs),
     active: () => [...inFlight.keys()],
     async settle() {
       while (inFlight.size > 0) await Promise.allSettled([...inFlight.values()]);
