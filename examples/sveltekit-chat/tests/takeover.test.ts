@@ -127,7 +127,10 @@ describe.skipIf(!hasChromium)(`takeover in the browser${hasChromium ? '' : ` (sk
     const segments = ops.getByTestId('segment');
     await segments.nth(1).waitFor();
     expect(await segments.count()).toBe(2);
-    expect(await segments.nth(0).getAttribute('data-ended')).toBe('lost');
+    // The kill is marked as such: it was drawn "lost", like a process that died on its own.
+    expect(await segments.nth(0).getAttribute('data-ended')).toBe('killed');
+    expect(await segments.nth(0).getByTestId('kill-marker').count()).toBe(1);
+    await expect(ops.getByTestId('segment-row').first().innerText()).resolves.toContain('killed: by operator (demo)');
     expect(await segments.nth(1).getAttribute('data-ended')).toBe('closed');
     const ledger = ops.getByTestId('effects');
     await expect(ledger.textContent()).resolves.toContain('record_effect');

@@ -2,7 +2,7 @@
 // order (so two streams and a replay agree), a resumed segment replaces the dead one's text,
 // and each way a run can end is labelled and drawn as such.
 import { describe, expect, it } from 'vitest';
-import { buildRunTimeline } from '../src/lib/run-timeline';
+import { buildRunTimeline, segmentKilledEventType } from '../src/lib/run-timeline';
 import {
   announceEvent, applyEvent, emptyThreadView, openRun, runBadge, type RunItem, type WireEvent,
 } from '../src/lib/thread-view';
@@ -10,13 +10,15 @@ import {
 const runId = '11111111-1111-4111-8111-111111111111';
 const t0 = Date.parse('2030-01-01T00:00:00Z');
 
-function makeLog(specs: [type: string, fence: number, data: Record<string, unknown>][]): WireEvent[] {
+type EventSpec = [type: string, fence: number, data: Record<string, unknown>];
+
+function makeLog(specs: EventSpec[]): WireEvent[] {
   return specs.map(([type, fence, data], index) => ({
     seq: index + 1, runId, fence, type, data, createdAt: new Date(t0 + index * 1000).toISOString(),
   }));
 }
 
-const crashedThenResumed = makeLog([
+const crashedThenResumedSpecs: EventSpec[] = [
   ['message', 0, { role: 'user', text: 'hi', messageId: 'm1', runId }],
   ['run-queued', 0, { runId, turnNo: 1 }],
   ['segment-started', 1, { text: '', attempt: 1, fence: 1, owner: 'a' }],
@@ -24,7 +26,8 @@ const crashedThenResumed = makeLog([
   ['segment-started', 2, { text: 'one ', attempt: 2, fence: 2, owner: 'b' }],
   ['text-delta', 2, { text: 'two three ' }],
   ['run-closed', 2, { status: 'completed', text: 'one two three ', partial: false }],
-]);
+];
+const crashedThenResumed = makeLog(crashedThenResumedSpecs);
 
 function fold(events: WireEvent[]) {
   const view = emptyThreadView();
@@ -141,6 +144,27 @@ describe('the run timeline', () => {
     expect(timeline.bars.map((bar) => [bar.fence, bar.endedAs])).toEqual([[1, 'lost'], [2, 'closed']]);
     expect(timeline.bars[0]!.endMs).toBe(t0 + 3000);
     expect(timeline.bars[1]!.startMs).toBe(t0 + 4000);
+  });
+
+  it('tells a segment the demo killed from one whose lease ran out', () => {
+    const killedThenResumed = makeLog([
+      ...crashedThenResumedSpecs.slice(0, 4),
+      [segmentKilledEventType, 1, { runId, fence: 1, operator: 'operator' }],
+      ...crashedThenResumedSpecs.slice(4),
+    ]);
+    const timeline = buildRunTimeline(killedThenResumed, runId, t0 + 10_000, false);
+    expect(timeline.bars.map((bar) => [bar.fence, bar.endedAs, bar.detail])).toEqual([
+      [1, 'killed', 'by operator (demo)'], [2, 'closed', 'completed'],
+    ]);
+    expect(timeline.bars[0]!.markers)
+      .toContainEqual({ atMs: t0 + 4000, kind: 'kill', label: 'killed by operator (demo)' });
+    // The same run without the mark: a lease that ran out.
+    expect(buildRunTimeline(crashedThenResumed, runId, t0 + 10_000, false).bars[0])
+      .toMatchObject({ endedAs: 'lost', detail: 'superseded by a takeover' });
+    // Killed and not yet taken over: killed once the poll says the lease is gone.
+    const killedOnly = killedThenResumed.slice(0, 5);
+    expect(buildRunTimeline(killedOnly, runId, t0 + 9000, true).bars[0]).toMatchObject({ endedAs: 'live' });
+    expect(buildRunTimeline(killedOnly, runId, t0 + 9000, false).bars[0]).toMatchObject({ endedAs: 'killed' });
   });
 
   it('extends a live segment to now, and calls it lost once its lease is gone', () => {

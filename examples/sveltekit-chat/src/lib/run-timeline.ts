@@ -1,13 +1,21 @@
 // A run's segments as a picture: from the thread's events of one run, one bar per segment
 // (fence) from its segment-started to its last event, how it ended, and markers for tool
-// results, questions and operator intents. Pure, so the operator page redraws it on each event.
+// results, questions, the demo's kills and operator intents. Pure, so the operator page redraws
+// it on each event.
 import type { WireEvent } from './thread-view';
 
-export type SegmentEnd = 'closed' | 'parked' | 'failed' | 'lost' | 'live';
+/**
+ * The event the demo's "kill segment" writes on the killed segment's fence, in the transaction
+ * that expires its lease: the reference app's own event type, not agent-kit's. See ADR-0038.
+ */
+export const segmentKilledEventType = 'demo-segment-killed';
+
+/** Lost: its lease ran out (a process died); killed: an operator expired it (the demo). */
+export type SegmentEnd = 'closed' | 'parked' | 'failed' | 'lost' | 'killed' | 'live';
 
 export interface TimelineMarker {
   atMs: number;
-  kind: 'tool' | 'question' | 'step' | 'intent';
+  kind: 'tool' | 'question' | 'step' | 'intent' | 'kill';
   label: string;
 }
 
@@ -20,6 +28,8 @@ export interface SegmentBar {
   endedAs: SegmentEnd;
   /** The park or close status, or why it was lost. */
   detail: string;
+  /** The operator whose demo kill expired this segment's lease, if one did. */
+  killedBy: string | null;
   markers: TimelineMarker[];
 }
 
@@ -45,6 +55,10 @@ function describeIntent(event: WireEvent): string {
   }
 }
 
+function killerOf(event: WireEvent): string {
+  return String(event.data.operator ?? 'an operator');
+}
+
 function segmentMarker(event: WireEvent, atMs: number): TimelineMarker | null {
   const { data } = event;
   if (event.type === 'tool-result') {
@@ -53,11 +67,20 @@ function segmentMarker(event: WireEvent, atMs: number): TimelineMarker | null {
   if (event.type === 'input-requested') {
     return { atMs, kind: 'question', label: data.kind === 'approval' ? `approval: ${String(data.toolName ?? '')}` : 'question' };
   }
+  if (event.type === segmentKilledEventType) {
+    return { atMs, kind: 'kill', label: `killed by ${killerOf(event)} (demo)` };
+  }
   if (event.type === 'step-finished') {
     const calls = Array.isArray(data.toolCalls) ? data.toolCalls.length : 0;
     return { atMs, kind: 'step', label: `step ${String(data.stepNo ?? '')}${calls ? ` · ${calls} tool call(s)` : ''}` };
   }
   return null;
+}
+
+/** A segment that ended without a word of its own: killed if the demo's kill marked it, else lost. */
+function loseSegment(bar: SegmentBar, reason: string): void {
+  bar.endedAs = bar.killedBy === null ? 'lost' : 'killed';
+  bar.detail = bar.killedBy === null ? reason : `by ${bar.killedBy} (demo)`;
 }
 
 function endSegment(bar: SegmentBar, event: WireEvent): void {
@@ -94,13 +117,10 @@ export function buildRunTimeline(
     lastMs = Math.max(lastMs, atMs);
     const open = bars.at(-1);
     if (event.type === 'segment-started') {
-      if (open && open.endedAs === 'live') {
-        open.endedAs = 'lost';
-        open.detail = 'superseded by a takeover';
-      }
+      if (open && open.endedAs === 'live') loseSegment(open, 'superseded by a takeover');
       bars.push({
         fence: event.fence, attempt: Number(event.data.attempt ?? 0), owner: String(event.data.owner ?? ''),
-        startMs: atMs, endMs: atMs, endedAs: 'live', detail: '', markers: [],
+        startMs: atMs, endMs: atMs, endedAs: 'live', detail: '', killedBy: null, markers: [],
       });
       continue;
     }
@@ -108,23 +128,20 @@ export function buildRunTimeline(
       open.endMs = atMs;
       const marker = segmentMarker(event, atMs);
       if (marker) open.markers.push(marker);
+      if (event.type === segmentKilledEventType) open.killedBy = killerOf(event);
       if (open.endedAs === 'live') endSegment(open, event);
       continue;
     }
     if (event.type !== 'text-delta') intents.push({ atMs, kind: 'intent', label: describeIntent(event) });
     // A close without a segment is the reaper salvaging a run whose last segment died.
     if (event.type === 'run-closed' && open && open.endedAs === 'live') {
-      open.endedAs = 'lost';
-      open.detail = 'died; salvaged by the reaper';
+      loseSegment(open, 'died; salvaged by the reaper');
     }
   }
   const last = bars.at(-1);
   if (last && last.endedAs === 'live') {
     if (isRunning || (polledFence !== undefined && last.fence > polledFence)) last.endMs = Math.max(last.endMs, nowMs);
-    else {
-      last.endedAs = 'lost';
-      last.detail = 'lease expired';
-    }
+    else loseSegment(last, 'lease expired');
   }
   if (!Number.isFinite(startMs)) startMs = nowMs;
   const endMs = Math.max(lastMs, last?.endMs ?? 0, startMs + 1_000);
