@@ -1,6 +1,7 @@
 // The effect ledger: a tool side effect is recorded `started` (guarded) before it runs and
 // `completed`/`failed` after, once per idempotency key. A key a dead segment left `started` is
 // reconciled through the tool's hook or marked `in_doubt` — never run again blindly (invariant 5).
+import { assert } from '../errors.js';
 import type { Lease } from '../lease/lease.js';
 import type { Queryable } from '../store/db.js';
 import { toNumber } from '../store/db.js';
@@ -79,40 +80,117 @@ export async function listEffects(db: Queryable, runId: string): Promise<EffectR
 
 export type ReconcileOutcome = { status: 'completed'; result: unknown } | { status: 'in_doubt'; result: unknown };
 
-/** Ask the tool's reconcile hook whether a started effect happened; no hook → in doubt. */
-export async function reconcileWithTool(
-  tool: AgentTool<any, any> | undefined, key: string,
-): Promise<ReconcileOutcome> {
+/**
+ * How long a reconcile hook may take before its effect counts as in doubt. A provider's lookup
+ * answers in well under a second; 10 s leaves room for a slow one without letting one that hangs
+ * hold up a reaper pass or a segment for long. Callers cap it at what is left of their lease.
+ * See ADR-0041.
+ */
+export const defaultReconcileTimeoutMs = 10_000;
+
+export interface ReconcileOptions {
+  /** The most the hook may take before the effect is in doubt; default defaultReconcileTimeoutMs. */
+  timeoutMs?: number;
+  /**
+   * The caller gives up (its lease was lost, it is shutting down): the hook is aborted and no
+   * verdict is given, so the effect stays `started` for whoever holds the run next.
+   */
+  signal?: AbortSignal;
+}
+
+/**
+ * Ask the tool's reconcile hook whether a started effect happened, with a deadline and an
+ * AbortSignal: found → completed; not found, no hook, a failure, or no answer in time → in doubt.
+ * Null only when `options.signal` aborted first (no verdict).
+ */
+export async function askReconcileHook(
+  tool: AgentTool<any, any> | undefined, key: string, options: ReconcileOptions = {},
+): Promise<ReconcileOutcome | null> {
   if (!tool?.reconcile) {
     return { status: 'in_doubt', result: { reason: 'no reconcile hook', key } };
   }
+  if (options.signal?.aborted) return null;
+  const timeoutMs = Math.max(0, Math.floor(options.timeoutMs ?? defaultReconcileTimeoutMs));
+  const hookSignal = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort = () => {};
+  const stopped = new Promise<'timed out' | 'abandoned'>((resolve) => {
+    timer = setTimeout(() => resolve('timed out'), timeoutMs);
+    onAbort = () => resolve('abandoned');
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+  });
+  const answer = (async () => tool.reconcile!({ idempotencyKey: key, signal: hookSignal.signal }))();
+  answer.catch(() => {}); // an answer (or failure) that comes after we stopped waiting is dropped
   try {
-    const found = await tool.reconcile({ idempotencyKey: key });
-    if (found.found) return { status: 'completed', result: found.result };
+    const first = await Promise.race([answer.then((found) => ({ found })), stopped]);
+    if (first === 'abandoned') {
+      hookSignal.abort(options.signal?.reason);
+      return null;
+    }
+    if (first === 'timed out') {
+      hookSignal.abort(new Error(`reconcile hook did not answer within ${timeoutMs} ms`));
+      return { status: 'in_doubt', result: { reason: `reconcile hook did not answer within ${timeoutMs} ms`, key } };
+    }
+    if (first.found.found) return { status: 'completed', result: first.found.result };
     // The hook looked and found nothing: the effect did not happen, but the tool may still be
     // running somewhere (a zombie); reporting in_doubt keeps us from running it a second time.
     return { status: 'in_doubt', result: { reason: 'not found by reconcile hook', key } };
   } catch (raw) {
     return { status: 'in_doubt', result: { reason: `reconcile hook failed: ${String((raw as Error)?.message ?? raw)}`, key } };
+  } finally {
+    clearTimeout(timer);
+    options.signal?.removeEventListener('abort', onAbort);
   }
+}
+
+/** askReconcileHook without a caller's signal: always a verdict, within `timeoutMs` (default 10 s). */
+export async function reconcileWithTool(
+  tool: AgentTool<any, any> | undefined, key: string, options: { timeoutMs?: number } = {},
+): Promise<ReconcileOutcome> {
+  const outcome = await askReconcileHook(tool, key, { timeoutMs: options.timeoutMs });
+  assert(outcome !== null, 'a reconcile without a signal always gives a verdict');
+  return outcome;
+}
+
+export interface SettleOptions extends ReconcileOptions {
+  /**
+   * Local clock (Date.now()) by which the caller must have written its verdicts: its lease's end
+   * less a margin. Each hook gets no more than what is left; an effect reached after it is left
+   * `started` (unsettled).
+   */
+  stopAtMs?: number;
+}
+
+/** A hook's time: the timeout, capped at what is left before `stopAtMs`; 0 = none left. */
+export function hookTimeoutMs(options: SettleOptions): number {
+  const timeoutMs = options.timeoutMs ?? defaultReconcileTimeoutMs;
+  return options.stopAtMs === undefined ? timeoutMs : Math.max(0, Math.min(timeoutMs, options.stopAtMs - Date.now()));
 }
 
 /**
  * Reconcile every effect that an earlier (dead) segment left `started`, under our lease: through
  * the tool's hook (completed) or else in doubt. Runs before a resumed segment does anything else,
- * and before a salvage. Returns how many of each it settled, or null if the lease was lost.
+ * and before a salvage. Returns how many of each it settled and how many it left `started`
+ * (out of time, or `options.signal` aborted), or null if the lease was lost.
  */
 export async function reconcileDeadEffects(
-  db: Queryable, lease: Lease, tools: Record<string, AgentTool<any, any>>,
-): Promise<{ completed: number; inDoubt: number } | null> {
+  db: Queryable, lease: Lease, tools: Record<string, AgentTool<any, any>>, options: SettleOptions = {},
+): Promise<{ completed: number; inDoubt: number; unsettled: number } | null> {
   const rows = await db.query<EffectRow>(
     `select * from agent_kit_effects where run_id = $1 and status = 'started' and fence < $2
      order by started_at, key`,
     [lease.runId, lease.fence],
   );
-  const settled = { completed: 0, inDoubt: 0 };
+  const settled = { completed: 0, inDoubt: 0, unsettled: 0 };
   for (const row of rows) {
-    const outcome = await reconcileWithTool(tools[row.tool], row.key);
+    const timeoutMs = hookTimeoutMs(options);
+    const outcome = timeoutMs > 0 || !tools[row.tool]?.reconcile
+      ? await askReconcileHook(tools[row.tool], row.key, { timeoutMs, signal: options.signal })
+      : null;
+    if (outcome === null) {
+      settled.unsettled++;
+      continue;
+    }
     if (!(await finishEffect(db, lease, row.key, outcome.status, outcome.result))) return null;
     if (outcome.status === 'completed') settled.completed++;
     else settled.inDoubt++;

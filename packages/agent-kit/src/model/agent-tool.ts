@@ -22,6 +22,11 @@ export type AgentTool<I, O> = {
   needsApproval?: boolean;
   kind?: 'question';
   execute?(input: I, ctx: AgentToolContext): Promise<O>;
-  /** Asks the outside system whether the effect with this key already happened. */
-  reconcile?(ctx: { idempotencyKey: string }): Promise<ReconcileResult<O>>;
+  /**
+   * Asks the outside system whether the effect with this key already happened. agent-kit waits
+   * for it at most `reconcileTimeoutMs` (10 s by default, less when the caller's lease ends
+   * sooner) and then aborts `signal` and counts the effect as in doubt; pass `signal` to the
+   * lookup. (Optional in the type only so that code calling a hook directly keeps compiling.)
+   */
+  reconcile?(ctx: { idempotencyKey: string; signal?: AbortSignal }): Promise<ReconcileResult<O>>;
 };

@@ -1,9 +1,12 @@
 // The reaper: finds running runs whose lease expired and hands them back. It never kills: with
 // attempts left the run stays `running` under its expired lease and gets a job (the partial is not
 // promoted); at the crash budget it is taken with the next fence and closed as aborted with its
-// partial salvaged. Either way the dead segment's `started` effects are reconciled first. Two
+// partial salvaged. Either way the dead segment's `started` effects are reconciled first, each hook
+// within a deadline (ADR-0041), after the runs with nothing to reconcile have their jobs. Two
 // reapers, or a reaper and a drain, are safe together: every write is guarded by the fence seen.
-import { reconcileDeadEffects, reconcileWithTool } from '../effect-ledger/index.js';
+import {
+  askReconcileHook, defaultReconcileTimeoutMs, hookTimeoutMs, reconcileDeadEffects, type SettleOptions,
+} from '../effect-ledger/index.js';
 import { coerceError, InvalidArgumentError } from '../errors.js';
 import { msInterval, salvageRun, type Lease } from '../lease/lease.js';
 import { toRun, type RunRow } from '../lease/run-row.js';
@@ -16,6 +19,15 @@ export interface ReapOptions {
   limit?: number;
   /** Lease owner for salvage. Default `reaper-<pid>-<random>`. */
   owner?: string;
+  /** The most one reconcile hook may take before its effect is in doubt. Default 10 s. */
+  reconcileTimeoutMs?: number;
+  /**
+   * The pass's time: no hook is waited for past it; runs not reached are left for the next pass
+   * (`deferred`). Default the invocation budget (the cron route's own time limit).
+   */
+  budgetMs?: number;
+  /** Abort to stop early (a worker shutting down): a hook in flight is abandoned, its effect stays started. */
+  signal?: AbortSignal;
 }
 
 export interface ReapReport {
@@ -31,6 +43,8 @@ export interface ReapReport {
   inDoubt: number;
   /** Runs that failed with an error (logged with runId, fence, attempt); retried next pass. */
   errors: number;
+  /** Runs with effects to reconcile left for the next pass: the pass ran out of time or was stopped. */
+  deferred: number;
   durationMs: number;
 }
 
@@ -38,6 +52,8 @@ const limitMax = 1_000;
 // Salvage is a few statements; a reaper that dies midway should not hold the run for a whole
 // default TTL (the invocation budget, minutes) before the next pass can retry.
 const salvageLeaseMaxMs = 30_000;
+// Room after the last hook to write its verdict and enqueue or close, before the time runs out.
+const writeMarginMaxMs = 1_000;
 
 interface ExpiredRun {
   id: string;
@@ -56,7 +72,9 @@ export async function reapExpiredRuns(rt: Runtime, options: ReapOptions = {}): P
     throw new InvalidArgumentError(`reap limit must be an integer 1..${limitMax}, got ${limit}`);
   }
   const owner = options.owner ?? `reaper-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
-  const report: ReapReport = { scanned: 0, requeued: 0, salvaged: 0, reconciled: 0, inDoubt: 0, errors: 0, durationMs: 0 };
+  const report: ReapReport = {
+    scanned: 0, requeued: 0, salvaged: 0, reconciled: 0, inDoubt: 0, errors: 0, deferred: 0, durationMs: 0,
+  };
   const rows = await rt.db.query<{ id: string; fence: number; attempts: number; has_started: boolean }>(
     `select r.id, r.fence, r.attempts, exists (select 1 from agent_kit_effects e
        where e.run_id = r.id and e.status = 'started') as has_started
@@ -67,26 +85,40 @@ export async function reapExpiredRuns(rt: Runtime, options: ReapOptions = {}): P
   );
   report.scanned = rows.length;
   const plain: ExpiredRun[] = [];
+  const toSettle: ExpiredRun[] = [];
   for (const row of rows) {
     const run: ExpiredRun = { id: row.id, fence: toNumber(row.fence), attempts: toNumber(row.attempts) };
-    if (run.attempts < rt.config.maxRunAttempts && !row.has_started) {
-      plain.push(run); // nothing to reconcile: requeued below in one statement
-      continue;
-    }
-    try {
-      if (run.attempts >= rt.config.maxRunAttempts) await giveUpRun(rt, run, owner, report);
-      else await requeueRun(rt, run, report);
-    } catch (raw) {
-      report.errors++;
-      const error = coerceError(raw);
-      rt.log?.({ msg: 'reap: run failed', runId: run.id, fence: run.fence, attempt: run.attempts, error: error.message });
-    }
+    // Nothing to reconcile: requeued first, in one statement, so that no tool's hook delays them.
+    if (run.attempts < rt.config.maxRunAttempts && !row.has_started) plain.push(run);
+    else toSettle.push(run);
   }
   try {
     report.requeued += await requeueAll(rt, plain);
   } catch (raw) {
     report.errors += plain.length;
     rt.log?.({ msg: 'reap: requeue failed', runIds: plain.map((r) => r.id), error: coerceError(raw).message });
+  }
+  const budgetMs = options.budgetMs ?? rt.config.invocationBudgetMs;
+  const pass: SettleOptions = {
+    timeoutMs: options.reconcileTimeoutMs ?? defaultReconcileTimeoutMs,
+    signal: options.signal,
+    stopAtMs: startedMs + budgetMs - Math.min(writeMarginMaxMs, budgetMs / 4),
+  };
+  for (const run of toSettle) {
+    if (options.signal?.aborted || hookTimeoutMs(pass) === 0) {
+      report.deferred++; // still expired: the next pass finds it again
+      continue;
+    }
+    try {
+      const done = run.attempts >= rt.config.maxRunAttempts
+        ? await giveUpRun(rt, run, owner, report, pass)
+        : await requeueRun(rt, run, report, pass);
+      if (!done) report.deferred++;
+    } catch (raw) {
+      report.errors++;
+      const error = coerceError(raw);
+      rt.log?.({ msg: 'reap: run failed', runId: run.id, fence: run.fence, attempt: run.attempts, error: error.message });
+    }
   }
   report.durationMs = Date.now() - startedMs;
   return report;
@@ -95,11 +127,17 @@ export async function reapExpiredRuns(rt: Runtime, options: ReapOptions = {}): P
 /**
  * Resume path: reconcile the dead segment's started effects under the fence seen, then give the
  * run a job. The run row is not changed; a drain that claimed it meanwhile makes both no-ops.
+ * False = left for the next pass (a hook was abandoned or the pass ran out of time).
  */
-async function requeueRun(rt: Runtime, run: ExpiredRun, report: ReapReport): Promise<void> {
+async function requeueRun(rt: Runtime, run: ExpiredRun, report: ReapReport, pass: SettleOptions): Promise<boolean> {
   const effects = await startedEffects(rt, run.id);
   for (const effect of effects) {
-    const outcome = await reconcileWithTool(rt.tools[effect.tool], effect.key);
+    const timeoutMs = hookTimeoutMs(pass);
+    const tool = rt.tools[effect.tool];
+    const outcome = timeoutMs > 0 || !tool?.reconcile
+      ? await askReconcileHook(tool, effect.key, { timeoutMs, signal: pass.signal })
+      : null;
+    if (outcome === null) return false;
     const rows = await rt.db.query<{ ok: boolean }>(
       'select agent_kit_reconcile_effect($1, $2, $3, $4, $5::jsonb) as ok',
       [run.id, run.fence, effect.key, outcome.status, JSON.stringify(outcome.result ?? null)],
@@ -109,6 +147,7 @@ async function requeueRun(rt: Runtime, run: ExpiredRun, report: ReapReport): Pro
     else report.inDoubt++;
   }
   if (await enqueueRun(rt.db, run.id, run.fence)) report.requeued++;
+  return true;
 }
 
 /**
@@ -131,26 +170,36 @@ async function requeueAll(rt: Runtime, runs: ExpiredRun[]): Promise<number> {
  * Give-up path: take the run with the next fence (no attempt counted), reconcile its started
  * effects under that lease, tell viewers, and close it as aborted with its partial as a message
  * marked partial. A reaper that dies midway leaves a lease that expires; the next pass retries.
+ * A hook gets no more than what is left of the salvage lease. False = left for the next pass.
  */
-async function giveUpRun(rt: Runtime, run: ExpiredRun, owner: string, report: ReapReport): Promise<void> {
+async function giveUpRun(
+  rt: Runtime, run: ExpiredRun, owner: string, report: ReapReport, pass: SettleOptions,
+): Promise<boolean> {
+  const takenAtMs = Date.now();
+  const leaseMs = Math.min(rt.config.leaseTtlMs, salvageLeaseMaxMs);
   const rows = await rt.db.query<RunRow>(
     'select * from agent_kit_take_for_salvage($1, $2, $3::interval, $4)',
-    [run.id, owner, msInterval(Math.min(rt.config.leaseTtlMs, salvageLeaseMaxMs)), rt.config.maxRunAttempts],
+    [run.id, owner, msInterval(leaseMs), rt.config.maxRunAttempts],
   );
-  if (!rows[0]) return; // another reaper or a drain got there first
+  if (!rows[0]) return true; // another reaper or a drain got there first
   const taken = toRun(rows[0]);
   const lease: Lease = {
     runId: taken.id, threadId: taken.threadId, owner, fence: taken.fence, attempts: taken.attempts,
     expiresAt: taken.leaseExpiresAt!, deadlineAt: taken.deadlineAt!,
   };
-  const settled = await reconcileDeadEffects(rt.db, lease, rt.tools);
-  if (!settled) return; // lost
+  const leaseStopAtMs = takenAtMs + leaseMs - Math.min(writeMarginMaxMs, leaseMs / 4);
+  const settled = await reconcileDeadEffects(rt.db, lease, rt.tools, {
+    ...pass, stopAtMs: Math.min(pass.stopAtMs ?? Infinity, leaseStopAtMs),
+  });
+  if (!settled) return true; // lost
   report.reconciled += settled.completed;
   report.inDoubt += settled.inDoubt;
+  if (settled.unsettled > 0) return false; // the salvage lease expires; the next pass takes it again
   const reason = `the run's segments died ${taken.attempts} times in a row (AGENT_KIT_MAX_RUN_ATTEMPTS=${rt.config.maxRunAttempts})`;
   const messageId = await salvageRun(rt.db, lease, taken.partial, reason);
   if (messageId !== null) report.salvaged++;
   rt.log?.({ msg: 'reap: salvaged', runId: taken.id, fence: taken.fence, attempt: taken.attempts, closed: messageId !== null });
+  return true;
 }
 
 async function startedEffects(rt: Runtime, runId: string) {

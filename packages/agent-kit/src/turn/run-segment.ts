@@ -92,7 +92,17 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
   // Every step and effect is written under the fence of the segment that wrote it, so the first
   // claim of a run (fence 1) has none to reconcile or replay: two reads saved per fresh turn.
   const resumed = lease.fence > 1;
-  if (resumed && (await reconcileDeadEffects(rt.db, lease, rt.tools)) === null) return lost(s);
+  if (resumed) {
+    // A hook gets no more than what is left of this segment (ADR-0041); one cut short by a lost
+    // lease, or reached with no time left, stays `started` for the next segment.
+    const settled = await reconcileDeadEffects(rt.db, lease, rt.tools, {
+      timeoutMs: s.settings.reconcileTimeoutMs, signal: s.signal, stopAtMs: s.stopAtMs,
+    });
+    if (settled === null || s.signal.reason === 'lost') return lost(s);
+    if (settled.unsettled > 0) {
+      return { kind: 'stopped', fence: lease.fence, reason: s.signal.aborted ? String(s.signal.reason) : 'deadline during reconcile' };
+    }
+  }
   if (lease.attempts > rt.config.maxRunAttempts) {
     // The crash budget is spent (whoever enqueued this claim): give up here as the reaper would,
     // salvaging what viewers saw. Effects were reconciled just above.

@@ -1,4 +1,5 @@
 // Tunables of the turn engine, each with the reason for its default.
+import { defaultReconcileTimeoutMs } from '../effect-ledger/index.js';
 
 export interface TurnSettings {
   /** Mirror batching: at most 1000/mirrorIntervalMs writes per second per run. 100 ms → ≤ 10/s. */
@@ -13,6 +14,8 @@ export interface TurnSettings {
   maxSteps: number;
   /** Continue a step cut mid-stream from its mirrored text when the model supports prefill. */
   continueMidStep: boolean;
+  /** The most a tool's reconcile hook may take (capped at what is left); then in doubt. ADR-0041. */
+  reconcileTimeoutMs: number;
 }
 
 /** Defaults scaled to the budget, so a short test budget still leaves time to work. */
@@ -24,5 +27,6 @@ export function defaultTurnSettings(budgetMs: number): TurnSettings {
     sliceMarginMs: Math.min(10_000, budgetMs * 0.2),
     maxSteps: 16,
     continueMidStep: true,
+    reconcileTimeoutMs: defaultReconcileTimeoutMs,
   };
 }

@@ -100,7 +100,8 @@ async function reapLoop(rt: Runtime, signal: AbortSignal, owner: string, pollMs:
   let failures = 0;
   while (!signal.aborted) {
     try {
-      const report = await reapExpiredRuns(rt, { owner: `${owner}-reap`, limit });
+      // The signal abandons a reconcile hook in flight, so a hanging one cannot delay shutdown.
+      const report = await reapExpiredRuns(rt, { owner: `${owner}-reap`, limit, signal });
       failures = 0;
       if (report.requeued + report.salvaged > 0) rt.log?.({ msg: 'worker: reaped', ...report });
       if (report.scanned === limit) continue; // more expired runs are waiting
