@@ -20,17 +20,29 @@ export interface AgentKitConfig {
   cronSecret?: string;
 }
 
-const seconds = z.coerce.number().positive().max(86_400);
+/**
+ * A number of seconds in [min, 3 600], said so when it is not one (`60s` or `5m` is not). An
+ * hour is far past any platform's limit (15 min at most) and any sensible segment; a larger value
+ * is most likely milliseconds, and would hold a dead segment's run for hours.
+ */
+const seconds = (min: number) => z.coerce.number({ error: 'expected a number of seconds, such as 60' })
+  .min(min, `must be at least ${min} s`).max(3_600, 'must be at most 3 600 s (an hour): is it in milliseconds?');
 
 const envSchema = z.object({
   DATABASE_URL: z.string().min(1).optional(),
   AGENT_KIT_DATA_DIR: z.string().min(1).optional(),
   AGENT_KIT_MODEL: z.string().min(1).optional(),
-  AGENT_KIT_INVOCATION_BUDGET: seconds.optional(),
-  AGENT_KIT_LEASE_TTL: seconds.optional(),
+  // Under 1 s a drain would not take a job before its margin; a lease under 0.1 s is renewed
+  // every 33 ms or less.
+  AGENT_KIT_INVOCATION_BUDGET: seconds(1).optional(),
+  AGENT_KIT_LEASE_TTL: seconds(0.1).optional(),
   AGENT_KIT_MAX_RUN_ATTEMPTS: z.coerce.number().int().min(1).max(100).optional(),
-  CRON_SECRET: z.string().min(1).optional(),
+  // Compared with what a scheduler sends after Bearer, trimmed: stray spaces or a newline from a
+  // secrets file would otherwise never match. Short secrets are guessable.
+  CRON_SECRET: z.string().trim().min(16, 'must be at least 16 characters (e.g. `openssl rand -hex 32`)').optional(),
 });
+
+const secretNames = new Set(['CRON_SECRET', 'DATABASE_URL']);
 
 /** Default budget: 300 s, the common serverless function limit. */
 export const defaultInvocationBudgetMs = 300_000;
@@ -46,7 +58,11 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentKitCon
   const parsed = envSchema.safeParse(cleaned);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
-    throw new InvalidArgumentError(`${issue.path.join('.')}: ${issue.message} (got ${JSON.stringify(cleaned[String(issue.path[0])])})`);
+    const name = String(issue.path[0]);
+    const value = String(cleaned[name]);
+    // A secret is not repeated into logs: only its length.
+    const got = secretNames.has(name) ? `${value.length} characters` : JSON.stringify(value);
+    throw new InvalidArgumentError(`${name}: ${issue.message} (got ${got})`);
   }
   const e = parsed.data;
   const invocationBudgetMs = (e.AGENT_KIT_INVOCATION_BUDGET ?? defaultInvocationBudgetMs / 1000) * 1000;

@@ -8,6 +8,7 @@ import {
   countRows, cronSecret, headerAuth, makeRequest, openHttpTest, readSse, type HttpTest,
 } from '../../test/harness/http-harness.js';
 import { fakeRunSegment } from '../../test/harness/fake-segment.js';
+import { StoreUnavailableError } from '../errors.js';
 import { createHandlers } from './handlers.js';
 
 let t: HttpTest;
@@ -247,5 +248,18 @@ describe('cron routes', () => {
     const response = await off.handle(makeRequest('POST', '/api/cron/drain', { headers: { authorization: 'Bearer anything' } }));
     expect(response.status).toBe(503);
     expect((await response.json()).error.code).toBe('NOT_CONFIGURED');
+  });
+
+  it('answer 503 when the store is down, the drain as the reap: not an empty report', async () => {
+    const down = { ...t.rt.db, query: async () => {
+      throw new StoreUnavailableError('database unavailable: connect ECONNREFUSED');
+    } };
+    const handlers = createHandlers({ rt: { ...t.rt, db: down, log: () => {} }, authenticate: headerAuth, runSegment: fakeRunSegment() });
+    for (const path of ['/api/cron/drain', '/api/cron/reap']) {
+      const response = await handlers.handle(makeRequest('GET', path, { headers: { authorization: `Bearer ${cronSecret}` } }));
+      expect(response.status, path).toBe(503);
+      expect(response.headers.get('retry-after')).toBe('1');
+      expect(await response.json()).toEqual({ error: { code: 'STORE_UNAVAILABLE', message: 'the store is unavailable; retry later' } });
+    }
   });
 });

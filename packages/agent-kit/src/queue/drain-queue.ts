@@ -61,11 +61,12 @@ const defaultPollMs = 1_000;
 
 /**
  * Stop taking jobs when less than this is left of the budget: 10 % of it, at least 1 s and at most
- * 15 s. A segment started later would barely claim before it has to slice, burning a fence (and
- * a model call) for nothing; the time left goes to finishing or slicing the segments in flight.
+ * 15 s, but never more than half of it (a budget of 1 s or less would otherwise take nothing).
+ * A segment started later would barely claim before it has to slice, burning a fence (and a
+ * model call) for nothing; the time left goes to finishing or slicing the segments in flight.
  */
 export function takeMarginMs(budgetMs: number): number {
-  return Math.min(15_000, Math.max(1_000, budgetMs * 0.1));
+  return Math.min(15_000, Math.max(1_000, budgetMs * 0.1), budgetMs / 2);
 }
 
 /**
@@ -82,6 +83,7 @@ export function jobLockMs(leaseTtlMs: number): number {
  * could not claim, and run their segments (`concurrency` at a time) until the budget's margin,
  * the stop signal, or (without waitForWork) an empty queue.
  * @throws InvalidArgumentError for a non-positive budget or a concurrency outside 1..100.
+ * @throws StoreUnavailableError (without waitForWork) when its first claim or take failed.
  */
 export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promise<DrainReport> {
   const startedMs = Date.now();
@@ -181,7 +183,10 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
       report.errors++;
       takeFailures++;
       rt.log?.({ msg: 'drain: claiming or taking jobs failed', error: coerceError(raw).message, failures: takeFailures });
-      if (!options.waitForWork) break; // one invocation: report it; the jobs are still queued
+      // One invocation: the jobs are still queued. Having done nothing, it fails (a cron route
+      // answers 503, not an empty report); having done some work, it reports it.
+      if (!options.waitForWork && report.taken === 0 && inFlight.size === 0) throw coerceError(raw);
+      if (!options.waitForWork) break;
       await sleep(backoffMs(takeFailures), signal);
       continue;
     }

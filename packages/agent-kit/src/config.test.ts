@@ -1,0 +1,44 @@
+// Configuration from the environment: durations in seconds with the unit named when a value is
+// not one, bounds that catch milliseconds given as seconds, and a cron secret that is trimmed,
+// long enough, and never repeated into an error.
+import { describe, expect, it } from 'vitest';
+import { configFromEnv } from './config.js';
+
+const refused = (env: Record<string, string>) => {
+  try {
+    configFromEnv(env);
+  } catch (error) {
+    return (error as Error).message;
+  }
+  throw new Error(`accepted ${JSON.stringify(env)}`);
+};
+
+describe('configFromEnv', () => {
+  it('reads seconds as milliseconds, the lease capped at the budget', () => {
+    expect(configFromEnv({ AGENT_KIT_INVOCATION_BUDGET: '60', AGENT_KIT_LEASE_TTL: '0.5' }))
+      .toMatchObject({ invocationBudgetMs: 60_000, leaseTtlMs: 500 });
+    expect(configFromEnv({ AGENT_KIT_INVOCATION_BUDGET: '10', AGENT_KIT_LEASE_TTL: '30' }).leaseTtlMs).toBe(10_000);
+  });
+
+  it('names the unit when a duration is not a number of seconds', () => {
+    expect(refused({ AGENT_KIT_INVOCATION_BUDGET: '60s' }))
+      .toBe('AGENT_KIT_INVOCATION_BUDGET: expected a number of seconds, such as 60 (got "60s")');
+    expect(refused({ AGENT_KIT_LEASE_TTL: '5m' })).toMatch(/^AGENT_KIT_LEASE_TTL: expected a number of seconds/);
+  });
+
+  it('refuses a budget in milliseconds and budgets or leases too short to work', () => {
+    expect(refused({ AGENT_KIT_INVOCATION_BUDGET: '60000' })).toMatch(/at most 3 600 s .*milliseconds\?/);
+    expect(refused({ AGENT_KIT_INVOCATION_BUDGET: '0.9' })).toMatch(/AGENT_KIT_INVOCATION_BUDGET: must be at least 1 s/);
+    expect(refused({ AGENT_KIT_LEASE_TTL: '0.001' })).toMatch(/AGENT_KIT_LEASE_TTL: must be at least 0.1 s/);
+    expect(refused({ AGENT_KIT_INVOCATION_BUDGET: '-5' })).toMatch(/at least 1 s/);
+  });
+
+  it('trims the cron secret, wants 16 characters, and never prints it', () => {
+    const secret = 'abcdefghijklmnopqrstuvwxyz012345';
+    expect(configFromEnv({ CRON_SECRET: `${secret}\n` }).cronSecret).toBe(secret);
+    const short = refused({ CRON_SECRET: 'hunter2' });
+    expect(short).toMatch(/^CRON_SECRET: must be at least 16 characters .* \(got 7 characters\)$/);
+    expect(short).not.toContain('hunter2');
+    expect(refused({ CRON_SECRET: '   \n' })).toMatch(/^CRON_SECRET: must be at least 16 characters/);
+  });
+});
