@@ -1,5 +1,6 @@
 // Read views of runs for operators and the run page: the run list with its lease and effect
-// count, and one run's effects, journal steps and segments. One function per query, all limited.
+// counts (all, and in doubt), and one run's effects, journal steps and segments. One function
+// per query, all limited.
 import type { Queryable } from '../store/db.js';
 import { toNumber } from '../store/db.js';
 import { toRun, type Run, type RunRow } from '../lease/run-row.js';
@@ -18,6 +19,8 @@ export interface RunSummary {
   attempts: number;
   leaseExpiresAt: Date | null;
   effects: number;
+  /** Effects in doubt: nobody knows whether they happened (see the operating guide). */
+  inDoubt: number;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -88,6 +91,7 @@ interface RunSummaryRow {
   attempts: number;
   lease_expires_at: Date | null;
   effects: number | string;
+  in_doubt: number | string;
   created_at: Date;
   updated_at: Date;
 }
@@ -99,7 +103,10 @@ export async function listRuns(
   const rows = await db.query<RunSummaryRow>(
     `select r.id, r.thread_id, t.owner_id, r.turn_no, r.status, r.owner, r.fence, r.attempts,
             r.lease_expires_at, r.created_at, r.updated_at,
-            (select count(*) from agent_kit_effects e where e.run_id = r.id) as effects
+            -- Subqueries in the select list run for the listed rows only, after the sort and
+            -- limit; each reads the run's effects by their key (run_id, key).
+            (select count(*) from agent_kit_effects e where e.run_id = r.id) as effects,
+            (select count(*) from agent_kit_effects e where e.run_id = r.id and e.status = 'in_doubt') as in_doubt
      from agent_kit_runs r join agent_kit_threads t on t.id = r.thread_id
      where ($1::text is null or t.owner_id = $1) and ($2::text is null or r.status = $2)
      order by r.created_at desc, r.id limit $3`,
@@ -116,6 +123,7 @@ export async function listRuns(
     attempts: toNumber(row.attempts),
     leaseExpiresAt: row.lease_expires_at ? new Date(row.lease_expires_at) : null,
     effects: toNumber(row.effects),
+    inDoubt: toNumber(row.in_doubt),
     createdAt: new Date(row.created_at),
     updatedAt: new Date(row.updated_at),
   }));

@@ -249,17 +249,34 @@ const closeRunWrite: GroupedWrite<CloseArgs, string | null> = {
   },
 };
 
+/** An effect the run ends with in doubt, as the run-salvaged event and the message name it. */
+export interface InDoubtEffect {
+  key: string;
+  tool: string;
+}
+
+// A run has a few effects per model step and at most maxSteps steps; the bound keeps one event's
+// payload small even for a run that was allowed many more.
+const inDoubtListMax = 100;
+
 /**
- * Give a run up after its crash budget is spent: a run-salvaged event with the reason, then close
- * it as aborted with its partial output as the (partial) message. One transaction, so that a
- * crash between the two does not leave an event the next try writes again. Null = lost.
+ * Give a run up after its crash budget is spent: a run-salvaged event with the reason and the
+ * effects it ends with in doubt (reconcile them first), then close it as aborted with its partial
+ * output as the (partial) message, which names them too. One transaction, so that a crash between
+ * the two does not leave an event the next try writes again. Null = lost.
  */
 export async function salvageRun(db: Db, lease: Lease, partial: string, reason: string): Promise<string | null> {
   const messageId = await allOrNothing(db, async (tx) => {
-    const event = { runId: lease.runId, fence: lease.fence, attempts: lease.attempts, text: partial, reason };
+    const inDoubt = await tx.query<InDoubtEffect>(
+      `select key, tool from agent_kit_effects where run_id = $1 and status = 'in_doubt'
+       order by started_at, key limit $2`,
+      [lease.runId, inDoubtListMax],
+    );
+    const event = { runId: lease.runId, fence: lease.fence, attempts: lease.attempts, text: partial, reason, inDoubt };
     if ((await appendEventRow(tx, lease, 'run-salvaged', event)) === null) return null;
     const { runId, owner, fence } = lease;
-    return closeRunWrite.one(tx, { runId, owner, fence, status: 'aborted', message: { text: partial, salvaged: true } });
+    const message = { text: partial, salvaged: true, ...(inDoubt.length > 0 ? { inDoubt } : {}) };
+    return closeRunWrite.one(tx, { runId, owner, fence, status: 'aborted', message });
   });
   if (messageId !== null) notifyThread(db, lease.threadId);
   return messageId;

@@ -31,16 +31,16 @@ afterAll(async () => {
 });
 
 describe('agent-kit runs', () => {
-  it('prints a table with the run, its fence, attempts and effect count', async () => {
+  it('prints a table with the run, its fence, attempts, effect count and effects in doubt', async () => {
     const text = await formatRunsCommand(db, {}, new Date());
     const [header, row] = text.trimEnd().split('\n');
-    expect(header).toMatch(/^RUN\s+STATUS\s+TURN\s+FENCE\s+ATT\s+LEASE HOLDER\s+LEASE\s+EFFECTS/);
-    expect(row!.split(/\s{2,}/)).toEqual([turn.runId, 'completed', '1', '2', '1', '-', '-', '0', expect.stringMatching(/ago$/), 'dora']);
+    expect(header).toMatch(/^RUN\s+STATUS\s+TURN\s+FENCE\s+ATT\s+LEASE HOLDER\s+LEASE\s+EFFECTS\s+IN DOUBT/);
+    expect(row!.split(/\s{2,}/)).toEqual([turn.runId, 'completed', '1', '2', '1', '-', '-', '0', '-', expect.stringMatching(/ago$/), 'dora']);
   });
 
   it('prints JSON for scripts, filtered by status', async () => {
     const runs = JSON.parse(await formatRunsCommand(db, { json: true }, new Date()));
-    expect(runs).toEqual([expect.objectContaining({ id: turn.runId, status: 'completed', fence: 2, effects: 0 })]);
+    expect(runs).toEqual([expect.objectContaining({ id: turn.runId, status: 'completed', fence: 2, effects: 0, inDoubt: 0 })]);
     expect(JSON.parse(await formatRunsCommand(db, { json: true, status: 'running' }, new Date()))).toEqual([]);
     expect(await formatRunsCommand(db, { status: 'running' }, new Date())).toBe('no runs\n');
   });

@@ -1,5 +1,6 @@
 // `agent-kit runs [--json] [--status S] [--limit N]`: the run list an operator reads, newest
-// first, with who holds each lease, its fence and attempts, its lease expiry and effect count.
+// first, with who holds each lease, its fence and attempts, its lease expiry, its effect count and
+// how many of those are in doubt.
 // A table for people; --json prints the same rows as one JSON array for scripts.
 import { type Command, CommanderError } from 'commander';
 import { listRuns, maxRunListSize, type RunSummary } from '../../event-log/read-runs.js';
@@ -16,7 +17,7 @@ export interface RunsOptions {
 export function register(program: Command) {
   program
     .command('runs')
-    .description('list runs, newest first: status, lease holder, fence, attempts, lease expiry, effects')
+    .description('list runs, newest first: status, lease holder, fence, attempts, lease expiry, effects, in doubt')
     .option('--json', 'print one JSON array instead of a table')
     .option('--status <status>', `only runs with this status (${runStatuses.join(', ')})`, (value) => {
       if (!(runStatuses as readonly string[]).includes(value)) {
@@ -48,7 +49,8 @@ export async function formatRunsCommand(db: Queryable, options: RunsOptions, now
 }
 
 const runsHeader = [
-  'RUN', 'STATUS', 'TURN', 'FENCE', 'ATT', 'LEASE HOLDER', 'LEASE', 'EFFECTS', 'UPDATED', 'THREAD OWNER',
+  'RUN', 'STATUS', 'TURN', 'FENCE', 'ATT', 'LEASE HOLDER', 'LEASE', 'EFFECTS', 'IN DOUBT', 'UPDATED',
+  'THREAD OWNER',
 ];
 
 function runRow(run: RunSummary, now: Date): string[] {
@@ -61,6 +63,7 @@ function runRow(run: RunSummary, now: Date): string[] {
     run.owner ?? '-',
     run.leaseExpiresAt ? describeExpiry(run.leaseExpiresAt, now) : '-',
     String(run.effects),
+    run.inDoubt > 0 ? String(run.inDoubt) : '-', // a number stands out in a column of dashes
     `${formatDuration(now.getTime() - run.updatedAt.getTime())} ago`,
     run.ownerId,
   ];
