@@ -518,7 +518,10 @@ begin
   if p_close_status is not null and interrupt is null then
     message_id := agent_kit_close_run(p_run_id, p_close_status, p_close_message, p_owner, p_fence);
   end if;
-  if p_start_key is not null then
+  -- A pending cancel or takeover: the segment honours it before the next tool call runs, so that
+  -- call's effect is not started (a started effect nobody runs would end in_doubt, or stay
+  -- started under a closed run).
+  if p_start_key is not null and interrupt is null then
     insert into agent_kit_effects (run_id, key, status, fence, tool, input)
     values (p_run_id, p_start_key, 'started', p_fence, p_start_tool, p_start_input)
     on conflict (run_id, key) do nothing;

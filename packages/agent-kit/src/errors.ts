@@ -55,6 +55,16 @@ export class SchemaMismatchError extends AgentKitError {
   override readonly code = 'SCHEMA_MISMATCH';
 }
 
+/**
+ * Thrown by a tool's `execute` when it cannot tell whether its side effect happened: the request
+ * reached the outside system but its answer was lost (a timeout, a 502 after the commit). The
+ * effect is recorded `in_doubt`, not `failed`, and the model is told it may have happened. Throw
+ * any other error only when the effect certainly did not happen. See ADR-0040.
+ */
+export class EffectInDoubtError extends AgentKitError {
+  override readonly code = 'EFFECT_IN_DOUBT';
+}
+
 /** SQLSTATEs raised by our plpgsql (see sql/migrations), mapped to classes. */
 export const sqlStateErrors: Record<string, new (message: string, o?: { cause?: unknown }) => AgentKitError> = {
   AK001: InvalidArgumentError,

@@ -1,7 +1,8 @@
 // Settling a model step's tool calls: run each through the effect ledger (at most once per
 // idempotency key), answer questions and approvals from stored inputs (consumed exactly once, in
 // the same transaction as the journal step), and turn bad calls into error results, not crashes.
-import { effectKey, reconcileWithTool, startEffect } from '../effect-ledger/index.js';
+import { effectKey, reconcileWithTool, startEffect, type EffectStatus } from '../effect-ledger/index.js';
+import { EffectInDoubtError } from '../errors.js';
 import { allOrNothing, type Interrupt, type Lease } from '../lease/lease.js';
 import type { AgentTool } from '../model/index.js';
 import type { Db, Queryable } from '../store/db.js';
@@ -29,19 +30,25 @@ export type SettleResult =
 /**
  * Settle every pending tool call of the journal's last model step, appending tool steps to it.
  * `started`: the ledger record of the first call's effect, when the model step's commit started it.
+ * `pending`: the run's cancel or takeover as the last write (that commit) saw it.
  */
-export async function settleToolCalls(ctx: ToolContext, journal: Step[], started?: StartedEffect): Promise<SettleResult> {
-  let interrupt: Interrupt = null;
+export async function settleToolCalls(
+  ctx: ToolContext, journal: Step[], started?: StartedEffect, pending: Interrupt = null,
+): Promise<SettleResult> {
+  let interrupt = pending;
   let prestarted = started;
   for (const { step, index, call } of pendingToolCalls(journal)) {
     const gone = givenUp(ctx);
     if (gone) return gone;
+    // A cancel or takeover recorded before this call: no further call runs, the segment honours
+    // it (close aborted, or park). The write that reported it started no effect (migration 0024).
+    if (interrupt) return { kind: 'done', interrupt };
     const key = effectKey(ctx.lease.runId, step.stepNo, index);
     const base: Base = { kind: 'tool', stepNo: journal.length, toolCallId: call.toolCallId, toolName: call.toolName };
     const plan = planCall(ctx.tools, call);
     let result: Recorded | SettleResult;
     if (plan.kind === 'invalid') {
-      result = await recordToolStep(ctx, journal, { ...base, outcome: 'invalid', output: plan.output });
+      result = await settleInvalid(ctx, journal, base, key, plan.output);
     } else if (plan.kind === 'question') {
       result = await answerQuestion(ctx, call, base, plan.input as { question?: string });
     } else if (plan.kind === 'approval') {
@@ -81,6 +88,35 @@ function planCall(tools: Record<string, AgentTool<any, any>>, call: ToolCall): C
   if (!parsed.success) return { kind: 'invalid', output: `Invalid arguments for ${call.toolName}: ${parsed.error.message}` };
   const kind = tool.kind === 'question' ? 'question' : tool.needsApproval ? 'approval' : 'effect';
   return { kind, tool, input: parsed.data };
+}
+
+/**
+ * A call this process cannot run (unknown tool, input that does not validate). The ledger is read
+ * first: a process that has the tool (the web app, while a CLI worker has only the demo tools)
+ * may have run it, and what it recorded is the call's result, not an error for the model to
+ * correct. A `started` record is left for reconciliation by whoever holds the run next (the
+ * reaper, the next segment): it cannot be one of ours, since no effect is started for a call that
+ * does not plan as one, and telling the model the call was invalid would invite a second run.
+ */
+async function settleInvalid(
+  ctx: ToolContext, journal: Step[], base: Base, key: string, output: string,
+): Promise<Recorded | SettleResult> {
+  const rows = await ctx.db.query<{ status: EffectStatus; result: unknown }>(
+    'select status, result from agent_kit_effects where run_id = $1 and key = $2', [ctx.lease.runId, key],
+  );
+  const record = rows[0];
+  if (!record) return recordToolStep(ctx, journal, { ...base, outcome: 'invalid', output });
+  if (record.status === 'started') {
+    return { kind: 'stopped', reason: `effect ${key} of ${base.toolName} is started and this process cannot settle it (${output})` };
+  }
+  return recordToolStep(ctx, journal, { ...base, ...recordedOutcome(record.status, record.result) });
+}
+
+/** The tool result for an effect the ledger already finished. */
+function recordedOutcome(status: Exclude<EffectStatus, 'started'>, result: unknown): Pick<ToolStep, 'outcome' | 'output'> {
+  if (status === 'completed') return { outcome: 'completed', output: result };
+  if (status === 'failed') return { outcome: 'failed', output: errorText(result) };
+  return inDoubt(result);
 }
 
 /**
@@ -141,9 +177,7 @@ async function runEffect(
 ): Promise<EffectOutcome> {
   const record = started ?? await startEffect(ctx.db, ctx.lease, key, call.toolName, input);
   if (!record) return { kind: 'lost' };
-  if (record.status === 'completed') return { step: { outcome: 'completed', output: record.result } };
-  if (record.status === 'failed') return { step: { outcome: 'failed', output: errorText(record.result) } };
-  if (record.status === 'in_doubt') return { step: inDoubt(record.result) };
+  if (record.status !== 'started') return { step: recordedOutcome(record.status, record.result) };
   if (record.fence !== ctx.lease.fence) {
     // Left `started` by a dead segment: ask the outside system, never run it again.
     const reconciled = await reconcileWithTool(tool, key);
@@ -153,34 +187,71 @@ async function runEffect(
   }
   const gone = givenUp(ctx); // the start's write may have taken longer than the lease
   if (gone) return gone;
-  const settled = await executeBefore(ctx, tool, input, key);
-  if (settled.kind === 'deadline') return { kind: 'stopped', reason: 'deadline during tool' };
-  if (settled.kind === 'ok') {
-    return { step: { outcome: 'completed', output: settled.value }, effect: { key, status: 'completed', result: settled.value } };
+  const ran = await beforeDeadline(ctx, () => execute(ctx, tool, input, key));
+  if (ran === 'deadline') return { kind: 'stopped', reason: 'deadline during tool' };
+  if (ran.kind === 'ok') {
+    return { step: { outcome: 'completed', output: ran.value }, effect: { key, status: 'completed', result: ran.value } };
   }
-  return {
-    step: { outcome: 'failed', output: settled.message },
-    effect: { key, status: 'failed', result: { error: settled.message } },
-  };
+  // Our own signal aborted the tool (lease lost, segment stopping): its error says nothing about
+  // the effect, which may have happened. Record nothing; the effect stays `started` for the next
+  // owner to reconcile. Recording `failed` would let the model run it again under a new key.
+  const abandoned = givenUp(ctx);
+  if (abandoned) return abandoned;
+  const judged = await beforeDeadline(ctx, () => judgeThrow(tool, key, ran));
+  if (judged === 'deadline') return { kind: 'stopped', reason: 'deadline during reconcile' };
+  return judged;
 }
 
-/** Run the tool, giving up (without a result) at the segment's deadline. */
-async function executeBefore(ctx: ToolContext, tool: AgentTool<any, any>, input: unknown, key: string) {
-  type Settled = { kind: 'ok'; value: unknown } | { kind: 'error'; message: string } | { kind: 'deadline' };
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<Settled>((resolve) => {
-    timer = setTimeout(() => resolve({ kind: 'deadline' }), Math.max(0, ctx.stopAtMs - Date.now()));
-  });
-  const execution = (async (): Promise<Settled> => {
-    try {
-      if (!tool.execute) return { kind: 'error', message: `Tool "${tool.name}" cannot be executed.` };
-      return { kind: 'ok', value: (await tool.execute(input, { idempotencyKey: key, signal: ctx.signal })) ?? null };
-    } catch (raw) {
-      return { kind: 'error', message: raw instanceof Error ? raw.message : String(raw) };
-    }
-  })();
+type Execution = { kind: 'ok'; value: unknown } | { kind: 'threw'; message: string; inDoubt: boolean };
+
+async function execute(ctx: ToolContext, tool: AgentTool<any, any>, input: unknown, key: string): Promise<Execution> {
   try {
-    return await Promise.race([execution, deadline]);
+    if (!tool.execute) return { kind: 'threw', message: `Tool "${tool.name}" cannot be executed.`, inDoubt: false };
+    return { kind: 'ok', value: (await tool.execute(input, { idempotencyKey: key, signal: ctx.signal })) ?? null };
+  } catch (raw) {
+    return { kind: 'threw', message: raw instanceof Error ? raw.message : String(raw), inDoubt: isInDoubt(raw) };
+  }
+}
+
+/** An EffectInDoubtError, also from another copy of the package (same code, another class). */
+function isInDoubt(raw: unknown): boolean {
+  return raw instanceof EffectInDoubtError || (raw as { code?: unknown } | null)?.code === 'EFFECT_IN_DOUBT';
+}
+
+/**
+ * What a throw from `execute` means for the effect (ADR-0040). A tool with a `reconcile` hook is
+ * asked first: found → completed with its result. Otherwise an EffectInDoubtError (or a hook that
+ * fails) → in_doubt; any other error → failed, which tells the model the effect did not happen.
+ */
+async function judgeThrow(
+  tool: AgentTool<any, any>, key: string, thrown: { message: string; inDoubt: boolean },
+): Promise<Exclude<EffectOutcome, SettleResult>> {
+  let status: 'failed' | 'in_doubt' = thrown.inDoubt ? 'in_doubt' : 'failed';
+  let reason = thrown.inDoubt ? `the tool could not tell whether it happened: ${thrown.message}` : thrown.message;
+  if (tool.reconcile) {
+    try {
+      const found = await tool.reconcile({ idempotencyKey: key });
+      if (found.found) {
+        return { step: { outcome: 'completed', output: found.result }, effect: { key, status: 'completed', result: found.result } };
+      }
+    } catch (raw) {
+      status = 'in_doubt';
+      reason = `${thrown.message}; then the reconcile hook failed: ${raw instanceof Error ? raw.message : String(raw)}`;
+    }
+  }
+  if (status === 'failed') return { step: { outcome: 'failed', output: reason }, effect: { key, status, result: { error: reason } } };
+  const result = { reason, key };
+  return { step: inDoubt(result), effect: { key, status, result } };
+}
+
+/** Run `work`, giving up (without its result) at the segment's deadline. */
+async function beforeDeadline<T>(ctx: ToolContext, work: () => Promise<T>): Promise<T | 'deadline'> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<'deadline'>((resolve) => {
+    timer = setTimeout(() => resolve('deadline'), Math.max(0, ctx.stopAtMs - Date.now()));
+  });
+  try {
+    return await Promise.race([work(), deadline]);
   } finally {
     clearTimeout(timer);
   }
@@ -251,11 +322,19 @@ async function runApproved(
       waitingFor: { id: call.toolCallId, kind: 'approval', toolName: call.toolName, input: call.input },
     };
   }
-  const approved = data.approved === true || (typeof data.text === 'string' && /^\s*(y|yes|ok|approve|approved)\b/i.test(data.text));
+  const approved = data.approved === true || (typeof data.text === 'string' && isApproval(data.text));
   if (!approved) {
     return consumeAndRecord(ctx, call.toolCallId, { ...base, outcome: 'denied', output: 'The user denied this tool call.' });
   }
   const outcome = await runEffect(ctx, tool, call, key, input);
   if ('kind' in outcome) return outcome;
   return consumeAndRecord(ctx, call.toolCallId, { ...base, ...outcome.step }, outcome.effect);
+}
+
+/**
+ * A chat reply approves only when it is nothing but a yes: one of these words, in any case, with
+ * at most a trailing "." or "!". "ok, hold on — do NOT send it" starts with a yes and is a no.
+ */
+export function isApproval(text: string): boolean {
+  return /^(y|yes|ok|approve|approved)[.!]?$/i.test(text.trim());
 }
