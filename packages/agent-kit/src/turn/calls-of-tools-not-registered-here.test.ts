@@ -95,8 +95,10 @@ describe('a call of a tool this process does not have', () => {
     const turn = await startTurn(db, { ownerId: 'u', text: 'call a tool nobody has' });
     const rt = makeRuntime(db, { model: stepsModel([{ calls: [{ id: 'c1', name: 'nope', input: {} }] }, { text: 'Sorry.' }]) });
     expect(await runSegment(rt, { runId: turn.runId, owner: 'w1' })).toMatchObject({ kind: 'closed', status: 'completed' });
-    const steps = await toolSteps(turn.runId);
-    expect(steps.length).toBeGreaterThan(0); // (the AI SDK reports an unknown tool's call twice)
-    for (const step of steps) expect(step).toEqual({ outcome: 'invalid', output: 'Unknown tool "nope".' });
+    // One call, one result: the AI SDK reports an unknown tool's call twice (tool-call, tool-error).
+    const [model] = await db.query<{ calls: number }>(
+      `select jsonb_array_length(data->'toolCalls') as calls from agent_kit_steps where run_id = $1 and step_no = 0`, [turn.runId]);
+    expect(model).toEqual({ calls: 1 });
+    expect(await toolSteps(turn.runId)).toEqual([{ outcome: 'invalid', output: 'Unknown tool "nope".' }]);
   });
 });

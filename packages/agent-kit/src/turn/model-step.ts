@@ -120,8 +120,12 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
       } else if (part.type === 'tool-call') {
         toolCalls.push({ toolCallId: part.toolCallId, toolName: part.toolName, input: part.input });
       } else if (part.type === 'tool-error') {
-        // The SDK could not parse the call's input; record the call so the model gets an error result.
-        toolCalls.push({ toolCallId: part.toolCallId, toolName: part.toolName, input: part.input });
+        // The SDK could not parse the call's input; record the call so the model gets an error
+        // result. For an unknown tool or bad input the SDK has already sent the call itself (as
+        // an invalid tool-call): recording it twice gave it two results under one id.
+        if (!toolCalls.some((c) => c.toolCallId === part.toolCallId)) {
+          toolCalls.push({ toolCallId: part.toolCallId, toolName: part.toolName, input: part.input });
+        }
       } else if (part.type === 'error') {
         throw part.error instanceof Error ? part.error : new Error(String(part.error));
       } else if (part.type === 'finish') {
