@@ -21,6 +21,11 @@ export type AgentTool<I, O> = {
   /** The run waits for a user's approval before execute runs. */
   needsApproval?: boolean;
   kind?: 'question';
+  /**
+   * The side effect, run at most once per `ctx.idempotencyKey`. Throw a plain error only when the
+   * effect certainly did not happen (recorded `failed`; the model may call again, under a new
+   * key); throw EffectInDoubtError when you cannot tell (recorded `in_doubt`). See ADR-0040.
+   */
   execute?(input: I, ctx: AgentToolContext): Promise<O>;
   /**
    * Asks the outside system whether the effect with this key already happened. agent-kit waits
