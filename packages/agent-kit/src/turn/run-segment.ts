@@ -131,7 +131,8 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
   for (;;) {
     if (pendingToolCalls(journal).length > 0) {
       const settled = await settleToolCalls(
-        { db: rt.db, lease, tools: rt.tools, signal: s.signal, stopAtMs: s.stopAtMs }, journal, started, s.interrupt,
+        { db: rt.db, lease, tools: rt.tools, signal: s.signal, stopAtMs: s.stopAtMs, reconcileTimeoutMs: s.settings.reconcileTimeoutMs },
+        journal, started, s.interrupt,
       );
       started = undefined;
       if (settled.kind === 'lost') return lost(s);

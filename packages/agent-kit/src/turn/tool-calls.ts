@@ -1,7 +1,7 @@
 // Settling a model step's tool calls: run each through the effect ledger (at most once per
 // idempotency key), answer questions and approvals from stored inputs (consumed exactly once, in
 // the same transaction as the journal step), and turn bad calls into error results, not crashes.
-import { effectKey, reconcileWithTool, startEffect, type EffectStatus } from '../effect-ledger/index.js';
+import { askReconcileHook, effectKey, hookTimeoutMs, startEffect, type EffectStatus } from '../effect-ledger/index.js';
 import { EffectInDoubtError } from '../errors.js';
 import { allOrNothing, type Interrupt, type Lease } from '../lease/lease.js';
 import type { AgentTool } from '../model/index.js';
@@ -18,6 +18,8 @@ export interface ToolContext {
   signal: AbortSignal;
   /** Local time (ms) by which a running tool must have finished. */
   stopAtMs: number;
+  /** The most a reconcile hook is given (default: the ledger's, 10 s), within stopAtMs. */
+  reconcileTimeoutMs?: number;
 }
 
 export type SettleResult =
@@ -180,7 +182,9 @@ async function runEffect(
   if (record.status !== 'started') return { step: recordedOutcome(record.status, record.result) };
   if (record.fence !== ctx.lease.fence) {
     // Left `started` by a dead segment: ask the outside system, never run it again.
-    const reconciled = await reconcileWithTool(tool, key);
+    const timeoutMs = hookTimeoutMs({ timeoutMs: ctx.reconcileTimeoutMs, stopAtMs: ctx.stopAtMs });
+    const reconciled = timeoutMs > 0 ? await askReconcileHook(tool, key, { signal: ctx.signal, timeoutMs }) : null;
+    if (!reconciled) return givenUp(ctx) ?? { kind: 'stopped', reason: 'deadline during reconcile' };
     const effect = { key, status: reconciled.status, result: reconciled.result };
     if (reconciled.status === 'completed') return { step: { outcome: 'completed', output: reconciled.result }, effect };
     return { step: inDoubt(reconciled.result), effect };
@@ -197,7 +201,7 @@ async function runEffect(
   // owner to reconcile. Recording `failed` would let the model run it again under a new key.
   const abandoned = givenUp(ctx);
   if (abandoned) return abandoned;
-  const judged = await beforeDeadline(ctx, () => judgeThrow(tool, key, ran));
+  const judged = await beforeDeadline(ctx, () => judgeThrow(ctx, tool, key, ran));
   if (judged === 'deadline') return { kind: 'stopped', reason: 'deadline during reconcile' };
   return judged;
 }
@@ -224,13 +228,13 @@ function isInDoubt(raw: unknown): boolean {
  * fails) → in_doubt; any other error → failed, which tells the model the effect did not happen.
  */
 async function judgeThrow(
-  tool: AgentTool<any, any>, key: string, thrown: { message: string; inDoubt: boolean },
+  ctx: ToolContext, tool: AgentTool<any, any>, key: string, thrown: { message: string; inDoubt: boolean },
 ): Promise<Exclude<EffectOutcome, SettleResult>> {
   let status: 'failed' | 'in_doubt' = thrown.inDoubt ? 'in_doubt' : 'failed';
   let reason = thrown.inDoubt ? `the tool could not tell whether it happened: ${thrown.message}` : thrown.message;
   if (tool.reconcile) {
     try {
-      const found = await tool.reconcile({ idempotencyKey: key });
+      const found = await tool.reconcile({ idempotencyKey: key, signal: ctx.signal });
       if (found.found) {
         return { step: { outcome: 'completed', output: found.result }, effect: { key, status: 'completed', result: found.result } };
       }
