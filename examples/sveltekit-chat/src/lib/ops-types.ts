@@ -12,7 +12,14 @@ export interface OpsRun {
   attempts: number;
   leaseExpiresAt: string | null;
   effects: number;
+  /** Of those, effects whose outcome nobody knows (a payment that may or may not have gone out). */
+  inDoubt: number;
   updatedAt: string;
+}
+
+/** The runs table's effects cell: the count, and how many are in doubt when any are. */
+export function effectsCell(run: Pick<OpsRun, 'effects' | 'inDoubt'>): { count: string; inDoubt: string | null } {
+  return { count: String(run.effects), inDoubt: run.inDoubt > 0 ? `${run.inDoubt} in doubt` : null };
 }
 
 export interface OpsEffect {
