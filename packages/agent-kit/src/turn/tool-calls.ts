@@ -191,8 +191,14 @@ async function runEffect(
   }
   const gone = givenUp(ctx); // the start's write may have taken longer than the lease
   if (gone) return gone;
-  const ran = await beforeDeadline(ctx, () => execute(ctx, tool, input, key));
-  if (ran === 'deadline') return { kind: 'stopped', reason: 'deadline during tool' };
+  // The tool's signal also aborts at the segment's deadline: its result would be dropped, so
+  // its work should stop (the effect stays `started` for the next owner to reconcile).
+  const deadline = new AbortController();
+  const ran = await beforeDeadline(ctx, () => execute(tool, input, key, AbortSignal.any([ctx.signal, deadline.signal])));
+  if (ran === 'deadline') {
+    deadline.abort(new Error('the segment reached its deadline while the tool ran'));
+    return { kind: 'stopped', reason: 'deadline during tool' };
+  }
   if (ran.kind === 'ok') {
     return { step: { outcome: 'completed', output: ran.value }, effect: { key, status: 'completed', result: ran.value } };
   }
@@ -208,10 +214,10 @@ async function runEffect(
 
 type Execution = { kind: 'ok'; value: unknown } | { kind: 'threw'; message: string; inDoubt: boolean };
 
-async function execute(ctx: ToolContext, tool: AgentTool<any, any>, input: unknown, key: string): Promise<Execution> {
+async function execute(tool: AgentTool<any, any>, input: unknown, key: string, signal: AbortSignal): Promise<Execution> {
   try {
     if (!tool.execute) return { kind: 'threw', message: `Tool "${tool.name}" cannot be executed.`, inDoubt: false };
-    return { kind: 'ok', value: (await tool.execute(input, { idempotencyKey: key, signal: ctx.signal })) ?? null };
+    return { kind: 'ok', value: (await tool.execute(input, { idempotencyKey: key, signal })) ?? null };
   } catch (raw) {
     return { kind: 'threw', message: raw instanceof Error ? raw.message : String(raw), inDoubt: isInDoubt(raw) };
   }
