@@ -10,10 +10,11 @@ import {
   printServerOutputOnFailure, startServer, waitForRunStatus, waitForWords, type AppServer, type TestStore,
 } from './harness';
 
-// 250 words at 40 ms: a 10 s turn, so a kill early in it leaves most of the turn to the takeover,
-// and an operator page that opens slowly on a loaded machine still finds the run running.
+// 250 words at 60 ms: a 15 s turn, so a kill early in it leaves most of the turn to the takeover,
+// and an operator page that opens slowly on a loaded machine still finds the run running (at
+// 40 ms, CI once saw the kill button disabled: the turn had ended before the click).
 const replyTokens = 250;
-const serverEnv = { AGENT_KIT_SCRIPTED_TOKENS: String(replyTokens), AGENT_KIT_SCRIPTED_DELAY_MS: '40' };
+const serverEnv = { AGENT_KIT_SCRIPTED_TOKENS: String(replyTokens), AGENT_KIT_SCRIPTED_DELAY_MS: '60' };
 const takeoverMaxMs = 40_000; // lease (5 s) + reaper poll + restart + the rest of the turn
 const expectedReply = (text: string) => scriptedReplyText([text], replyTokens).trim();
 
@@ -113,7 +114,13 @@ describe.skipIf(!hasChromium)(`takeover in the browser${hasChromium ? '' : ` (sk
     await open(ops, `${server.baseUrl}/ops?run=${run!.id}`);
     const row = ops.locator(`[data-testid="run-row"][data-run-id="${run!.id}"]`);
     await expect(row.getAttribute('data-status')).resolves.toBe('running');
-    await ops.getByRole('button', { name: 'Kill segment (demo)' }).click();
+    const kill = ops.getByRole('button', { name: 'Kill segment (demo)' });
+    // The button is enabled while the run runs; say how the run stood if it no longer did.
+    await kill.click({ timeout: 10_000 }).catch(async (error: unknown) => {
+      const status = await row.getAttribute('data-status');
+      const fence = await row.getAttribute('data-fence');
+      throw new Error(`could not kill: the run is ${status} at fence ${fence} (${String(error).split('\n')[0]})`);
+    });
     await ops.getByText('expired: watch the worker take over').waitFor();
 
     await waitForRunStatus(chat, 'completed', takeoverMaxMs);
