@@ -78,7 +78,10 @@ export async function listEffects(db: Queryable, runId: string): Promise<EffectR
   return rows.map(toRecord);
 }
 
-export type ReconcileOutcome = { status: 'completed'; result: unknown } | { status: 'in_doubt'; result: unknown };
+export type ReconcileOutcome =
+  | { status: 'completed'; result: unknown }
+  /** `notFound`: the hook answered that the effect did not happen (other in-doubt reasons: none). */
+  | { status: 'in_doubt'; result: unknown; notFound?: true };
 
 /**
  * How long a reconcile hook may take before its effect counts as in doubt. A provider's lookup
@@ -101,16 +104,18 @@ export interface ReconcileOptions {
 /**
  * Ask the tool's reconcile hook whether a started effect happened, with a deadline and an
  * AbortSignal: found → completed; not found, no hook, a failure, or no answer in time → in doubt.
- * Null only when `options.signal` aborted first (no verdict).
+ * The hook gets `timeoutMs`, capped at what is left before `stopAtMs`. Null (no verdict) when
+ * `options.signal` aborted first, or no time was left before `stopAtMs`.
  */
 export async function askReconcileHook(
-  tool: AgentTool<any, any> | undefined, key: string, options: ReconcileOptions = {},
+  tool: AgentTool<any, any> | undefined, key: string, options: SettleOptions = {},
 ): Promise<ReconcileOutcome | null> {
   if (!tool?.reconcile) {
     return { status: 'in_doubt', result: { reason: 'no reconcile hook', key } };
   }
   if (options.signal?.aborted) return null;
-  const timeoutMs = Math.max(0, Math.floor(options.timeoutMs ?? defaultReconcileTimeoutMs));
+  const timeoutMs = Math.floor(hookTimeoutMs(options));
+  if (timeoutMs <= 0 && options.stopAtMs !== undefined) return null;
   const hookSignal = new AbortController();
   let timer: NodeJS.Timeout | undefined;
   let onAbort = () => {};
@@ -134,7 +139,7 @@ export async function askReconcileHook(
     if (first.found.found) return { status: 'completed', result: first.found.result };
     // The hook looked and found nothing: the effect did not happen, but the tool may still be
     // running somewhere (a zombie); reporting in_doubt keeps us from running it a second time.
-    return { status: 'in_doubt', result: { reason: 'not found by reconcile hook', key } };
+    return { status: 'in_doubt', result: { reason: 'not found by reconcile hook', key }, notFound: true };
   } catch (raw) {
     return { status: 'in_doubt', result: { reason: `reconcile hook failed: ${String((raw as Error)?.message ?? raw)}`, key } };
   } finally {
@@ -183,10 +188,7 @@ export async function reconcileDeadEffects(
   );
   const settled = { completed: 0, inDoubt: 0, unsettled: 0 };
   for (const row of rows) {
-    const timeoutMs = hookTimeoutMs(options);
-    const outcome = timeoutMs > 0 || !tools[row.tool]?.reconcile
-      ? await askReconcileHook(tools[row.tool], row.key, { timeoutMs, signal: options.signal })
-      : null;
+    const outcome = await askReconcileHook(tools[row.tool], row.key, options);
     if (outcome === null) {
       settled.unsettled++;
       continue;

@@ -132,11 +132,7 @@ export async function reapExpiredRuns(rt: Runtime, options: ReapOptions = {}): P
 async function requeueRun(rt: Runtime, run: ExpiredRun, report: ReapReport, pass: SettleOptions): Promise<boolean> {
   const effects = await startedEffects(rt, run.id);
   for (const effect of effects) {
-    const timeoutMs = hookTimeoutMs(pass);
-    const tool = rt.tools[effect.tool];
-    const outcome = timeoutMs > 0 || !tool?.reconcile
-      ? await askReconcileHook(tool, effect.key, { timeoutMs, signal: pass.signal })
-      : null;
+    const outcome = await askReconcileHook(rt.tools[effect.tool], effect.key, pass);
     if (outcome === null) return false;
     const rows = await rt.db.query<{ ok: boolean }>(
       'select agent_kit_reconcile_effect($1, $2, $3, $4, $5::jsonb) as ok',

@@ -1,7 +1,7 @@
 // Settling a model step's tool calls: run each through the effect ledger (at most once per
 // idempotency key), answer questions and approvals from stored inputs (consumed exactly once, in
 // the same transaction as the journal step), and turn bad calls into error results, not crashes.
-import { askReconcileHook, effectKey, hookTimeoutMs, startEffect, type EffectStatus } from '../effect-ledger/index.js';
+import { askReconcileHook, effectKey, startEffect, type EffectStatus } from '../effect-ledger/index.js';
 import { EffectInDoubtError } from '../errors.js';
 import { allOrNothing, type Interrupt, type Lease } from '../lease/lease.js';
 import type { AgentTool } from '../model/index.js';
@@ -182,8 +182,7 @@ async function runEffect(
   if (record.status !== 'started') return { step: recordedOutcome(record.status, record.result) };
   if (record.fence !== ctx.lease.fence) {
     // Left `started` by a dead segment: ask the outside system, never run it again.
-    const timeoutMs = hookTimeoutMs({ timeoutMs: ctx.reconcileTimeoutMs, stopAtMs: ctx.stopAtMs });
-    const reconciled = timeoutMs > 0 ? await askReconcileHook(tool, key, { signal: ctx.signal, timeoutMs }) : null;
+    const reconciled = await askReconcileHook(tool, key, hookOptions(ctx));
     if (!reconciled) return givenUp(ctx) ?? { kind: 'stopped', reason: 'deadline during reconcile' };
     const effect = { key, status: reconciled.status, result: reconciled.result };
     if (reconciled.status === 'completed') return { step: { outcome: 'completed', output: reconciled.result }, effect };
@@ -207,9 +206,12 @@ async function runEffect(
   // owner to reconcile. Recording `failed` would let the model run it again under a new key.
   const abandoned = givenUp(ctx);
   if (abandoned) return abandoned;
-  const judged = await beforeDeadline(ctx, () => judgeThrow(ctx, tool, key, ran));
-  if (judged === 'deadline') return { kind: 'stopped', reason: 'deadline during reconcile' };
-  return judged;
+  return judgeThrow(ctx, tool, key, ran);
+}
+
+/** A reconcile hook asked during a segment: its timeout, within the segment's deadline and signal. */
+function hookOptions(ctx: ToolContext) {
+  return { signal: ctx.signal, timeoutMs: ctx.reconcileTimeoutMs, stopAtMs: ctx.stopAtMs };
 }
 
 type Execution = { kind: 'ok'; value: unknown } | { kind: 'threw'; message: string; inDoubt: boolean };
@@ -235,18 +237,19 @@ function isInDoubt(raw: unknown): boolean {
  */
 async function judgeThrow(
   ctx: ToolContext, tool: AgentTool<any, any>, key: string, thrown: { message: string; inDoubt: boolean },
-): Promise<Exclude<EffectOutcome, SettleResult>> {
+): Promise<EffectOutcome> {
   let status: 'failed' | 'in_doubt' = thrown.inDoubt ? 'in_doubt' : 'failed';
   let reason = thrown.inDoubt ? `the tool could not tell whether it happened: ${thrown.message}` : thrown.message;
   if (tool.reconcile) {
-    try {
-      const found = await tool.reconcile({ idempotencyKey: key, signal: ctx.signal });
-      if (found.found) {
-        return { step: { outcome: 'completed', output: found.result }, effect: { key, status: 'completed', result: found.result } };
-      }
-    } catch (raw) {
+    const asked = await askReconcileHook(tool, key, hookOptions(ctx));
+    if (!asked) return givenUp(ctx) ?? { kind: 'stopped', reason: 'deadline during reconcile' };
+    if (asked.status === 'completed') {
+      return { step: { outcome: 'completed', output: asked.result }, effect: { key, status: 'completed', result: asked.result } };
+    }
+    if (!asked.notFound) {
+      // The hook failed or did not answer in time: nobody can tell.
       status = 'in_doubt';
-      reason = `${thrown.message}; then the reconcile hook failed: ${raw instanceof Error ? raw.message : String(raw)}`;
+      reason = `${thrown.message}; then ${String((asked.result as { reason?: unknown } | null)?.reason ?? 'the reconcile hook failed')}`;
     }
   }
   if (status === 'failed') return { step: { outcome: 'failed', output: reason }, effect: { key, status, result: { error: reason } } };
