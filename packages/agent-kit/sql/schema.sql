@@ -26,6 +26,7 @@ create table agent_kit_effects (
   constraint agent_kit_effects_run_id_fkey FOREIGN KEY (run_id) REFERENCES agent_kit_runs(id) ON DELETE CASCADE,
   constraint agent_kit_effects_status_check CHECK (status = ANY (ARRAY['started'::text, 'completed'::text, 'failed'::text, 'in_doubt'::text]))
 );
+CREATE INDEX agent_kit_effects__in_doubt_run_id_idx ON agent_kit_effects USING btree (run_id) WHERE (status = 'in_doubt'::text);
 CREATE UNIQUE INDEX agent_kit_effects_pkey ON agent_kit_effects USING btree (run_id, key);
 
 -- table agent_kit_inputs

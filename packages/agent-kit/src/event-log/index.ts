@@ -15,5 +15,5 @@ export {
 } from './read-threads.js';
 export {
   readRunAccess, listRuns, listRunEffects, listRunSteps, readRunDetail, maxRunListSize,
-  type RunSummary, type EffectView, type StepView, type RunDetail,
+  type RunSummary, type ListRunsOptions, type EffectView, type StepView, type RunDetail,
 } from './read-runs.js';

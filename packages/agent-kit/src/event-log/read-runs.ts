@@ -96,19 +96,36 @@ interface RunSummaryRow {
   updated_at: Date;
 }
 
-/** Runs, newest first: of one thread owner's threads, or all (null), optionally by status. */
-export async function listRuns(
-  db: Queryable, options: { ownerId: string | null; status?: string; limit: number },
-): Promise<RunSummary[]> {
+export interface ListRunsOptions {
+  /** One thread owner's runs, or everyone's (null). */
+  ownerId: string | null;
+  status?: string;
+  /** Only runs with at least one effect in doubt (read through migration 0025's index). */
+  inDoubt?: boolean;
+  limit: number;
+}
+
+// A top-level EXISTS becomes a semi-join the planner can drive from the in-doubt index; written
+// as `(not $4 or exists …)` it stays a filter on every run walked (220 ms, not 3, at 200,000
+// runs). So the clause is added only when asked for. See ADR-0042.
+const inDoubtClause =
+  `and exists (select 1 from agent_kit_effects d where d.run_id = r.id and d.status = 'in_doubt')`;
+
+/**
+ * Runs, newest first: of one thread owner's threads, or all (null), optionally by status and
+ * only those with an effect in doubt.
+ */
+export async function listRuns(db: Queryable, options: ListRunsOptions): Promise<RunSummary[]> {
   const rows = await db.query<RunSummaryRow>(
     `select r.id, r.thread_id, t.owner_id, r.turn_no, r.status, r.owner, r.fence, r.attempts,
             r.lease_expires_at, r.created_at, r.updated_at,
             -- Subqueries in the select list run for the listed rows only, after the sort and
-            -- limit; each reads the run's effects by their key (run_id, key).
+            -- limit; each reads the run's effects by run (the key, or the in-doubt index).
             (select count(*) from agent_kit_effects e where e.run_id = r.id) as effects,
             (select count(*) from agent_kit_effects e where e.run_id = r.id and e.status = 'in_doubt') as in_doubt
      from agent_kit_runs r join agent_kit_threads t on t.id = r.thread_id
      where ($1::text is null or t.owner_id = $1) and ($2::text is null or r.status = $2)
+       ${options.inDoubt ? inDoubtClause : ''}
      order by r.created_at desc, r.id limit $3`,
     [options.ownerId, options.status ?? null, Math.min(options.limit, maxRunListSize)],
   );

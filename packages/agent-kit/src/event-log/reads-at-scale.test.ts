@@ -7,6 +7,7 @@
 //   (migration 0021), and a run's messages come through its thread's.
 // - A run list by status reads that status's runs by index among many completed ones (0019,
 //   0022, and the lease and active-run keys).
+// - A run list of effects in doubt reads those runs by index among many settled effects (0025).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { fakeRunSegment, testOwner } from '../../test/harness/fake-segment.js';
@@ -38,6 +39,12 @@ async function plansOf<T>(read: (db: Db) => Promise<T>): Promise<{ value: T; pla
   }
   expect(plans.length).toBeGreaterThan(0);
   return { value, plans };
+}
+
+/** The most rows any plan node produced over all its loops: what a read touched at worst. */
+function mostRowsOfANode(plans: string[]): number {
+  const nodes = [...plans.join('\n').matchAll(/actual time=\S+ rows=([\d.]+) loops=(\d+)/g)];
+  return Math.max(0, ...nodes.map((m) => Number(m[1]) * Number(m[2])));
 }
 
 function expectNoScan(plans: string[], table = 'agent_kit_thread_events') {
@@ -132,6 +139,45 @@ describe('run lists by status', () => {
       expect(value.every((run) => run.status === status)).toBe(true);
       if (status === 'failed') expect(value.length).toBeGreaterThanOrEqual(3);
       expectNoScan(plans, 'agent_kit_runs');
+    }
+  });
+});
+
+describe('run lists of effects in doubt', () => {
+  it('list the runs with an effect in doubt without reading the settled effects', async () => {
+    await db.query(
+      `with th as (insert into agent_kit_threads (owner_id) select 'doubt-' || (g % 10) from generate_series(1, 3000) g returning id)
+       insert into agent_kit_runs (thread_id, turn_no, status, created_at)
+       select id, 1, 'completed', now() - random() * interval '30 days' - interval '1 day' from th`,
+    );
+    const doubtRuns = `select r.id from agent_kit_runs r join agent_kit_threads t on t.id = r.thread_id
+      where t.owner_id like 'doubt-%'`;
+    await db.query(
+      `insert into agent_kit_effects (run_id, key, status, fence, tool)
+       select r.id, r.id || ':' || k || ':0', case when k = 2 then 'failed' else 'completed' end, 1, 'charge_card'
+       from (${doubtRuns}) r, generate_series(1, 2) k`,
+    );
+    // The oldest three runs' first charge is in doubt (a list walking from the newest reads them
+    // last); one of those runs was aborted.
+    const inDoubt = await db.query<{ id: string }>(
+      `update agent_kit_effects set status = 'in_doubt' where key like '%:1:0' and run_id in (
+         select r.id from agent_kit_runs r where r.id in (${doubtRuns}) order by r.created_at limit 3)
+       returning run_id as id`,
+    );
+    const [aborted] = await db.query<{ id: string }>(
+      `update agent_kit_runs set status = 'aborted' where id = $1 returning id`, [inDoubt[0]!.id]);
+    await db.exec('analyze agent_kit_runs');
+    await db.exec('analyze agent_kit_effects');
+
+    const all = await plansOf((d) => listRuns(d, { ownerId: null, inDoubt: true, limit: 20 }));
+    expect(new Set(all.value.map((run) => run.id))).toEqual(new Set(inDoubt.map((row) => row.id)));
+    expect(all.value.every((run) => run.inDoubt === 1 && run.effects === 2)).toBe(true);
+    const byStatus = await plansOf((d) => listRuns(d, { ownerId: null, status: 'aborted', inDoubt: true, limit: 20 }));
+    expect(byStatus.value.map((run) => run.id)).toEqual([aborted!.id]);
+    for (const { plans } of [all, byStatus]) {
+      expectNoScan(plans, 'agent_kit_effects');
+      expectNoScan(plans, 'agent_kit_runs');
+      expect(mostRowsOfANode(plans), plans.join('\n')).toBeLessThan(100);
     }
   });
 });

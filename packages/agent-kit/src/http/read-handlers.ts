@@ -13,12 +13,12 @@ import { parseWith, readIdParam, readLimit } from './request.js';
 
 const defaultListSize = 50;
 
-const allFlag = z.enum(['0', '1', 'false', 'true']).optional()
+/** A yes/no query parameter: 1 or true, 0 or false, or absent (no). Anything else is a 400. */
+const flag = z.enum(['0', '1', 'false', 'true']).optional()
   .transform((v) => v === '1' || v === 'true');
 
-/** `?all=1` (operators): everyone's threads instead of the caller's own. */
-function readAll(url: URL): boolean {
-  return parseWith(allFlag, url.searchParams.get('all') ?? undefined, 'query parameter "all"');
+function readFlag(url: URL, name: string): boolean {
+  return parseWith(flag, url.searchParams.get(name) ?? undefined, `query parameter "${name}"`);
 }
 
 /** GET /api/threads: the caller's threads, newest first; operators may ask for all with ?all=1. */
@@ -26,7 +26,7 @@ export function createThreadsHandler(ctx: HandlerContext): RouteHandler {
   return async (request) => {
     const caller = await requireCaller(ctx.authenticate, request);
     const url = new URL(request.url);
-    const all = readAll(url);
+    const all = readFlag(url, 'all'); // operators: everyone's threads, not the caller's own
     if (all && !caller.isOperator) throw new HttpError('FORBIDDEN', 'only an operator may list every thread');
     const limit = readLimit(url, defaultListSize, maxThreadItems);
     const threads = await listThreads(ctx.rt.db, { ownerId: all ? null : caller.userId, limit });
@@ -50,7 +50,8 @@ export function createThreadHandler(ctx: HandlerContext): RouteHandler {
 
 /**
  * GET /api/runs: runs newest first with status, lease holder, fence, attempts, lease expiry and
- * effect count. Operators see every run; other callers the runs of their own threads.
+ * effect counts (all, in doubt). Operators see every run; other callers the runs of their own
+ * threads. `?status=` and `?inDoubt=1` (only runs with an effect in doubt) filter the list.
  */
 export function createRunsHandler(ctx: HandlerContext): RouteHandler {
   return async (request) => {
@@ -59,8 +60,10 @@ export function createRunsHandler(ctx: HandlerContext): RouteHandler {
     const limit = readLimit(url, defaultListSize, maxRunListSize);
     const status = parseWith(z.enum(runStatuses).optional(), url.searchParams.get('status') ?? undefined,
       'query parameter "status"');
+    const inDoubt = readFlag(url, 'inDoubt');
     const mine = !caller.isOperator || url.searchParams.get('mine') === '1';
-    const runs = await listRuns(ctx.rt.db, { ownerId: mine ? caller.userId : null, status, limit });
+    const ownerId = mine ? caller.userId : null;
+    const runs = await listRuns(ctx.rt.db, { ownerId, status, inDoubt, limit });
     return jsonResponse({ runs });
   };
 }

@@ -99,6 +99,7 @@ function parseCases(): CliCase[] {
     ...['sleeping', sql, ''].map((v) =>
       ({ what: `--status ${v === sql ? 'SQL-looking' : v || '(empty)'}`, args: ['runs', '--status', v] })),
     ...['0', '1001', 'x'].map((v) => ({ what: `--limit ${v}`, args: ['runs', '--limit', v] })), flag('runs', '--json'),
+    { what: '--in-doubt with a value', args: ['runs', '--in-doubt=yes'] }, flag('runs', '--in-doubt'),
     { what: 'no run id', args: ['show'] },
     ...['not-a-uuid', sql, `${unknownId}x`, ''].map((v) => ({ what: 'run id not a uuid', args: ['show', v] })),
     flag('show', unknownId),

@@ -1,6 +1,6 @@
-// `agent-kit runs [--json] [--status S] [--limit N]`: the run list an operator reads, newest
-// first, with who holds each lease, its fence and attempts, its lease expiry, its effect count and
-// how many of those are in doubt.
+// `agent-kit runs [--json] [--status S] [--in-doubt] [--limit N]`: the run list an operator
+// reads, newest first, with who holds each lease, its fence and attempts, its lease expiry, its
+// effect count and how many of those are in doubt; --in-doubt lists only runs with some.
 // A table for people; --json prints the same rows as one JSON array for scripts.
 import { type Command, CommanderError } from 'commander';
 import { listRuns, maxRunListSize, type RunSummary } from '../../event-log/read-runs.js';
@@ -11,6 +11,8 @@ import { withDb } from '../main.js';
 export interface RunsOptions {
   json?: boolean;
   status?: string;
+  /** Only runs with at least one effect in doubt. */
+  inDoubt?: boolean;
   limit?: number;
 }
 
@@ -26,6 +28,7 @@ export function register(program: Command) {
       }
       return value;
     })
+    .option('--in-doubt', 'only runs with at least one effect in doubt')
     .option('--limit <n>', `at most this many runs (1..${maxRunListSize}, default 50)`, (value) => {
       const n = Number(value);
       if (!/^\d+$/.test(value) || n < 1 || n > maxRunListSize) {
@@ -42,10 +45,18 @@ export function register(program: Command) {
 
 /** The command's whole output, for a store and a "now" (tests pass both). */
 export async function formatRunsCommand(db: Queryable, options: RunsOptions, now: Date): Promise<string> {
-  const runs = await listRuns(db, { ownerId: null, status: options.status, limit: options.limit ?? 50 });
+  const runs = await listRuns(db, {
+    ownerId: null, status: options.status, inDoubt: options.inDoubt, limit: options.limit ?? 50,
+  });
   if (options.json) return `${JSON.stringify(runs, null, 2)}\n`;
-  if (runs.length === 0) return 'no runs\n';
+  if (runs.length === 0) return noRunsLine(options);
   return formatTable(runsHeader, runs.map((run) => runRow(run, now)));
+}
+
+/** What an empty list says; an empty in-doubt list is the answer an operator hopes for. */
+function noRunsLine(options: RunsOptions): string {
+  if (!options.inDoubt) return 'no runs\n';
+  return `no runs with effects in doubt${options.status ? ` (status ${options.status})` : ''}\n`;
 }
 
 const runsHeader = [

@@ -1,5 +1,6 @@
 // `agent-kit show RUN_ID [--json]`: one run for a person debugging it: its row and lease, the
-// segments that held it (from its events), its journal steps, effects and messages.
+// segments that held it (from its events), its journal steps, effects and messages. Effects in
+// doubt are named again at the top, where nobody scrolls past them.
 import type { Command } from 'commander';
 import { readRunDetail, type RunDetail } from '../../event-log/read-runs.js';
 import { NotFoundError } from '../../errors.js';
@@ -42,7 +43,7 @@ function preview(value: unknown, max = 80): string {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
-function runSection({ run, ownerId }: RunDetail, now: Date): string {
+function runSection({ run, ownerId, effects }: RunDetail, now: Date): string {
   const lines = [
     `run ${run.id}`,
     `  thread    ${run.threadId} (owner ${ownerId}, turn ${run.turnNo})`,
@@ -55,7 +56,14 @@ function runSection({ run, ownerId }: RunDetail, now: Date): string {
   if (run.takenOverBy) lines.push(`  takeover  by ${run.takenOverBy}`);
   // A closed run's partial is history; while it is open it is what viewers see right now.
   if (run.partial && !isClosed(run.status)) lines.push(`  partial   ${preview(run.partial)}`);
+  lines.push(...inDoubtLines(effects));
   return `${lines.join('\n')}\n`;
+}
+
+/** One line per effect in doubt, key and tool: what an operator checks with the outside system. */
+function inDoubtLines(effects: RunDetail['effects']): string[] {
+  const inDoubt = effects.filter((e) => e.status === 'in_doubt');
+  return inDoubt.map((e, i) => `  ${i === 0 ? 'in doubt ' : '         '} ${e.key}  tool ${e.tool}`);
 }
 
 function leaseLine(run: RunDetail['run'], now: Date): string {
