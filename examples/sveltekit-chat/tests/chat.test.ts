@@ -2,23 +2,17 @@
 // mid-turn, two tabs on one turn, a question answered in the page, an approval, and another
 // user's thread refused. Expected replies come from the scripted model's own function.
 import { scriptedAskQuestion, scriptedReplyText } from 'agent-kit';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Browser, BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  createTestStore, hasChromium, open, reload, lastRunText, launchBrowser, sendChat, signIn, skipReason,
-  printServerOutputOnFailure, startServer, waitForRunStatus, waitForWords, type AppServer, type TestStore,
+  announcementsSaid, createTestStore, hasChromium, open, reload, lastRunText, launchBrowser, recordAnnouncements,
+  sendChat, signIn, skipReason, printServerOutputOnFailure, startServer, waitForAnnouncement, waitForRunStatus,
+  waitForWords, type AppServer, type TestStore,
 } from './harness';
 
 // 100 words at 40 ms each: a 4 s turn, long enough to reload or open a second tab mid-turn.
 const replyTokens = 100;
 const expectedReply = (text: string) => scriptedReplyText([text], replyTokens).trim();
-
-/** Wait until the chat's status region (the one a screen reader announces) says `text`. */
-async function waitForAnnouncement(page: Page, text: string): Promise<void> {
-  await page.waitForFunction(
-    (expected) => document.querySelector('[data-testid="announcer"]')?.textContent?.trim() === expected, text,
-  );
-}
 
 describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${skipReason})`}`, () => {
   let store: TestStore;
@@ -223,15 +217,7 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
   it('announces how a turn goes in a status region, not the reply as it streams', async () => {
     const page = await alice.newPage();
     await open(page, `${server.baseUrl}/`);
-    // What the status region says, in order, across the move to the thread's URL.
-    await page.evaluate(() => {
-      const said: string[] = [];
-      Object.assign(window, { said });
-      new MutationObserver(() => {
-        const text = document.querySelector('[data-testid="announcer"]')?.textContent?.trim() ?? '';
-        if (text && text !== said.at(-1)) said.push(text);
-      }).observe(document.body, { subtree: true, childList: true, characterData: true });
-    });
+    await recordAnnouncements(page);
     const liveRegions = () => page.getByTestId('transcript').evaluate((transcript) =>
       transcript.closest('[aria-live]') !== null || transcript.querySelector('[aria-live]') !== null);
     const message = `announce me ${Date.now()}`;
@@ -242,13 +228,39 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await expect(page.getByRole('status').filter({ hasText: 'Assistant is replying' }).count()).resolves.toBe(1);
     await waitForRunStatus(page, 'completed');
     await waitForAnnouncement(page, 'Assistant replied.');
-    expect(await page.evaluate(() => (window as unknown as { said: string[] }).said))
-      .toEqual(['Assistant is replying…', 'Assistant replied.']);
+    expect(await announcementsSaid(page)).toEqual(['Assistant is replying…', 'Assistant replied.']);
     // Opening the thread again replays its history: old news, so nothing is announced.
     await reload(page);
     await waitForRunStatus(page, 'completed');
     await page.waitForTimeout(500);
     await expect(page.getByTestId('announcer').textContent()).resolves.toBe('');
+    await page.close();
+  });
+
+  it('says a message is queued while the reply before it runs, then how its own reply goes', async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    await recordAnnouncements(page);
+    await sendChat(page, `the first of two ${Date.now()}`);
+    await waitForWords(page, 3);
+    await page.getByRole('textbox', { name: 'Message' }).fill('and the second');
+    await page.getByRole('button', { name: 'Send' }).click();
+    // Read in one go in the page: the sentence, while the second turn is still queued.
+    const queued = 'Your message is queued; it will be answered after the current reply.';
+    await page.waitForFunction((expected) => {
+      const runs = document.querySelectorAll<HTMLElement>('[data-testid="run"]');
+      const said = document.querySelector('[data-testid="announcer"]')?.textContent?.trim();
+      return runs.length === 2 && runs[1]!.dataset.status === 'queued' && said === expected;
+    }, queued);
+    // Then the usual sentences: its own reply starts (cancelled, to keep the test short).
+    const second = page.getByTestId('run').nth(1);
+    await second.and(page.locator('[data-status="running"]')).waitFor();
+    await waitForAnnouncement(page, 'Assistant is replying…');
+    await second.getByRole('button', { name: 'Cancel' }).click();
+    await waitForAnnouncement(page, 'Reply cancelled.');
+    expect(await announcementsSaid(page)).toEqual([
+      'Assistant is replying…', queued, 'Assistant replied.', 'Assistant is replying…', 'Reply cancelled.',
+    ]);
     await page.close();
   });
 
@@ -272,6 +284,44 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await page.getByRole('button', { name: 'Send' }).click();
     await page.getByTestId('user-message').nth(1).waitFor();
     await composerHasFocus();
+    await page.close();
+  });
+
+  it('keeps what the writer types while their first message makes the thread and its page opens', async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    // Hold the send, then the new thread's page data, each until the writer has typed on.
+    const hold = async (url: string | RegExp) => {
+      let release = () => {};
+      const released = new Promise<void>((resolve) => (release = resolve));
+      let arrived = () => {};
+      const held = new Promise<void>((resolve) => (arrived = resolve));
+      await page.route(url, async (route) => {
+        arrived();
+        await released;
+        await route.continue();
+      });
+      return { held, release };
+    };
+    const send = await hold('**/api/chat');
+    const threadPage = await hold(/\/t\/[0-9a-f-]{36}\/__data\.json/);
+    const composer = page.getByRole('textbox', { name: 'Message' });
+    await composer.click();
+    await page.keyboard.type(`a new thread ${Date.now()}`);
+    await page.keyboard.press('Enter');
+    await send.held;
+    await page.keyboard.type(' and a second thought'); // after the message sent: the composer still shows it
+    send.release();
+    await threadPage.held;
+    // The server has the message: it leaves the composer, what was typed after it stays.
+    await expect.poll(() => composer.inputValue(), { timeout: 10_000 }).toBe('and a second thought');
+    await page.keyboard.type(', typed on');
+    threadPage.release();
+    await page.waitForURL(/\/t\/[0-9a-f-]{36}$/);
+    // The thread's page mounts a new composer, which started empty: the typing was in the old one.
+    await expect.poll(() => composer.inputValue(), { timeout: 10_000 }).toBe('and a second thought, typed on');
+    await page.keyboard.type(' and on');
+    await expect(composer.inputValue()).resolves.toBe('and a second thought, typed on and on');
     await page.close();
   });
 

@@ -217,6 +217,30 @@ export async function waitForWords(page: Page, words: number, timeoutMs = 15_000
   );
 }
 
+/** Wait until the chat's status region (the one a screen reader announces) says `text`. */
+export async function waitForAnnouncement(page: Page, text: string): Promise<void> {
+  await page.waitForFunction(
+    (expected) => document.querySelector('[data-testid="announcer"]')?.textContent?.trim() === expected, text,
+  );
+}
+
+/** Record what the status region says, in order, from now on (across the move to a thread's URL). */
+export async function recordAnnouncements(page: Page): Promise<void> {
+  await page.evaluate(() => {
+    const said: string[] = [];
+    Object.assign(window, { said });
+    new MutationObserver(() => {
+      const text = document.querySelector('[data-testid="announcer"]')?.textContent?.trim() ?? '';
+      if (text && text !== said.at(-1)) said.push(text);
+    }).observe(document.body, { subtree: true, childList: true, characterData: true });
+  });
+}
+
+/** What the status region said since recordAnnouncements. */
+export function announcementsSaid(page: Page): Promise<string[]> {
+  return page.evaluate(() => (window as unknown as { said: string[] }).said);
+}
+
 /** Save a screenshot under test-results/, and under docs/images/ when SAVE_SCREENSHOTS=1. */
 export async function saveScreenshot(page: Page, name: string): Promise<void> {
   mkdirSync(resultsDir, { recursive: true });

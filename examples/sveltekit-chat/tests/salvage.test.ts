@@ -1,23 +1,49 @@
 // Salvage, seen from the browser: with a crash budget of one attempt, a segment whose lease is
 // killed is not resumed; the reaper closes the run as aborted and its partial text becomes the
 // turn's one message, which the chat marks as cut short (in plain words: "salvaged" is the operator's term).
-import { scriptedReplyText } from 'agent-kit';
+// A run that dies while a tool runs is seeded through agent-kit's API before the server starts
+// (the embedded store has one process at a time), so that its effect is left in doubt.
+import {
+  beginSegment, claimRun, effectKey, mirrorPartial, openDb, scriptedReplyText, startEffect, startTurn,
+} from 'agent-kit';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  createTestStore, hasChromium, open, lastRunText, launchBrowser, sendChat, signIn, skipReason, printServerOutputOnFailure, startServer,
-  waitForRunStatus, waitForWords, type AppServer, type TestStore,
+  createTestStore, hasChromium, open, lastRunText, launchBrowser, reload, sendChat, signIn, skipReason,
+  printServerOutputOnFailure, startServer, waitForRunStatus, waitForWords, type AppServer, type TestStore,
 } from './harness';
 
 const replyTokens = 200; // an 8 s turn: the kill lands long before it could finish
+
+/**
+ * Alice's turn whose segment, held by a worker that is not there, began a transfer and said so:
+ * the effect is `started`, the lease live for ten minutes, so it stands still until killed.
+ */
+async function seedTurnDyingMidTransfer(store: TestStore): Promise<{ threadId: string; runId: string }> {
+  const db = await openDb({ databaseUrl: store.databaseUrl, dataDir: store.dataDir });
+  try {
+    const turn = await startTurn(db, { ownerId: 'alice', text: 'Pay the invoice #approve' });
+    const claim = await claimRun(db, { runId: turn.runId, owner: 'gone-worker', leaseTtlMs: 600_000 });
+    if (!claim.claimed) throw new Error(`seeding: the run was not claimed (${claim.reason})`);
+    await beginSegment(db, claim.lease, '');
+    await mirrorPartial(db, claim.lease, 'Paying the invoice now. ');
+    const key = effectKey(turn.runId, 0, 0);
+    await startEffect(db, claim.lease, key, 'transfer_funds', { amount: 42, to: 'demo' });
+    return { threadId: turn.threadId, runId: turn.runId };
+  } finally {
+    await db.close();
+  }
+}
 
 describe.skipIf(!hasChromium)(`salvage in the browser${hasChromium ? '' : ` (skipped: ${skipReason})`}`, () => {
   let store: TestStore;
   let server: AppServer;
   let browser: Browser;
+  let midTransfer: { threadId: string; runId: string };
 
   beforeAll(async () => {
     store = await createTestStore();
+    midTransfer = await seedTurnDyingMidTransfer(store);
     server = await startServer({
       store,
       env: {
@@ -66,6 +92,31 @@ describe.skipIf(!hasChromium)(`salvage in the browser${hasChromium ? '' : ` (ski
     expect(answers).toHaveLength(1);
     expect(answers[0]).toMatchObject({ partial: true });
     expect(answers[0]!.text.trim()).toBe(text);
+    await operator.close();
+    await alice.close();
+  });
+
+  it('says under a reply cut short while a tool ran that its outcome is unknown, live and reopened', async () => {
+    const alice = await signIn(browser, server.baseUrl, 'alice');
+    const chat = await alice.newPage();
+    await open(chat, `${server.baseUrl}/t/${midTransfer.threadId}`);
+    await chat.getByTestId('run-text').filter({ hasText: 'Paying the invoice now.' }).waitFor();
+    const notice = 'The outcome of transfer_funds is unknown: check it before trying again.';
+
+    const operator = await signIn(browser, server.baseUrl, 'operator');
+    const kill = await operator.request.post(`${server.baseUrl}/api/demo/runs/${midTransfer.runId}/expire-lease`);
+    expect(kill.status()).toBe(200);
+    await waitForRunStatus(chat, 'aborted', 30_000);
+    const doubts = () => chat.getByTestId('run').getByTestId('in-doubt').allInnerTexts(); // no waiting
+    await expect.poll(doubts, { timeout: 5_000 }).toEqual([notice]);
+    await expect(chat.getByTestId('announcer').textContent())
+      .resolves.toBe(`The reply was cut short by an interruption. ${notice}`);
+
+    // Reopened, the log's replay names it again (and, being history, announces nothing).
+    await reload(chat);
+    await waitForRunStatus(chat, 'aborted');
+    await expect(doubts()).resolves.toEqual([notice]);
+    await expect(chat.getByTestId('announcer').textContent()).resolves.toBe('');
     await operator.close();
     await alice.close();
   });

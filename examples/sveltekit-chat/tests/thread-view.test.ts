@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { buildRunTimeline, segmentKilledEventType } from '../src/lib/run-timeline';
 import {
-  announceEvent, applyEvent, emptyThreadView, openRun, runBadge, type RunItem, type WireEvent,
+  announceEvent, applyEvent, emptyThreadView, inDoubtNotices, openRun, runBadge, type RunItem, type WireEvent,
 } from '../src/lib/thread-view';
 
 const runId = '11111111-1111-4111-8111-111111111111';
@@ -105,13 +105,13 @@ describe('the thread view', () => {
   });
 });
 
-describe('the chat\'s announcements', () => {
-  /** Fold `events` and collect what the status region would say after each. */
-  function announcements(events: WireEvent[]): (string | null)[] {
-    const view = emptyThreadView();
-    return events.map((event) => (applyEvent(view, event) ? announceEvent(view, event) : null));
-  }
+/** Fold `events` and collect what the status region would say after each. */
+function announcements(events: WireEvent[]): (string | null)[] {
+  const view = emptyThreadView();
+  return events.map((event) => (applyEvent(view, event) ? announceEvent(view, event) : null));
+}
 
+describe('the chat\'s announcements', () => {
   it('says when a reply starts and ends, never its text, and nothing new while it streams', () => {
     expect(announcements(crashedThenResumed)).toEqual([
       null, null, 'Assistant is replying…', null, 'Assistant is replying…', null, 'Assistant replied.',
@@ -135,6 +135,56 @@ describe('the chat\'s announcements', () => {
       ['run-closed', 0, { status: 'failed', text: '', partial: false }],
     ]));
     expect(failed).toEqual([null, 'The assistant could not reply.']);
+  });
+
+  it('says a message waits behind the reply before it, and nothing for one that starts at once', () => {
+    const secondRunId = '22222222-2222-4222-8222-222222222222';
+    const log = makeLog([
+      ['run-queued', 0, { runId, turnNo: 1 }],
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1 }],
+      ['message', 0, { role: 'user', text: 'and then?', messageId: 'm2', runId: secondRunId }],
+      ['run-queued', 0, { runId: secondRunId, turnNo: 2 }],
+      ['step-finished', 1, { text: 'done' }],
+      ['run-closed', 1, { status: 'completed', text: 'done', partial: false }],
+      ['segment-started', 1, { runId: secondRunId, text: '', attempt: 1, fence: 1 }],
+    ]).map((event) => ({ ...event, runId: (event.data.runId as string | undefined) ?? runId }));
+    // The first turn's step ending is no news: it said "replying" over the queued sentence.
+    expect(announcements(log)).toEqual([
+      null, 'Assistant is replying…', null,
+      'Your message is queued; it will be answered after the current reply.',
+      null, 'Assistant replied.', 'Assistant is replying…',
+    ]);
+  });
+});
+
+describe('effects a run was given up with', () => {
+  const salvagedSpecs = (inDoubt: unknown): EventSpec[] => [
+    ['run-queued', 0, { runId, turnNo: 1 }],
+    ['segment-started', 1, { text: '', attempt: 1, fence: 1 }],
+    ['run-salvaged', 2, { runId, fence: 2, attempts: 1, text: 'half', reason: 'died', inDoubt }],
+    ['run-closed', 2, { status: 'aborted', text: 'half', partial: true }],
+  ];
+
+  it('names each tool once, in plain words, and says it when the reply is cut short', () => {
+    const inDoubt = [
+      { key: `${runId}:0:0`, tool: 'send_email' }, { key: `${runId}:0:1`, tool: 'transfer_funds' },
+      { key: `${runId}:1:0`, tool: 'send_email' },
+    ];
+    const view = fold(makeLog(salvagedSpecs(inDoubt)));
+    expect(inDoubtNotices(view.items[0] as RunItem)).toEqual([
+      'The outcome of 2 calls of send_email is unknown: check them before trying again.',
+      'The outcome of transfer_funds is unknown: check it before trying again.',
+    ]);
+    expect(announcements(makeLog(salvagedSpecs(inDoubt.slice(1, 2)))).slice(2)).toEqual([
+      null,
+      'The reply was cut short by an interruption. The outcome of transfer_funds is unknown: check it before trying again.',
+    ]);
+  });
+
+  it('says nothing more when nothing was in doubt or the event is malformed', () => {
+    for (const inDoubt of [[], undefined, 'x', [{ key: 'k' }], [null]]) {
+      expect(inDoubtNotices(fold(makeLog(salvagedSpecs(inDoubt))).items[0] as RunItem)).toEqual([]);
+    }
   });
 });
 

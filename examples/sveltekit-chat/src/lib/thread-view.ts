@@ -34,6 +34,12 @@ export interface ToolNote {
   output: unknown;
 }
 
+/** An effect a run was given up with: it may or may not have happened (run-salvaged's inDoubt). */
+export interface InDoubtEffect {
+  key: string;
+  tool: string;
+}
+
 export interface UserItem {
   kind: 'user';
   key: string;
@@ -58,6 +64,8 @@ export interface RunItem {
   tools: ToolNote[];
   cancelRequested: boolean;
   takeoverRequested: boolean;
+  /** Effects the run was given up with, not knowing whether they happened; empty otherwise. */
+  inDoubt: InDoubtEffect[];
   /** Set when the run closed: final, and whether the text was salvaged from a dead run. */
   closed: { status: string; partial: boolean; cancelled: boolean } | null;
 }
@@ -102,7 +110,7 @@ function ensureRun(view: ThreadView, runId: string): RunItem {
   const run: RunItem = {
     kind: 'run', key: `run-${runId}`, runId, status: 'queued', text: '', attempt: 0, fence: 0,
     resumedAfterCrash: false, pending: null, answered: [], tools: [], cancelRequested: false,
-    takeoverRequested: false, closed: null,
+    takeoverRequested: false, inDoubt: [], closed: null,
   };
   view.items.push(run);
   return run;
@@ -198,6 +206,10 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
     case 'takeover-requested':
       run.takeoverRequested = true;
       break;
+    case 'run-salvaged':
+      // Given up: what its tools may have done without telling comes before its run-closed.
+      run.inDoubt = readInDoubt(data.inDoubt);
+      break;
     case 'run-closed':
       run.status = str(data.status);
       run.text = str(data.text);
@@ -210,6 +222,27 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
       run.closed = { status: run.status, partial: data.partial === true, cancelled: run.cancelRequested };
       break;
   }
+}
+
+function readInDoubt(value: unknown): InDoubtEffect[] {
+  if (!Array.isArray(value)) return [];
+  return value.flatMap((entry: unknown) => {
+    const effect = (entry ?? {}) as Record<string, unknown>;
+    return str(effect.tool) ? [{ key: str(effect.key), tool: str(effect.tool) }] : [];
+  });
+}
+
+/**
+ * One sentence per tool whose effect the run ended with in doubt, for the person chatting: the
+ * reply was cut short while the tool ran, and nobody knows whether it did its thing, so they
+ * should look before asking again (which would run it again). Empty when nothing is in doubt.
+ */
+export function inDoubtNotices(run: RunItem): string[] {
+  const counts = new Map<string, number>();
+  for (const effect of run.inDoubt) counts.set(effect.tool, (counts.get(effect.tool) ?? 0) + 1);
+  return [...counts].map(([tool, count]) => (count === 1
+    ? `The outcome of ${tool} is unknown: check it before trying again.`
+    : `The outcome of ${count} calls of ${tool} is unknown: check them before trying again.`));
 }
 
 /** The run the composer refers to: the thread's open one (for Cancel), if any. */
@@ -240,24 +273,40 @@ export function runBadge(run: RunItem): string | null {
   return null;
 }
 
+/** Whether an earlier turn of the thread is still open, so `run` waits for it (ADR-0001). */
+function waitsBehindAnother(view: ThreadView, run: RunItem): boolean {
+  for (const item of view.items) {
+    if (item === run) return false;
+    if (item.kind === 'run' && !item.closed) return true;
+  }
+  return false;
+}
+
 /**
  * What the chat's status region says after `event` was applied: one short sentence when the
- * event's run starts replying, asks, is held or ends, and null when that is unchanged news
- * (streamed text) or there is nothing to say (queued). Never the reply itself, which a screen
- * reader would otherwise read out piece by piece as it streams (ADR-0038).
+ * event's run waits behind another, starts replying, asks, is held or ends, and null when that
+ * is unchanged news (streamed text, a step or tool of a running run, the give-up that its close
+ * reports) or there is nothing to say (a turn queued with none ahead starts at once). Never the
+ * reply itself, which a screen reader would otherwise read out piece by piece as it streams
+ * (ADR-0038).
  */
 export function announceEvent(view: ThreadView, event: WireEvent): string | null {
-  if (event.type === 'text-delta') return null;
+  if (event.type === 'text-delta' || event.type === 'run-salvaged') return null;
   const run = findRun(view, eventRunId(event));
   if (!run) return null;
   if (run.closed) {
     if (run.closed.cancelled) return 'Reply cancelled.';
-    if (run.closed.partial) return 'The reply was cut short by an interruption.';
+    if (run.closed.partial) return ['The reply was cut short by an interruption.', ...inDoubtNotices(run)].join(' ');
     if (run.closed.status === 'completed') return 'Assistant replied.';
     return run.closed.status === 'failed' ? 'The assistant could not reply.' : 'The reply was stopped.';
   }
   if (run.pending?.kind === 'approval') return `Assistant asks you to approve ${run.pending.toolName}.`;
   if (run.pending) return `Assistant asks: ${run.pending.question}`;
   if (run.status === 'waiting_takeover') return 'An operator is handling the reply.';
-  return run.status === 'running' ? 'Assistant is replying…' : null;
+  if (event.type === 'run-queued' && waitsBehindAnother(view, run)) {
+    return 'Your message is queued; it will be answered after the current reply.';
+  }
+  // Said when a segment starts, not again on each event of a running run (a step finished, a
+  // tool's result): those said it over a sentence about another turn (queued behind it).
+  return run.status === 'running' && event.type === 'segment-started' ? 'Assistant is replying…' : null;
 }
