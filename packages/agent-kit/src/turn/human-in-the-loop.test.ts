@@ -122,6 +122,18 @@ describe('approvals', () => {
     const [step] = await db.query<{ data: { outcome: string } }>(`select data from agent_kit_steps where run_id = $1 and kind = 'tool'`, [turn.runId]);
     expect(step!.data.outcome).toBe('denied');
   });
+
+  it('keeps an approval for the next segment when this one is asked to stop before running it', async () => {
+    const before = effects.lines().length;
+    const turn = await startTurn(db, { ownerId: 'u', text: 'pay later #approve' });
+    await runSegment(rt(), { runId: turn.runId, owner: 'w1' });
+    await submit(turn.runId, String((await runRow(turn.runId)).waiting_for!.id), { approved: true });
+    const stopping = AbortSignal.abort('shutdown'); // a worker told to stop: no effect starts
+    expect(await runSegment(rt(), { runId: turn.runId, owner: 'w2', stopSignal: stopping })).toMatchObject({ kind: 'parked', status: 'queued' });
+    expect(effects.lines().length).toBe(before);
+    expect(await runSegment(rt(), { runId: turn.runId, owner: 'w3' })).toMatchObject({ kind: 'closed', status: 'completed' });
+    expect(effects.lines().slice(before)).toEqual([`${turn.runId}:0:0`]);
+  });
 });
 
 describe('cancel and takeover', () => {

@@ -131,13 +131,17 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
   for (;;) {
     if (pendingToolCalls(journal).length > 0) {
       const settled = await settleToolCalls(
-        { db: rt.db, lease, tools: rt.tools, signal: s.signal, stopAtMs: s.stopAtMs, reconcileTimeoutMs: s.settings.reconcileTimeoutMs },
+        {
+          db: rt.db, lease, tools: rt.tools, signal: s.signal, stopAtMs: s.stopAtMs,
+          reconcileTimeoutMs: s.settings.reconcileTimeoutMs, sliceDue: () => sliceDue(s),
+        },
         journal, started, s.interrupt,
       );
       started = undefined;
       if (settled.kind === 'lost') return lost(s);
       if (settled.kind === 'stopped') return { kind: 'stopped', fence: lease.fence, reason: settled.reason };
       if (settled.kind === 'wait') return waitForInput(s, settled.waitingFor);
+      if (settled.kind === 'slice') return park(s, 'queued');
       s.interrupt = settled.interrupt;
     }
     if (isTurnFinished(journal)) return honourInterrupt(s) ?? close(s, 'completed', { text: committedText(journal) });
@@ -166,11 +170,12 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
     const event = { type: 'step-finished', data: { stepNo: step.stepNo, text: step.text, toolCalls: step.toolCalls } };
     // A step without tool calls ends the turn: it is journalled and the run closed in one write.
     const ends = step.toolCalls.length === 0;
-    // A step with tool calls starts the first call's effect in the same write (migration 0016).
+    // A step with tool calls starts the first call's effect in the same write (migration 0016),
+    // unless too little time is left to run it: then the next segment starts it (ADR-0013).
     const committed = await commitStep(rt.db, lease, step, event, {
       delta: taken.delta,
       close: ends ? { status: 'completed', message: { text: committedText([...journal, step]) } } : undefined,
-      start: ends ? undefined : nextEffectStart(rt.tools, lease.runId, [...journal, step]),
+      start: ends || sliceDue(s) ? undefined : nextEffectStart(rt.tools, lease.runId, [...journal, step]),
     });
     if (!committed.ok) return lost(s);
     s.mirror.written(taken.delta);
@@ -196,10 +201,13 @@ function continuationPrefix(s: Segment, journal: Step[], prefillSupported: boole
  * the last guarded write reported them (it came just before this boundary).
  */
 function checkBoundary(s: Segment): Promise<SegmentOutcome> | undefined {
-  if (s.options.stopSignal?.aborted || Date.now() >= s.stopAtMs - s.settings.sliceMarginMs) {
-    return park(s, 'queued');
-  }
+  if (sliceDue(s)) return park(s, 'queued');
   return honourInterrupt(s);
+}
+
+/** Too little time left to start a model step or a tool call, or asked to stop: slice. */
+function sliceDue(s: Segment): boolean {
+  return Boolean(s.options.stopSignal?.aborted) || Date.now() >= s.stopAtMs - s.settings.sliceMarginMs;
 }
 
 /** A cancel closes the run aborted with the text so far; a takeover parks it for the operator. */

@@ -8,7 +8,7 @@ export interface TurnSettings {
   stallTimeoutMs: number;
   /** Stop this long before the deadline: room to flush, record and park before the lease ends. */
   deadlineSafetyMs: number;
-  /** Do not start a new step with less than this left; park (slice) instead. */
+  /** Do not start a model step or a tool call with less than this left; park (slice) instead. */
   sliceMarginMs: number;
   /** Model steps per turn before it is closed as failed (a tool loop that never ends). */
   maxSteps: number;

@@ -20,6 +20,11 @@ export interface ToolContext {
   stopAtMs: number;
   /** The most a reconcile hook is given (default: the ledger's, 10 s), within stopAtMs. */
   reconcileTimeoutMs?: number;
+  /**
+   * True once the segment should slice rather than start more work (too little time left, or
+   * asked to stop): no new effect is started then; the next segment starts it with a full budget.
+   */
+  sliceDue?: () => boolean;
 }
 
 export type SettleResult =
@@ -27,6 +32,8 @@ export type SettleResult =
   | { kind: 'done'; interrupt: Interrupt }
   | { kind: 'lost' }
   | { kind: 'stopped'; reason: string }
+  /** Out of time before a call's effect started: park the run for the next segment. */
+  | { kind: 'slice' }
   | { kind: 'wait'; waitingFor: Record<string, unknown> };
 
 /**
@@ -55,6 +62,8 @@ export async function settleToolCalls(
       result = await answerQuestion(ctx, call, base, plan.input as { question?: string });
     } else if (plan.kind === 'approval') {
       result = await runApproved(ctx, plan.tool, call, base, key, plan.input);
+    } else if (prestarted?.key !== key && ctx.sliceDue?.()) {
+      return { kind: 'slice' };
     } else {
       const outcome = await runEffect(ctx, plan.tool, call, key, plan.input, prestarted?.key === key ? prestarted : undefined);
       result = 'kind' in outcome ? outcome : await recordToolStep(ctx, journal, { ...base, ...outcome.step }, outcome.effect);
@@ -151,7 +160,7 @@ interface Recorded {
 async function recordToolStep(
   ctx: ToolContext, journal: Step[], step: ToolStep, effect?: StepCommit['effect'],
 ): Promise<Recorded | SettleResult> {
-  const start = nextEffectStart(ctx.tools, ctx.lease.runId, [...journal, step]);
+  const start = ctx.sliceDue?.() ? undefined : nextEffectStart(ctx.tools, ctx.lease.runId, [...journal, step]);
   const committed = await commitStep(ctx.db, ctx.lease, step, toolEvent(step), { effect, start });
   if (!committed.ok) return { kind: 'lost' };
   notifyThread(ctx.db, ctx.lease.threadId, committed.seq);
@@ -339,6 +348,7 @@ async function runApproved(
   if (!approved) {
     return consumeAndRecord(ctx, call.toolCallId, { ...base, outcome: 'denied', output: 'The user denied this tool call.' });
   }
+  if (ctx.sliceDue?.()) return { kind: 'slice' }; // the approval stays stored for the next segment
   const outcome = await runEffect(ctx, tool, call, key, input);
   if ('kind' in outcome) return outcome;
   return consumeAndRecord(ctx, call.toolCallId, { ...base, ...outcome.step }, outcome.effect);
