@@ -51,7 +51,8 @@ export function createThreadHandler(ctx: HandlerContext): RouteHandler {
 /**
  * GET /api/runs: runs newest first with status, lease holder, fence, attempts, lease expiry and
  * effect counts (all, in doubt). Operators see every run; other callers the runs of their own
- * threads. `?status=` and `?inDoubt=1` (only runs with an effect in doubt) filter the list.
+ * threads (an operator's own with `?mine=1`). `?status=` and `?inDoubt=1` (only runs with an effect
+ * in doubt) filter the list.
  */
 export function createRunsHandler(ctx: HandlerContext): RouteHandler {
   return async (request) => {
@@ -61,7 +62,7 @@ export function createRunsHandler(ctx: HandlerContext): RouteHandler {
     const status = parseWith(z.enum(runStatuses).optional(), url.searchParams.get('status') ?? undefined,
       'query parameter "status"');
     const inDoubt = readFlag(url, 'inDoubt');
-    const mine = !caller.isOperator || url.searchParams.get('mine') === '1';
+    const mine = readFlag(url, 'mine') || !caller.isOperator; // operators: only their own threads' runs
     const ownerId = mine ? caller.userId : null;
     const runs = await listRuns(ctx.rt.db, { ownerId, status, inDoubt, limit });
     return jsonResponse({ runs });

@@ -183,6 +183,8 @@ describe('query parameters and cursors', () => {
     ['GET /api/runs', '?status=', (v) => [`/api/runs?status=${q(v)}`, {}], (v) => statuses.includes(v)],
     ['GET /api/runs', '?inDoubt=', (v) => [`/api/runs?inDoubt=${q(v)}`, {}],
       (v) => ['0', '1', 'true', 'false'].includes(v)],
+    ['GET /api/runs', '?mine=', (v) => [`/api/runs?mine=${q(v)}`, {}],
+      (v) => ['0', '1', 'true', 'false'].includes(v)],
     ['GET /api/threads/:id/events', '?after=', (v) => [`${events()}?after=${q(v)}`, {}], cursorOk],
     ['GET /api/threads/:id/events', 'Last-Event-ID', (v) => [events(), { headers: { 'last-event-id': v } }],
       (v) => v.trim() === '' || cursorOk(v.trim())],
