@@ -11,6 +11,7 @@ import type { AgentTool } from '../model/index.js';
 import { drainQueue } from '../queue/drain-queue.js';
 import { enqueueRun } from '../queue/jobs.js';
 import { startTurn } from '../queue/start-turn.js';
+import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import { advanceFakeNow, clearFakeNow } from '../store/clock.js';
 import type { Db } from '../store/db.js';
 import { reapExpiredRuns } from './reap-expired-runs.js';
@@ -117,6 +118,24 @@ describe('reapExpiredRuns', () => {
       ['k-blind', 'in_doubt'], ['k-done', 'completed'], ['k-missing', 'in_doubt'],
     ]);
     expect(effects.find((e) => e.key === 'k-done')?.result).toEqual({ ok: 'k-done' });
+  });
+
+  it("leaves the started effect of a tool it does not register for the run's next segment to reconcile", async () => {
+    await cleanSlate();
+    const { runId } = await startTurn(db, { ownerId: 'u', text: 'reaped by the CLI' });
+    const lease = await claimed(runId, 'w1');
+    await startEffect(lease, 'k-done', 'hooked');
+    await advanceFakeNow(db, 6_000);
+    // `agent-kit reap` knows only the demo tools: it requeues the run and gives no verdict.
+    const report = await reapExpiredRuns(testRuntime(db, {}, {}));
+    expect(report).toMatchObject({ requeued: 1, reconciled: 0, inDoubt: 0, unregistered: 1 });
+    const status = async () => (await db.query<{ status: string }>(
+      'select status from agent_kit_effects where run_id = $1', [runId]))[0]?.status;
+    expect(await status()).toBe('started');
+    // The next segment runs where the tool is registered: its hook confirms the payment.
+    const resumed = await claimed(runId, 'w2');
+    expect(await reconcileDeadEffects(db, resumed, { hooked })).toMatchObject({ completed: 1, inDoubt: 0 });
+    expect(await status()).toBe('completed');
   });
 
   it('reconciles started effects under its own lease before salvaging', async () => {

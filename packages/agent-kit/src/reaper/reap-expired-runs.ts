@@ -45,6 +45,12 @@ export interface ReapReport {
   errors: number;
   /** Runs with effects to reconcile left for the next pass: the pass ran out of time or was stopped. */
   deferred: number;
+  /**
+   * Started effects of tools this process does not register, left `started` on a requeued run:
+   * its next segment, in a process that has the tool, asks the tool's hook. (A run given up is
+   * closed, so there they are marked in doubt.)
+   */
+  unregistered: number;
   durationMs: number;
 }
 
@@ -73,7 +79,8 @@ export async function reapExpiredRuns(rt: Runtime, options: ReapOptions = {}): P
   }
   const owner = options.owner ?? `reaper-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
   const report: ReapReport = {
-    scanned: 0, requeued: 0, salvaged: 0, reconciled: 0, inDoubt: 0, errors: 0, deferred: 0, durationMs: 0,
+    scanned: 0, requeued: 0, salvaged: 0, reconciled: 0, inDoubt: 0, errors: 0, deferred: 0, unregistered: 0,
+    durationMs: 0,
   };
   const rows = await rt.db.query<{ id: string; fence: number; attempts: number; has_started: boolean }>(
     `select r.id, r.fence, r.attempts, exists (select 1 from agent_kit_effects e
@@ -132,7 +139,14 @@ export async function reapExpiredRuns(rt: Runtime, options: ReapOptions = {}): P
 async function requeueRun(rt: Runtime, run: ExpiredRun, report: ReapReport, pass: SettleOptions): Promise<boolean> {
   const effects = await startedEffects(rt, run.id);
   for (const effect of effects) {
-    const outcome = await askReconcileHook(rt.tools[effect.tool], effect.key, pass);
+    const tool = rt.tools[effect.tool];
+    if (!tool) {
+      // `agent-kit reap`, or any process without this tool, cannot ask its hook: judging the
+      // effect in doubt here would spoil a payment the next segment's hook could confirm.
+      report.unregistered++;
+      continue;
+    }
+    const outcome = await askReconcileHook(tool, effect.key, pass);
     if (outcome === null) return false;
     const rows = await rt.db.query<{ ok: boolean }>(
       'select agent_kit_reconcile_effect($1, $2, $3, $4, $5::jsonb) as ok',
