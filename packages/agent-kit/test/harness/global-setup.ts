@@ -1,8 +1,12 @@
 // Vitest global setup: on Postgres, build the migrated template database once per run and drop
-// the per-test databases at the end. On PGlite there is nothing to do.
+// the per-test databases at the end. On PGlite, dump a bare and a migrated data dir to the OS
+// temp dir once per run (test-db.ts loads its databases from them) and remove them at the end.
+import crypto from 'node:crypto';
+import fs from 'node:fs';
 import pg from 'pg';
 import { openPgDb } from '../../src/store/pg-driver.js';
 import { migrate } from '../../src/store/migrate.js';
+import { buildPgliteTemplates, pgliteTemplatePaths } from './test-db.js';
 
 /**
  * Run `fn` on a short-lived maintenance connection. Not held across the run: a Postgres restart
@@ -20,9 +24,24 @@ async function withAdmin<T>(databaseUrl: string, fn: (admin: pg.Client) => Promi
   }
 }
 
+/** Write the PGlite templates (each file renamed into place whole); returns their removal. */
+async function setupPglite(): Promise<() => void> {
+  const templates = await buildPgliteTemplates();
+  const paths = Object.values(pgliteTemplatePaths);
+  for (const [kind, blob] of Object.entries(templates)) {
+    const file = pgliteTemplatePaths[kind as keyof typeof pgliteTemplatePaths];
+    const tmp = `${file}.${crypto.randomBytes(4).toString('hex')}.tmp`;
+    fs.writeFileSync(tmp, Buffer.from(await blob.arrayBuffer()));
+    fs.renameSync(tmp, file);
+  }
+  return () => {
+    for (const file of paths) fs.rmSync(file, { force: true });
+  };
+}
+
 export default async function setup() {
   const databaseUrl = process.env.DATABASE_URL;
-  if (!databaseUrl) return;
+  if (!databaseUrl) return setupPglite();
   const run = process.env.AGENT_KIT_TEST_RUN ?? `r${process.pid}`;
   const template = `agent_kit_tpl_${run}`;
   await withAdmin(databaseUrl, async (admin) => {

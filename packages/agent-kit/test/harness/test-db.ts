@@ -1,7 +1,11 @@
 // Test databases: with DATABASE_URL, a fresh Postgres database cloned from a migrated template
-// (made once by global-setup.ts); otherwise an in-memory PGlite cloned from a migrated instance.
-// Each call gives an isolated, fully migrated database; close it when done.
+// (made once by global-setup.ts); otherwise an in-memory PGlite loaded from a dump of a migrated
+// data dir (also made once per run by global-setup.ts, read once per test file). Each call gives
+// an isolated, fully migrated database; close it when done.
 import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import type { Db } from '../../src/store/db.js';
@@ -23,12 +27,51 @@ export function urlForDatabase(name: string): string {
   return url.toString();
 }
 
-let pgliteTemplate: Promise<PGlite> | undefined;
+/**
+ * The PGlite templates of this run: tarred data dirs, bare (initdb only) and fully migrated, in
+ * the OS temp dir. global-setup.ts writes them before any test file starts and removes them at
+ * the end. A new PGlite runs initdb (~5 s); loading a dump takes ~1 s.
+ */
+export const pgliteTemplatePaths = {
+  bare: path.join(os.tmpdir(), `agent-kit-pglite-${testRun}-bare.tar`),
+  migrated: path.join(os.tmpdir(), `agent-kit-pglite-${testRun}-migrated.tar`),
+} as const;
+export type PgliteTemplateKind = keyof typeof pgliteTemplatePaths;
 
-async function migratedPglite(to?: number): Promise<PGlite> {
+/** Make both templates in memory: one initdb, dumped before and after migrating. */
+export async function buildPgliteTemplates(): Promise<Record<PgliteTemplateKind, Blob>> {
   const instance = await PGlite.create();
-  await migrate(wrapPglite(instance), { to });
-  return instance;
+  try {
+    const bare = await instance.dumpDataDir('none');
+    await migrate(wrapPglite(instance));
+    const migrated = await instance.dumpDataDir('none');
+    return { bare, migrated };
+  } finally {
+    await instance.close();
+  }
+}
+
+const pgliteTemplates: Partial<Record<PgliteTemplateKind, Promise<Blob>>> = {};
+let builtTemplates: Promise<Record<PgliteTemplateKind, Blob>> | undefined;
+
+/**
+ * A template's dump, read once per test file (process). Without global setup (a script run
+ * under tsx) the file is missing: then both are built here, once per process.
+ */
+export function pgliteTemplate(kind: PgliteTemplateKind): Promise<Blob> {
+  return (pgliteTemplates[kind] ??= fs.promises.readFile(pgliteTemplatePaths[kind]).then(
+    (bytes) => new Blob([bytes]),
+    async (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'ENOENT') throw error;
+      builtTemplates ??= buildPgliteTemplates();
+      return (await builtTemplates)[kind];
+    },
+  ));
+}
+
+/** A new PGlite holding a copy of the template: in memory, or in `dataDir` (a new folder). */
+export async function pgliteFromTemplate(kind: PgliteTemplateKind, dataDir?: string): Promise<PGlite> {
+  return PGlite.create({ dataDir, loadDataDir: await pgliteTemplate(kind) });
 }
 
 /** Run SQL on the server's maintenance connection (create/drop database). */
@@ -70,11 +113,15 @@ export async function openTestDb(options: { to?: number; poolMax?: number } = {}
       },
     });
   }
-  if (options.to !== undefined) return wrapPglite(await migratedPglite(options.to));
-  pgliteTemplate ??= migratedPglite();
-  const template = await pgliteTemplate;
-  const clone = (await template.clone()) as unknown as PGlite;
-  return wrapPglite(clone);
+  if (options.to === undefined) return wrapPglite(await pgliteFromTemplate('migrated'));
+  const db = wrapPglite(await pgliteFromTemplate('bare'));
+  try {
+    await migrate(db, { to: options.to });
+  } catch (error) {
+    await db.close();
+    throw error;
+  }
+  return db;
 }
 
 /** Run `fn` with a fresh test database, closing it afterwards. */

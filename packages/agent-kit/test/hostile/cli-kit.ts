@@ -10,10 +10,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startTurn, type StartTurnResult } from '../../src/queue/start-turn.js';
-import { migrate } from '../../src/store/migrate.js';
 import { openDb } from '../../src/store/open.js';
 import type { Db } from '../../src/store/db.js';
-import { adminQuery, databasePrefix, onPostgres, templateName, urlForDatabase } from '../harness/test-db.js';
+import { wrapPglite } from '../../src/store/pglite-driver.js';
+import {
+  adminQuery, databasePrefix, onPostgres, pgliteFromTemplate, templateName, urlForDatabase,
+} from '../harness/test-db.js';
 import { snapshotTables } from './hostile-kit.js';
 
 export const packageDir = fileURLToPath(new URL('../../', import.meta.url));
@@ -41,6 +43,58 @@ export async function buildCli(): Promise<string> {
   const dir = path.join(root, hash.digest('hex').slice(0, 16));
   const bin = path.join(dir, 'bin', 'agent-kit.js');
   if (fs.existsSync(bin)) return bin;
+  // One tsc per source hash: a second test file (another worker, or a concurrent run) waits for
+  // the build under way instead of running tsc beside it on the same CPUs.
+  fs.mkdirSync(root, { recursive: true });
+  const lock = `${dir}.lock`;
+  const waitedFromMs = Date.now();
+  while (!takeBuildLock(lock)) {
+    if (fs.existsSync(bin)) return bin;
+    if (Date.now() - waitedFromMs > 300_000) throw new Error(`waited 300 s for the CLI build holding ${lock}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  try {
+    if (!fs.existsSync(bin)) await buildInto(dir);
+  } finally {
+    fs.rmSync(lock, { force: true });
+  }
+  // Drop builds of older sources, once no run can still be using them.
+  for (const old of fs.readdirSync(root)) {
+    const full = path.join(root, old);
+    if (full !== dir && full !== lock && Date.now() - fs.statSync(full).mtimeMs > 3_600_000) {
+      fs.rmSync(full, { recursive: true, force: true });
+    }
+  }
+  return bin;
+}
+
+/** Take the build lock (a file holding our pid), or false while a live process holds it. */
+function takeBuildLock(lock: string): boolean {
+  try {
+    fs.writeFileSync(lock, String(process.pid), { flag: 'wx' });
+    return true;
+  } catch (raw) {
+    if ((raw as NodeJS.ErrnoException).code !== 'EEXIST') throw raw;
+  }
+  let holder = 0;
+  try {
+    holder = Number(fs.readFileSync(lock, 'utf8').trim());
+  } catch {
+    return false; // released just now: take it on the next try
+  }
+  if (!holder) return false; // being written
+  try {
+    process.kill(holder, 0);
+    return false;
+  } catch (raw) {
+    if ((raw as NodeJS.ErrnoException).code === 'EPERM') return false;
+  }
+  fs.rmSync(lock, { force: true }); // its builder was killed
+  return false;
+}
+
+/** tsc the CLI into a private folder, then rename it to `dir` whole. */
+async function buildInto(dir: string): Promise<void> {
   const tmp = `${dir}.tmp-${process.pid}-${crypto.randomBytes(3).toString('hex')}`;
   const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
   // tsc exits non-zero on a type error elsewhere in src/ but still emits; the CLI is what counts.
@@ -55,14 +109,6 @@ export async function buildCli(): Promise<string> {
   } catch {
     fs.rmSync(tmp, { recursive: true, force: true }); // another run built it first
   }
-  // Drop builds of older sources, once no run can still be using them.
-  for (const old of fs.readdirSync(root)) {
-    const full = path.join(root, old);
-    if (full !== dir && Date.now() - fs.statSync(full).mtimeMs > 3_600_000) {
-      fs.rmSync(full, { recursive: true, force: true });
-    }
-  }
-  return bin;
 }
 
 export interface RunResult {
@@ -97,6 +143,12 @@ export interface CliStore {
   /** Alice's thread and its queued run: another owner's, for the default `local` owner. */
   alice: StartTurnResult;
   snapshot(): Promise<Record<string, string>>;
+  /**
+   * An embedded store's copy: its folder copied while no process has it open (the same rows,
+   * the same snapshot), so commands can run on the copy and the original at once. Undefined
+   * on Postgres, where commands can share one database.
+   */
+  copy?: () => CliStore;
   close(): Promise<void>;
 }
 
@@ -127,6 +179,20 @@ export async function openCliStore(): Promise<CliStore> {
     };
   }
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-kit-hostile-cli-'));
+  // The store (its pgdata/, as openDb lays it out) starts as a copy of the run's migrated
+  // template: no initdb, no migrating here.
+  const seeded = wrapPglite(await pgliteFromTemplate('migrated', path.join(dataDir, 'pgdata')));
+  let alice: StartTurnResult;
+  try {
+    alice = await startTurn(seeded, { ownerId: 'alice', text: 'a thread of alice' });
+  } finally {
+    await seeded.close();
+  }
+  return embeddedStore(dataDir, alice);
+}
+
+/** The CliStore of an embedded folder (opened only between spawns, to snapshot it). */
+function embeddedStore(dataDir: string, alice: StartTurnResult): CliStore {
   const withStore = async <T>(fn: (db: Db) => Promise<T>) => {
     const db = await openDb({ dataDir });
     try {
@@ -135,13 +201,14 @@ export async function openCliStore(): Promise<CliStore> {
       await db.close();
     }
   };
-  const alice = await withStore(async (db) => {
-    await migrate(db);
-    return startTurn(db, { ownerId: 'alice', text: 'a thread of alice' });
-  });
   return {
     env: { ...baseEnv(), AGENT_KIT_DATA_DIR: dataDir }, alice,
     snapshot: () => withStore((db) => snapshotTables(db)),
+    copy() {
+      const copyDir = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-kit-hostile-cli-'));
+      fs.cpSync(dataDir, copyDir, { recursive: true });
+      return embeddedStore(copyDir, alice);
+    },
     async close() {
       fs.rmSync(dataDir, { recursive: true, force: true });
     },
