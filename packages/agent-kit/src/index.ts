@@ -15,7 +15,7 @@ export {
   type RunSegment, type Step, type ModelStep, type ToolStep, type ToolCall,
 } from './turn/index.js';
 export {
-  effectKey, startEffect, finishEffect, listEffects, reconcileWithTool, reconcileDeadEffects,
+  effectKey, startEffect, finishEffect, listEffects, reconcileWithTool, reconcileDeadEffects, resolveEffect,
   type EffectRecord, type EffectStatus, type ReconcileOutcome,
 } from './effect-ledger/index.js';
 export {

@@ -1,7 +1,7 @@
 // The effect ledger: a tool side effect is recorded `started` (guarded) before it runs and
 // `completed`/`failed` after, once per idempotency key. A key a dead segment left `started` is
 // reconciled through the tool's hook or marked `in_doubt` — never run again blindly (invariant 5).
-import { assert } from '../errors.js';
+import { assert, ConflictError, NotFoundError } from '../errors.js';
 import type { Lease } from '../lease/lease.js';
 import type { Queryable } from '../store/db.js';
 import { toNumber } from '../store/db.js';
@@ -198,4 +198,34 @@ export async function reconcileDeadEffects(
     else settled.inDoubt++;
   }
   return settled;
+}
+
+/**
+ * An operator's verdict on an effect in doubt, after checking the outside system by its key:
+ * `happened` → completed, otherwise failed. The earlier in-doubt result is kept under `inDoubt`
+ * and the verdict under `resolved` (who, when, a note). Only an `in_doubt` effect can be
+ * resolved: a tool step that already told the model "in doubt" is not rewritten, but a run that
+ * meets the effect again (requeued, not yet past its call) is told the verdict.
+ * @throws NotFoundError when there is no such effect; ConflictError when it is not in doubt.
+ */
+export async function resolveEffect(
+  db: Queryable, effect: { runId: string; key: string; happened: boolean; by: string; note?: string },
+): Promise<EffectRecord> {
+  const rows = await db.query<EffectRow>(
+    `update agent_kit_effects
+        set status = case when $3::boolean then 'completed' else 'failed' end,
+            result = jsonb_build_object(
+              'resolved', jsonb_build_object('by', $4::text, 'note', $5::text, 'at', now(), 'happened', $3::boolean),
+              'inDoubt', result),
+            finished_at = now()
+      where run_id = $1 and key = $2 and status = 'in_doubt'
+      returning *`,
+    [effect.runId, effect.key, effect.happened, effect.by, effect.note ?? null],
+  );
+  if (rows[0]) return toRecord(rows[0]);
+  const [found] = await db.query<{ status: string }>(
+    'select status from agent_kit_effects where run_id = $1 and key = $2', [effect.runId, effect.key],
+  );
+  if (!found) throw new NotFoundError(`effect ${effect.key} of run ${effect.runId} not found`);
+  throw new ConflictError(`effect ${effect.key} is ${found.status}, not in doubt: nothing to resolve`);
 }

@@ -106,6 +106,12 @@ function parseCases(): CliCase[] {
     { what: 'no run id', args: ['show'] },
     ...['not-a-uuid', sql, `${unknownId}x`, ''].map((v) => ({ what: 'run id not a uuid', args: ['show', v] })),
     flag('show', unknownId),
+    { what: 'no run id or key', args: ['resolve-effect'] },
+    { what: 'run id not a uuid', args: ['resolve-effect', 'not-a-uuid', 'k', '--happened'] },
+    { what: 'no verdict', args: ['resolve-effect', unknownId, 'k'], says: /exactly one of --happened/ },
+    { what: 'both verdicts', args: ['resolve-effect', unknownId, 'k', '--happened', '--did-not-happen'],
+      says: /exactly one of --happened/ },
+    flag('resolve-effect', unknownId, 'k', '--happened'),
     { what: 'no thread id', args: ['events'] },
     ...['not-a-uuid', sql, unknownId.slice(1)].map((v) => ({ what: 'thread id not a uuid', args: ['events', v] })),
     ...['-1', 'x', '1'.repeat(16)].map((v) =>
@@ -140,6 +146,7 @@ function storeCases(): CliCase[] {
   return [
     ...chatCases, ...textCases('enqueue'),
     { what: 'unknown run id', args: ['show', unknownId], says: /run .* not found/ },
+    { what: 'unknown effect', args: ['resolve-effect', unknownId, 'k', '--happened'], says: /effect k of run .* not found/ },
     { what: 'unknown thread id', args: ['events', unknownId], says: /thread .* not found/ },
   ];
 }

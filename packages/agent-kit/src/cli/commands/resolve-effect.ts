@@ -1,0 +1,38 @@
+// `agent-kit resolve-effect RUN_ID KEY --happened|--did-not-happen [--note TEXT] [--by NAME]`:
+// record what an operator found in the outside system for an effect in doubt, so that
+// `agent-kit runs --in-doubt` stops listing it and a run that meets the effect again is told.
+import { type Command, CommanderError } from 'commander';
+import { resolveEffect } from '../../effect-ledger/index.js';
+import { uuidArgument, withDb } from '../main.js';
+
+export interface ResolveOptions {
+  happened?: boolean;
+  didNotHappen?: boolean;
+  note?: string;
+  by: string;
+}
+
+export function register(program: Command) {
+  program
+    .command('resolve-effect')
+    .description('record whether an effect in doubt happened, after checking the outside system by its key')
+    .argument('<run-id>', 'the run id (a uuid)', uuidArgument('RUN_ID'))
+    .argument('<key>', 'the effect key (agent-kit show lists it)')
+    .option('--happened', 'the outside system did it: the effect becomes completed')
+    .option('--did-not-happen', 'the outside system has no trace of it: the effect becomes failed')
+    .option('--note <text>', 'what was checked, kept with the verdict')
+    .option('--by <name>', 'who decided (default $USER)', process.env.USER ?? 'operator')
+    .action(async (runId: string, key: string, options: ResolveOptions) => {
+      const happened = resolveVerdict(options);
+      const effect = await withDb((db) => resolveEffect(db, { runId, key, happened, by: options.by, note: options.note }));
+      process.stdout.write(`effect ${effect.key} (${effect.tool}) is now ${effect.status}\n`);
+    });
+}
+
+/** Exactly one of --happened and --did-not-happen. */
+export function resolveVerdict(options: ResolveOptions): boolean {
+  if (Boolean(options.happened) === Boolean(options.didNotHappen)) {
+    throw new CommanderError(2, 'agent-kit.invalidArgument', 'give exactly one of --happened and --did-not-happen');
+  }
+  return Boolean(options.happened);
+}
