@@ -111,7 +111,8 @@ export async function askReconcileHook(
   tool: AgentTool<any, any> | undefined, key: string, options: SettleOptions = {},
 ): Promise<ReconcileOutcome | null> {
   if (!tool?.reconcile) {
-    return { status: 'in_doubt', result: { reason: 'no reconcile hook', key } };
+    const reason = tool ? 'no reconcile hook' : 'the tool is not registered in this process';
+    return { status: 'in_doubt', result: { reason, key } };
   }
   if (options.signal?.aborted) return null;
   const timeoutMs = Math.floor(hookTimeoutMs(options));

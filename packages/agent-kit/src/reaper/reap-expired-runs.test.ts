@@ -138,6 +138,19 @@ describe('reapExpiredRuns', () => {
     expect(await status()).toBe('completed');
   });
 
+  it('marks the started effect of a tool it does not register in doubt when it gives the run up, saying why', async () => {
+    await cleanSlate();
+    const { runId } = await startTurn(db, { ownerId: 'u', text: 'given up by the CLI' });
+    const lease = await claimed(runId, 'w1');
+    await startEffect(lease, 'k-unknown', 'hooked');
+    await advanceFakeNow(db, 6_000);
+    const report = await reapExpiredRuns(testRuntime(db, { maxRunAttempts: 1 }, {}));
+    expect(report).toMatchObject({ salvaged: 1, inDoubt: 1, unregistered: 0 });
+    const [effect] = await db.query<{ status: string; result: { reason: string } }>(
+      'select status, result from agent_kit_effects where run_id = $1', [runId]);
+    expect(effect).toMatchObject({ status: 'in_doubt', result: { reason: 'the tool is not registered in this process' } });
+  });
+
   it('reconciles started effects under its own lease before salvaging', async () => {
     await cleanSlate();
     const { runId } = await startTurn(db, { ownerId: 'u', text: 'effects then give up' });
