@@ -2,7 +2,8 @@
 // killed is not resumed; the reaper closes the run as aborted and its partial text becomes the
 // turn's one message, which the chat marks as cut short (in plain words: "salvaged" is the operator's term).
 // A run that dies while a tool runs is seeded through agent-kit's API before the server starts
-// (the embedded store has one process at a time), so that its effect is left in doubt.
+// (the embedded store has one process at a time), so that its effect is left in doubt; the
+// operator then records on the operator page that it did not happen, and the chat says so.
 import {
   beginSegment, claimRun, effectKey, mirrorPartial, openDb, scriptedReplyText, startEffect, startTurn,
 } from 'agent-kit';
@@ -117,6 +118,26 @@ describe.skipIf(!hasChromium)(`salvage in the browser${hasChromium ? '' : ` (ski
     await waitForRunStatus(chat, 'aborted');
     await expect(doubts()).resolves.toEqual([notice]);
     await expect(chat.getByTestId('announcer').textContent()).resolves.toBe('');
+
+    // The operator looks the transfer up, finds nothing and says so on the operator page; the
+    // chat, still open, replaces the warning with what was found (and says it).
+    const ops = await operator.newPage();
+    await open(ops, `${server.baseUrl}/ops?run=${midTransfer.runId}`);
+    const effectRow = ops.getByTestId('effect-row');
+    await expect(effectRow.getAttribute('data-status')).resolves.toBe('in_doubt');
+    await ops.getByLabel('Note on transfer_funds').fill('no transfer in the bank statement');
+    await ops.getByRole('button', { name: 'It did not happen' }).click();
+    await ops.getByText('Recorded: transfer_funds did not happen.').waitFor();
+    await expect.poll(() => effectRow.getAttribute('data-status'), { timeout: 5_000 }).toBe('failed');
+    await expect(effectRow.textContent()).resolves.toContain('operator checked: it did not happen (no transfer in the bank statement)');
+    await expect(ops.getByRole('button', { name: 'It did not happen' }).count()).resolves.toBe(0);
+
+    const found = 'Checked since: transfer_funds did not go through; you can ask again.';
+    await expect.poll(doubts, { timeout: 5_000 }).toEqual([found]);
+    await expect(chat.getByTestId('announcer').textContent()).resolves.toBe(found);
+    await reload(chat);
+    await waitForRunStatus(chat, 'aborted');
+    await expect(doubts()).resolves.toEqual([found]);
     await operator.close();
     await alice.close();
   });

@@ -171,13 +171,52 @@ describe('effects a run was given up with', () => {
       { key: `${runId}:1:0`, tool: 'send_email' },
     ];
     const view = fold(makeLog(salvagedSpecs(inDoubt)));
-    expect(inDoubtNotices(view.items[0] as RunItem)).toEqual([
+    expect(inDoubtNotices(view.items[0] as RunItem).map((n) => n.text)).toEqual([
       'The outcome of 2 calls of send_email is unknown: check them before trying again.',
       'The outcome of transfer_funds is unknown: check it before trying again.',
     ]);
     expect(announcements(makeLog(salvagedSpecs(inDoubt.slice(1, 2)))).slice(2)).toEqual([
       null,
       'The reply was cut short by an interruption. The outcome of transfer_funds is unknown: check it before trying again.',
+    ]);
+  });
+
+  it("says what an operator found once they checked, on the line of that tool's effect", () => {
+    const inDoubt = [
+      { key: `${runId}:0:0`, tool: 'send_email' }, { key: `${runId}:0:1`, tool: 'transfer_funds' },
+      { key: `${runId}:1:0`, tool: 'send_email' },
+    ];
+    const resolved = (key: string, tool: string, happened: unknown): EventSpec =>
+      ['effect-resolved', 0, { runId, key, tool, happened, by: 'ops', note: 'looked' }];
+    const specs = [
+      ...salvagedSpecs(inDoubt),
+      resolved(`${runId}:0:1`, 'transfer_funds', false),
+      resolved(`${runId}:0:0`, 'send_email', true),
+      resolved(`${runId}:1:0`, 'send_email', 'maybe'), // malformed: changes nothing
+    ];
+    const notices = inDoubtNotices(fold(makeLog(specs)).items[0] as RunItem);
+    expect(notices).toEqual([
+      { text: 'Checked since: send_email went through.', checked: true },
+      { text: 'Checked since: transfer_funds did not go through; you can ask again.', checked: true },
+      { text: 'The outcome of send_email is unknown: check it before trying again.', checked: false },
+    ]);
+    // Heard live, the verdict is said on its own, not the close again.
+    expect(announcements(makeLog(specs)).slice(4)).toEqual([
+      'Checked since: transfer_funds did not go through; you can ask again.',
+      'Checked since: send_email went through.',
+      null,
+    ]);
+  });
+
+  it('names an effect the run went on past (not in run-salvaged) when it is resolved', () => {
+    const specs: EventSpec[] = [
+      ['run-queued', 0, { runId, turnNo: 1 }],
+      ['segment-started', 2, { text: '', attempt: 2, fence: 2 }],
+      ['run-closed', 2, { status: 'completed', text: 'I could not tell whether it was paid.', partial: false }],
+      ['effect-resolved', 0, { runId, key: `${runId}:0:0`, tool: 'charge_card', happened: true, by: 'ops' }],
+    ];
+    expect(inDoubtNotices(fold(makeLog(specs)).items[0] as RunItem)).toEqual([
+      { text: 'Checked since: charge_card went through.', checked: true },
     ]);
   });
 

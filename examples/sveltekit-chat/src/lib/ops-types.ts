@@ -31,6 +31,21 @@ export interface OpsEffect {
   result: unknown;
 }
 
+/**
+ * The effect ledger's result cell: an operator's verdict in words (who found what, their note),
+ * anything else as the start of its JSON.
+ */
+export function effectResultText(effect: Pick<OpsEffect, 'result'>): string {
+  const result = effect.result as { resolved?: { by?: unknown; happened?: unknown; note?: unknown } } | null;
+  const verdict = result?.resolved;
+  if (verdict && typeof verdict.happened === 'boolean') {
+    const found = verdict.happened ? 'it happened' : 'it did not happen';
+    const note = typeof verdict.note === 'string' && verdict.note !== '' ? ` (${verdict.note})` : '';
+    return `${String(verdict.by ?? 'an operator')} checked: ${found}${note}`;
+  }
+  return JSON.stringify(effect.result ?? null).slice(0, 80);
+}
+
 export interface OpsRunDetail {
   run: OpsRun & { takenOverBy: string | null; cancelRequestedAt: string | null };
   effects: OpsEffect[];

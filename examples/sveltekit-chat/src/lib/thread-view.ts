@@ -34,10 +34,15 @@ export interface ToolNote {
   output: unknown;
 }
 
-/** An effect a run was given up with: it may or may not have happened (run-salvaged's inDoubt). */
+/**
+ * An effect a run was given up with: it may or may not have happened (run-salvaged's inDoubt),
+ * until an operator checks the outside system and records whether it did (effect-resolved).
+ */
 export interface InDoubtEffect {
   key: string;
   tool: string;
+  /** The operator's verdict: null while nobody knows. */
+  happened: boolean | null;
 }
 
 export interface UserItem {
@@ -210,6 +215,16 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
       // Given up: what its tools may have done without telling comes before its run-closed.
       run.inDoubt = readInDoubt(data.inDoubt);
       break;
+    case 'effect-resolved': {
+      // An operator's verdict, usually long after the close. An effect the run went on past
+      // (the model was told "in doubt") was not in run-salvaged: it is named here first.
+      if (typeof data.happened !== 'boolean' || !str(data.tool)) break;
+      const key = str(data.key);
+      const effect = run.inDoubt.find((e) => e.key === key);
+      if (effect) effect.happened = data.happened;
+      else run.inDoubt.push({ key, tool: str(data.tool), happened: data.happened });
+      break;
+    }
     case 'run-closed':
       run.status = str(data.status);
       run.text = str(data.text);
@@ -228,21 +243,44 @@ function readInDoubt(value: unknown): InDoubtEffect[] {
   if (!Array.isArray(value)) return [];
   return value.flatMap((entry: unknown) => {
     const effect = (entry ?? {}) as Record<string, unknown>;
-    return str(effect.tool) ? [{ key: str(effect.key), tool: str(effect.tool) }] : [];
+    return str(effect.tool) ? [{ key: str(effect.key), tool: str(effect.tool), happened: null }] : [];
   });
 }
 
+/** One line under a reply about what its tools may have done: `checked` once an operator said. */
+export interface EffectNotice {
+  text: string;
+  checked: boolean;
+}
+
+function effectSentence(tool: string, count: number, happened: boolean | null): string {
+  const calls = count === 1 ? tool : `${count} calls of ${tool}`;
+  if (happened === null) {
+    return count === 1
+      ? `The outcome of ${tool} is unknown: check it before trying again.`
+      : `The outcome of ${calls} is unknown: check them before trying again.`;
+  }
+  return happened
+    ? `Checked since: ${calls} went through.`
+    : `Checked since: ${calls} did not go through; you can ask again.`;
+}
+
 /**
- * One sentence per tool whose effect the run ended with in doubt, for the person chatting: the
- * reply was cut short while the tool ran, and nobody knows whether it did its thing, so they
- * should look before asking again (which would run it again). Empty when nothing is in doubt.
+ * One sentence per tool and outcome for the person chatting: while nobody knows whether a tool
+ * cut short did its thing, they should look before asking again (which would run it again); once
+ * an operator has checked, what they found. Empty when nothing was in doubt.
  */
-export function inDoubtNotices(run: RunItem): string[] {
-  const counts = new Map<string, number>();
-  for (const effect of run.inDoubt) counts.set(effect.tool, (counts.get(effect.tool) ?? 0) + 1);
-  return [...counts].map(([tool, count]) => (count === 1
-    ? `The outcome of ${tool} is unknown: check it before trying again.`
-    : `The outcome of ${count} calls of ${tool} is unknown: check them before trying again.`));
+export function inDoubtNotices(run: RunItem): EffectNotice[] {
+  const groups = new Map<string, { tool: string; happened: boolean | null; count: number }>();
+  for (const effect of run.inDoubt) {
+    const id = `${effect.happened}:${effect.tool}`;
+    const group = groups.get(id) ?? { tool: effect.tool, happened: effect.happened, count: 0 };
+    group.count++;
+    groups.set(id, group);
+  }
+  return [...groups.values()].map(({ tool, happened, count }) => ({
+    text: effectSentence(tool, count, happened), checked: happened !== null,
+  }));
 }
 
 /** The run the composer refers to: the thread's open one (for Cancel), if any. */
@@ -294,9 +332,15 @@ export function announceEvent(view: ThreadView, event: WireEvent): string | null
   if (event.type === 'text-delta' || event.type === 'run-salvaged') return null;
   const run = findRun(view, eventRunId(event));
   if (!run) return null;
+  if (event.type === 'effect-resolved') {
+    const effect = run.inDoubt.find((e) => e.key === str(event.data.key));
+    return effect && effect.happened !== null ? effectSentence(effect.tool, 1, effect.happened) : null;
+  }
   if (run.closed) {
     if (run.closed.cancelled) return 'Reply cancelled.';
-    if (run.closed.partial) return ['The reply was cut short by an interruption.', ...inDoubtNotices(run)].join(' ');
+    if (run.closed.partial) {
+      return ['The reply was cut short by an interruption.', ...inDoubtNotices(run).map((n) => n.text)].join(' ');
+    }
     if (run.closed.status === 'completed') return 'Assistant replied.';
     return run.closed.status === 'failed' ? 'The assistant could not reply.' : 'The reply was stopped.';
   }

@@ -5,6 +5,7 @@ import { assert, ConflictError, NotFoundError } from '../errors.js';
 import type { Lease } from '../lease/lease.js';
 import type { Queryable } from '../store/db.js';
 import { toNumber } from '../store/db.js';
+import { notifyThread } from '../store/notify-thread.js';
 import type { AgentTool } from '../model/index.js';
 
 export type EffectStatus = 'started' | 'completed' | 'failed' | 'in_doubt';
@@ -207,23 +208,38 @@ export async function reconcileDeadEffects(
  * and the verdict under `resolved` (who, when, a note). Only an `in_doubt` effect can be
  * resolved: a tool step that already told the model "in doubt" is not rewritten, but a run that
  * meets the effect again (requeued, not yet past its call) is told the verdict.
+ *
+ * In the same statement the run's thread gets an `effect-resolved` event (fence 0: an operator's
+ * act outside any segment, like a cancel request), so whoever reads the thread, now or later,
+ * sees the verdict beside the reply that was cut short (ADR-0043). Pass the Db, not an open
+ * transaction: viewers are woken once the statement has committed.
  * @throws NotFoundError when there is no such effect; ConflictError when it is not in doubt.
  */
 export async function resolveEffect(
   db: Queryable, effect: { runId: string; key: string; happened: boolean; by: string; note?: string },
 ): Promise<EffectRecord> {
-  const rows = await db.query<EffectRow>(
-    `update agent_kit_effects
-        set status = case when $3::boolean then 'completed' else 'failed' end,
-            result = jsonb_build_object(
-              'resolved', jsonb_build_object('by', $4::text, 'note', $5::text, 'at', now(), 'happened', $3::boolean),
-              'inDoubt', result),
-            finished_at = now()
-      where run_id = $1 and key = $2 and status = 'in_doubt'
-      returning *`,
+  const rows = await db.query<EffectRow & { thread_id: string; seq: number | string }>(
+    `with resolved as (
+       update agent_kit_effects
+          set status = case when $3::boolean then 'completed' else 'failed' end,
+              result = jsonb_build_object(
+                'resolved', jsonb_build_object('by', $4::text, 'note', $5::text, 'at', now(), 'happened', $3::boolean),
+                'inDoubt', result),
+              finished_at = now()
+        where run_id = $1 and key = $2 and status = 'in_doubt'
+        returning *)
+     select resolved.*, r.thread_id,
+            agent_kit__append_event(r.thread_id, r.id, 0, 'effect-resolved', jsonb_build_object(
+              'runId', r.id, 'key', resolved.key, 'tool', resolved.tool, 'happened', $3::boolean,
+              'by', $4::text, 'note', $5::text)) as seq
+       from resolved join agent_kit_runs r on r.id = resolved.run_id`,
     [effect.runId, effect.key, effect.happened, effect.by, effect.note ?? null],
   );
-  if (rows[0]) return toRecord(rows[0]);
+  const row = rows[0];
+  if (row) {
+    notifyThread(db, row.thread_id, toNumber(row.seq));
+    return toRecord(row);
+  }
   const [found] = await db.query<{ status: string }>(
     'select status from agent_kit_effects where run_id = $1 and key = $2', [effect.runId, effect.key],
   );

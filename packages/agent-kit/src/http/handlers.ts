@@ -7,7 +7,8 @@ import {
   createRunsHandler, createRunHandler, createThreadHandler, createThreadsHandler,
 } from './read-handlers.js';
 import {
-  createRunCancelHandler, createRunInputHandler, createRunReleaseHandler, createRunTakeoverHandler,
+  createRunCancelHandler, createRunInputHandler, createRunReleaseHandler, createRunResolveEffectHandler,
+  createRunTakeoverHandler,
 } from './run-handlers.js';
 import { createRouter, type RouteName } from './routes.js';
 import type { SegmentRegistry } from './segments.js';
@@ -38,6 +39,7 @@ export function createHandlers(deps: HandlerDeps): Handlers {
     runCancel: guard(ctx, createRunCancelHandler(ctx)),
     runTakeover: guard(ctx, createRunTakeoverHandler(ctx)),
     runRelease: guard(ctx, createRunReleaseHandler(ctx)),
+    runResolveEffect: guard(ctx, createRunResolveEffectHandler(ctx)),
     cronDrain: guard(ctx, createCronDrainHandler(ctx)),
     cronReap: guard(ctx, createCronReapHandler(ctx)),
   };

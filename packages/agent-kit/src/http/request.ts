@@ -117,3 +117,10 @@ export const inputBodySchema = z.union([
   z.object({ questionId, approved: z.boolean() }).strict(),
 ]);
 export type InputBody = z.infer<typeof inputBodySchema>;
+
+/** An operator's verdict on an effect in doubt: its key, whether it happened, an optional note. */
+export const resolveEffectBodySchema = z.object({
+  key: z.string().min(1).max(500),
+  happened: z.boolean(),
+  note: z.string().max(2000).optional(),
+}).strict();

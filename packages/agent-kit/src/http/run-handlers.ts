@@ -1,11 +1,13 @@
-// The run actions: answer a waiting run, cancel (a stored intent), and an operator's takeover
-// and release. Each is one SQL function that decides under the run's row lock; when the run is
-// left queued, a background segment picks it up at once instead of waiting for the drain.
+// The run actions: answer a waiting run, cancel (a stored intent), and an operator's takeover,
+// release and verdict on an effect in doubt. Each is one SQL statement that decides under the
+// row's lock; when the run is left queued, a background segment picks it up at once instead of
+// waiting for the drain.
+import { resolveEffect } from '../effect-ledger/index.js';
 import type { Queryable } from '../store/db.js';
 import { requireCaller, requireOperator, requireRunAccess } from './auth.js';
 import type { HandlerContext, RouteHandler } from './context.js';
 import { HttpError, jsonResponse } from './http-error.js';
-import { inputBodySchema, readIdParam, readJsonBody } from './request.js';
+import { inputBodySchema, readIdParam, readJsonBody, resolveEffectBodySchema } from './request.js';
 import { notifyRunThread } from '../store/notify-thread.js';
 
 const closed = new Set(['completed', 'failed', 'aborted']);
@@ -72,5 +74,22 @@ export function createRunReleaseHandler(ctx: HandlerContext): RouteHandler {
     const status = await callStatusFunction(ctx.rt.db, 'select agent_kit_release_run($1) as status', [runId]);
     if (status === 'queued') ctx.segments.start(runId);
     return jsonResponse({ runId, status });
+  };
+}
+
+/**
+ * POST /api/runs/:id/resolve-effect {key, happened, note?} (operator): the verdict on an effect in
+ * doubt after checking the outside system (ADR-0042, ADR-0043). 404 for no such effect, 409 when
+ * it is not in doubt; the thread gets an effect-resolved event.
+ */
+export function createRunResolveEffectHandler(ctx: HandlerContext): RouteHandler {
+  return async (request, params = {}) => {
+    const caller = await requireCaller(ctx.authenticate, request);
+    const runId = readIdParam(params, 'id');
+    await requireRunAccess(ctx.rt.db, caller, runId);
+    requireOperator(caller);
+    const body = await readJsonBody(request, resolveEffectBodySchema, ctx.maxBodyBytes);
+    const effect = await resolveEffect(ctx.rt.db, { runId, ...body, by: caller.userId });
+    return jsonResponse({ runId, key: effect.key, tool: effect.tool, status: effect.status, result: effect.result });
   };
 }

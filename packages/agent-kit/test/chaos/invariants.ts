@@ -112,11 +112,14 @@ function checkRun(
   checkRunEvents(id, run, events, violations);
 }
 
-/** One run-closed, nothing after it, and fences never going back (a zombie's late write). */
+/**
+ * One run-closed, nothing of the run's own after it (an operator's verdict on an effect in doubt,
+ * effect-resolved, may come later), and fences never going back (a zombie's late write).
+ */
 function checkRunEvents(id: string, run: RunRow, events: EventRow[], violations: string[]) {
   const closes = events.filter((e) => e.type === 'run-closed');
   if (closes.length !== 1) violations.push(`${id}: ${closes.length} run-closed events, expected 1`);
-  const last = events.at(-1);
+  const last = events.filter((e) => e.type !== 'effect-resolved').at(-1);
   if (closes.length === 1 && last && last.type !== 'run-closed') {
     violations.push(`${id}: event ${last.type} (seq ${last.seq}) after run-closed`);
   }

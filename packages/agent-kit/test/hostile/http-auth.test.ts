@@ -52,6 +52,7 @@ function userRoutes(): [string, string, string, unknown?][] {
     ['POST /api/runs/:id/cancel', 'POST', `/api/runs/${runId}/cancel`, {}],
     ['POST /api/runs/:id/takeover', 'POST', `/api/runs/${runId}/takeover`, {}],
     ['POST /api/runs/:id/release', 'POST', `/api/runs/${f.alice.takenOver.runId}/release`, {}],
+    ['POST /api/runs/:id/resolve-effect', 'POST', `/api/runs/${runId}/resolve-effect`, { key: 'k', happened: true }],
   ];
 }
 
@@ -76,11 +77,11 @@ describe('sessions', () => {
       }), { numRuns: hostileRuns * 3 });
   });
 
-  it("a session forged for the operator cannot take over or release alice's runs", async () => {
-    for (const [route, , path] of userRoutes().filter(([r]) => /takeover|release/.test(r))) {
-      const response = await f.send('POST', path, { cookie: `ak_session=${'x'.repeat(40)}.${'y'.repeat(43)}` });
+  it("a session forged for the operator cannot take over, release or resolve alice's runs' effects", async () => {
+    for (const [route, , path, body] of userRoutes().filter(([r]) => /takeover|release|resolve-effect/.test(r))) {
+      const response = await f.send('POST', path, { body, cookie: `ak_session=${'x'.repeat(40)}.${'y'.repeat(43)}` });
       await expectRefusal(tally, route, 'forged operator session', response, [401]);
-      const asAlice = await f.send('POST', path, { user: 'alice' });
+      const asAlice = await f.send('POST', path, { body, user: 'alice' });
       await expectRefusal(tally, route, 'owner is not an operator', asAlice, [403]);
       await expectNothingWritten(tally, route, 'owner is not an operator', f.t.db, before);
     }

@@ -54,6 +54,7 @@ const idRoutes: [string, string, (id: string) => string, unknown?][] = [
   ['POST /api/runs/:id/cancel', 'POST', (id) => `/api/runs/${id}/cancel`],
   ['POST /api/runs/:id/takeover', 'POST', (id) => `/api/runs/${id}/takeover`],
   ['POST /api/runs/:id/release', 'POST', (id) => `/api/runs/${id}/release`],
+  ['POST /api/runs/:id/resolve-effect', 'POST', (id) => `/api/runs/${id}/resolve-effect`, { key: 'k', happened: true }],
 ];
 
 describe('path parameters', () => {

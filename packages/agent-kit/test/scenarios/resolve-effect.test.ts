@@ -5,10 +5,13 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
 import { retryingModel } from '../harness/steps-model.js';
+import { fakeRunSegment } from '../harness/fake-segment.js';
+import { headerAuth, makeRequest, payload, readSse } from '../harness/http-harness.js';
 import { makeRuntime } from '../harness/turn-kit.js';
 import { openTestDb } from '../harness/test-db.js';
 import { resolveVerdict } from '../../src/cli/commands/resolve-effect.js';
 import { resolveEffect } from '../../src/effect-ledger/index.js';
+import { createHandlers } from '../../src/http/handlers.js';
 import { ConflictError, EffectInDoubtError, NotFoundError } from '../../src/index.js';
 import { listRuns } from '../../src/event-log/read-runs.js';
 import type { AgentTool } from '../../src/model/index.js';
@@ -70,6 +73,76 @@ it('refuses to resolve an effect that is not in doubt, or that does not exist, c
     'select run_id, status from agent_kit_effects where run_id in ($1, $2)', [doubtful.runId, paid.runId]);
   expect(rows.map((r) => [r.run_id, r.status]).sort()).toEqual(
     [[doubtful.runId, 'completed'], [paid.runId, 'completed']].sort());
+});
+
+it("tells the run's thread: an effect-resolved event (fence 0) after the run closed, and none when refused", async () => {
+  const charged = await payTurn();
+  const [run] = await db.query<{ thread_id: string; status: string }>(
+    'select thread_id, status from agent_kit_runs where id = $1', [charged.runId]);
+  const events = () => db.query<{ seq: string; type: string; fence: string; run_id: string; data: Record<string, unknown> }>(
+    'select seq, type, fence, run_id, data from agent_kit_thread_events where thread_id = $1 order by seq', [run!.thread_id]);
+  const before = await events();
+  expect(before.at(-1)!.type).toBe('run-closed');
+
+  await resolveEffect(db, { ...charged, happened: false, by: 'ops-anna', note: 'no charge in the dashboard' });
+  const after = await events();
+  expect(after.slice(0, -1)).toEqual(before);
+  const resolved = after.at(-1)!;
+  expect(Number(resolved.seq)).toBe(Number(before.at(-1)!.seq) + 1);
+  expect(resolved).toMatchObject({ type: 'effect-resolved', run_id: charged.runId });
+  expect(Number(resolved.fence)).toBe(0);
+  expect(resolved.data).toEqual({
+    runId: charged.runId, key: charged.key, tool: 'charge_card', happened: false, by: 'ops-anna',
+    note: 'no charge in the dashboard',
+  });
+  const [thread] = await db.query<{ last_seq: string }>('select last_seq from agent_kit_threads where id = $1', [run!.thread_id]);
+  expect(Number(thread!.last_seq)).toBe(after.length);
+
+  await expect(resolveEffect(db, { ...charged, happened: true, by: 'ops' })).rejects.toThrow(ConflictError);
+  expect(await events()).toEqual(after);
+});
+
+it('POST /api/runs/:id/resolve-effect: the operator resolves, a live viewer of the thread sees it', async () => {
+  const paid = await payTurn();
+  const [run] = await db.query<{ thread_id: string }>('select thread_id from agent_kit_runs where id = $1', [paid.runId]);
+  const handlers = createHandlers({ rt: makeRuntime(db), authenticate: headerAuth, runSegment: fakeRunSegment() });
+  const path = `/api/runs/${paid.runId}/resolve-effect`;
+  const send = (body: unknown, user = 'ops-anna', operator = true) =>
+    handlers.handle(makeRequest('POST', path, { user, operator, body }));
+  const statusOf = async (response: Response) => [response.status, ((await response.json()) as { error?: { code: string } }).error?.code];
+
+  // Refused, writing nothing: the owner is no operator, a stranger does not see the run, bad bodies, an unknown key.
+  expect(await statusOf(await send({ key: paid.key, happened: true }, 'olga', false))).toEqual([403, 'FORBIDDEN']);
+  expect(await statusOf(await send({ key: paid.key, happened: true }, 'mallory', false))).toEqual([404, 'NOT_FOUND']);
+  for (const body of [{ key: paid.key }, { key: paid.key, happened: 'yes' }, { key: '', happened: true },
+    { key: paid.key, happened: true, by: 'someone-else' }, { key: paid.key, happened: true, note: 'x'.repeat(2001) }]) {
+    expect(await statusOf(await send(body))).toEqual([400, 'INVALID_ARGUMENT']);
+  }
+  expect(await statusOf(await send({ key: 'no-such-key', happened: true }))).toEqual([404, 'NOT_FOUND']);
+  const [{ status: still } = { status: '' }] = await db.query<{ status: string }>(
+    'select status from agent_kit_effects where run_id = $1 and key = $2', [paid.runId, paid.key]);
+  expect(still).toBe('in_doubt');
+
+  // A viewer following the thread from its end hears the verdict.
+  const [{ last_seq: lastSeq } = { last_seq: '0' }] = await db.query<{ last_seq: string }>(
+    'select last_seq from agent_kit_threads where id = $1', [run!.thread_id]);
+  const follow = await handlers.handle(makeRequest('GET', `/api/threads/${run!.thread_id}/events?after=${lastSeq}`,
+    { user: 'olga' }));
+  const heard = readSse(follow, { until: (event) => payload(event).type === 'effect-resolved' });
+
+  const answer = await send({ key: paid.key, happened: true, note: 'ch_9 in the dashboard' });
+  expect(answer.status).toBe(200);
+  expect(await answer.json()).toMatchObject({
+    runId: paid.runId, key: paid.key, tool: 'charge_card', status: 'completed',
+    result: { resolved: { by: 'ops-anna', happened: true, note: 'ch_9 in the dashboard' } },
+  });
+  const [event] = (await heard).events.map(payload);
+  expect(event).toMatchObject({
+    seq: Number(lastSeq) + 1, runId: paid.runId, fence: 0, type: 'effect-resolved',
+    data: { key: paid.key, tool: 'charge_card', happened: true, by: 'ops-anna', note: 'ch_9 in the dashboard' },
+  });
+  expect(await statusOf(await send({ key: paid.key, happened: false }))).toEqual([409, 'CONFLICT']);
+  await handlers.segments.settle();
 });
 
 it('the command takes exactly one verdict', () => {
