@@ -5,7 +5,7 @@
 // (the embedded store has one process at a time), so that its effect is left in doubt; the
 // operator then records on the operator page that it did not happen, and the chat says so.
 import {
-  beginSegment, claimRun, effectKey, mirrorPartial, openDb, scriptedReplyText, startEffect, startTurn,
+  beginSegment, claimRun, closeRun, effectKey, mirrorPartial, openDb, scriptedReplyText, startEffect, startTurn,
 } from 'agent-kit';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,7 +20,9 @@ const replyTokens = 200; // an 8 s turn: the kill lands long before it could fin
  * Alice's turn whose segment, held by a worker that is not there, began a transfer and said so:
  * the effect is `started`, the lease live for ten minutes, so it stands still until killed.
  */
-async function seedTurnDyingMidTransfer(store: TestStore): Promise<{ threadId: string; runId: string }> {
+async function seedTurnDyingMidTransfer(
+  store: TestStore,
+): Promise<{ threadId: string; runId: string; plainRunId: string }> {
   const db = await openDb({ databaseUrl: store.databaseUrl, dataDir: store.dataDir });
   try {
     const turn = await startTurn(db, { ownerId: 'alice', text: 'Pay the invoice #approve' });
@@ -30,7 +32,12 @@ async function seedTurnDyingMidTransfer(store: TestStore): Promise<{ threadId: s
     await mirrorPartial(db, claim.lease, 'Paying the invoice now. ');
     const key = effectKey(turn.runId, 0, 0);
     await startEffect(db, claim.lease, key, 'transfer_funds', { amount: 42, to: 'demo' });
-    return { threadId: turn.threadId, runId: turn.runId };
+    // And a turn that simply completed: the operator page's filter must leave it out.
+    const plain = await startTurn(db, { ownerId: 'bob', text: 'Hello' });
+    const plainClaim = await claimRun(db, { runId: plain.runId, owner: 'gone-worker', leaseTtlMs: 60_000 });
+    if (!plainClaim.claimed) throw new Error(`seeding: the plain run was not claimed (${plainClaim.reason})`);
+    if (!(await closeRun(db, plainClaim.lease, 'completed', { text: 'Hello to you.' }))) throw new Error('seeding: close refused');
+    return { threadId: turn.threadId, runId: turn.runId, plainRunId: plain.runId };
   } finally {
     await db.close();
   }
@@ -40,7 +47,7 @@ describe.skipIf(!hasChromium)(`salvage in the browser${hasChromium ? '' : ` (ski
   let store: TestStore;
   let server: AppServer;
   let browser: Browser;
-  let midTransfer: { threadId: string; runId: string };
+  let midTransfer: { threadId: string; runId: string; plainRunId: string };
 
   beforeAll(async () => {
     store = await createTestStore();
@@ -121,8 +128,16 @@ describe.skipIf(!hasChromium)(`salvage in the browser${hasChromium ? '' : ` (ski
 
     // The operator looks the transfer up, finds nothing and says so on the operator page; the
     // chat, still open, replaces the warning with what was found (and says it).
+    // Among all the runs, the filter lists the one in doubt; selecting it keeps the filter.
     const ops = await operator.newPage();
-    await open(ops, `${server.baseUrl}/ops?run=${midTransfer.runId}`);
+    await open(ops, `${server.baseUrl}/ops`);
+    const listed = () => ops.getByTestId('run-row').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-run-id')));
+    await expect.poll(listed).toEqual(expect.arrayContaining([midTransfer.runId, midTransfer.plainRunId]));
+    await ops.getByLabel('Only runs with effects in doubt').check();
+    await expect.poll(listed, { timeout: 5_000 }).toEqual([midTransfer.runId]);
+    await ops.getByTestId('run-row').click();
+    await ops.getByTestId('run-detail').waitFor();
+    expect(new URL(ops.url()).search).toBe(`?inDoubt=1&run=${midTransfer.runId}`);
     const effectRow = ops.getByTestId('effect-row');
     await expect(effectRow.getAttribute('data-status')).resolves.toBe('in_doubt');
     await ops.getByLabel('Note on transfer_funds').fill('no transfer in the bank statement');
@@ -131,6 +146,10 @@ describe.skipIf(!hasChromium)(`salvage in the browser${hasChromium ? '' : ` (ski
     await expect.poll(() => effectRow.getAttribute('data-status'), { timeout: 5_000 }).toBe('failed');
     await expect(effectRow.textContent()).resolves.toContain('operator checked: it did not happen (no transfer in the bank statement)');
     await expect(ops.getByRole('button', { name: 'It did not happen' }).count()).resolves.toBe(0);
+    await expect.poll(listed, { timeout: 5_000 }).toEqual([]);
+    await ops.getByText('No run has an effect in doubt.').waitFor();
+    // Out of the list now, the run stays selected and described from its own read.
+    await expect(ops.getByTestId('run-detail').textContent()).resolves.toMatch(/of\s+alice\s+·\s+turn 1/);
 
     const found = 'Checked since: transfer_funds did not go through; you can ask again.';
     await expect.poll(doubts, { timeout: 5_000 }).toEqual([found]);

@@ -59,16 +59,40 @@ export interface OpsData {
 
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/** What the page's URL asks for: the selected run (?run=) and whether to list only runs in doubt. */
+export interface OpsQuery {
+  selectedId: string | null;
+  inDoubt: boolean;
+}
+
+export function readOpsQuery(url: URL): OpsQuery {
+  return { selectedId: url.searchParams.get('run'), inDoubt: url.searchParams.get('inDoubt') === '1' };
+}
+
+/** The page's URL for `query`: what a reload or a shared link opens again. */
+export function opsHref(query: OpsQuery): string {
+  const params = new URLSearchParams();
+  if (query.inDoubt) params.set('inDoubt', '1');
+  if (query.selectedId) params.set('run', query.selectedId);
+  const search = params.toString();
+  return search ? `/ops?${search}` : '/ops';
+}
+
 /**
- * The newest runs and the selected one, through `fetchFn` (SvelteKit's in a load, the browser's
- * in the page's poll). Throws when the list cannot be read.
+ * The newest runs (only those with an effect in doubt, however old, with `inDoubt`) and the
+ * selected one, through `fetchFn` (SvelteKit's in a load, the browser's in the page's poll).
+ * Throws when the list cannot be read.
  */
-export async function readOps(fetchFn: typeof fetch, selectedId: string | null): Promise<OpsData> {
+export async function readOps(fetchFn: typeof fetch, { selectedId, inDoubt }: OpsQuery): Promise<OpsData> {
   const [list, detail] = await Promise.all([
-    fetchFn('/api/runs?limit=50'),
+    fetchFn(`/api/runs?limit=50${inDoubt ? '&inDoubt=1' : ''}`),
     selectedId && uuidPattern.test(selectedId) ? fetchFn(`/api/runs/${selectedId}`) : null,
   ]);
   if (!list.ok) throw new Error(`/api/runs answered ${list.status}`);
   const { runs } = (await list.json()) as { runs: OpsRun[] };
-  return { runs, selected: detail?.ok ? ((await detail.json()) as OpsRunDetail) : null };
+  if (!detail?.ok) return { runs, selected: null };
+  // GET /api/runs/:id names the thread's owner beside the run, not in it; the page shows the
+  // selected run from here when the list does not hold it (older than the newest fifty).
+  const read = (await detail.json()) as OpsRunDetail & { ownerId: string };
+  return { runs, selected: { ...read, run: { ...read.run, ownerId: read.ownerId } } };
 }
