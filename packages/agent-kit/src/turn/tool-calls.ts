@@ -123,8 +123,19 @@ async function settleInvalid(
   return recordToolStep(ctx, journal, { ...base, ...recordedOutcome(record.status, record.result) });
 }
 
-/** The tool result for an effect the ledger already finished. */
+/**
+ * The tool result for an effect the ledger already finished. One an operator resolved (it was in
+ * doubt; resolveEffect) is told as their finding, not as the ledger's JSON.
+ */
 function recordedOutcome(status: Exclude<EffectStatus, 'started'>, result: unknown): Pick<ToolStep, 'outcome' | 'output'> {
+  const verdict = (result as { resolved?: { happened?: unknown; note?: unknown } } | null)?.resolved;
+  if (verdict && typeof verdict.happened === 'boolean' && status !== 'in_doubt') {
+    const note = typeof verdict.note === 'string' && verdict.note !== '' ? ` Their note: ${verdict.note}` : '';
+    const found = `An operator checked the outside system: this side effect ${verdict.happened ? 'happened' : 'did not happen'}.${note}`;
+    return status === 'completed'
+      ? { outcome: 'completed', output: { status: 'completed', message: found } }
+      : { outcome: 'failed', output: found };
+  }
   if (status === 'completed') return { outcome: 'completed', output: result };
   if (status === 'failed') return { outcome: 'failed', output: errorText(result) };
   return inDoubt(result);

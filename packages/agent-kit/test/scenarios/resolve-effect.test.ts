@@ -4,7 +4,7 @@
 // the effects come from the turn engine with a tool that throws EffectInDoubtError.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
-import { retryingModel } from '../harness/steps-model.js';
+import { retryingModel, stepsModel } from '../harness/steps-model.js';
 import { fakeRunSegment } from '../harness/fake-segment.js';
 import { headerAuth, makeRequest, payload, readSse } from '../harness/http-harness.js';
 import { makeRuntime } from '../harness/turn-kit.js';
@@ -16,6 +16,8 @@ import { ConflictError, EffectInDoubtError, NotFoundError } from '../../src/inde
 import { listRuns } from '../../src/event-log/read-runs.js';
 import type { AgentTool } from '../../src/model/index.js';
 import { startTurn } from '../../src/queue/start-turn.js';
+import { reapExpiredRuns } from '../../src/reaper/index.js';
+import { advanceFakeNow, clearFakeNow } from '../../src/store/clock.js';
 import type { Db } from '../../src/store/db.js';
 import { runSegment } from '../../src/turn/run-segment.js';
 
@@ -24,6 +26,7 @@ beforeAll(async () => {
   db = await openTestDb();
 });
 afterAll(async () => {
+  await clearFakeNow(db);
   await db.close();
 });
 
@@ -144,6 +147,48 @@ it('POST /api/runs/:id/resolve-effect: the operator resolves, a live viewer of t
   expect(await statusOf(await send({ key: paid.key, happened: false }))).toEqual([409, 'CONFLICT']);
   await handlers.segments.settle();
 });
+
+/**
+ * A turn whose charge hangs (its process is killed); a reaper without a hook marks it in doubt
+ * and requeues the run; the operator gives `happened`; the next segment settles the call from
+ * the ledger. Returns the journal's tool steps.
+ */
+async function resolvedThenMetAgain(happened: boolean, note: string) {
+  let hung = false;
+  const charge = (hook?: () => void): AgentTool<{ cents: number }, unknown> => ({
+    name: 'charge_card', description: 'Charge the card', inputSchema: z.object({ cents: z.number() }),
+    execute: () => {
+      hook?.();
+      return new Promise(() => {});
+    },
+  });
+  const model = () => stepsModel([{ calls: [{ id: 'c1', name: 'charge_card', input: { cents: 900 } }] }, { text: 'Sorry.' }]);
+  const turn = await startTurn(db, { ownerId: 'olga', text: 'pay 9 EUR' });
+  const first = makeRuntime(db, { tools: { charge_card: charge(() => (hung = true)) }, model: model() });
+  void runSegment(first, { runId: turn.runId, owner: 'web-1', budgetMs: 60_000 });
+  while (!hung) await new Promise((resolve) => setTimeout(resolve, 20));
+  await advanceFakeNow(db, 120_000);
+  const next = makeRuntime(db, { tools: { charge_card: charge() }, model: model() });
+  expect(await reapExpiredRuns(next)).toMatchObject({ requeued: 1, inDoubt: 1 });
+  const [effect] = await db.query<{ key: string }>('select key from agent_kit_effects where run_id = $1', [turn.runId]);
+  await resolveEffect(db, { runId: turn.runId, key: effect!.key, happened, by: 'ops', note });
+  expect(await runSegment(next, { runId: turn.runId, owner: 'web-2' })).toMatchObject({ kind: 'closed', status: 'completed' });
+  await clearFakeNow(db);
+  return db.query<{ outcome: string; output: unknown }>(
+    `select data->>'outcome' as outcome, data->'output' as output from agent_kit_steps where run_id = $1 and kind = 'tool'`,
+    [turn.runId]);
+}
+
+it("a run that meets a resolved effect again tells its model the operator's finding, not the ledger's JSON", async () => {
+  expect(await resolvedThenMetAgain(false, 'no charge at the bank')).toEqual([{
+    outcome: 'failed',
+    output: 'An operator checked the outside system: this side effect did not happen. Their note: no charge at the bank',
+  }]);
+  expect(await resolvedThenMetAgain(true, '')).toEqual([{
+    outcome: 'completed',
+    output: { status: 'completed', message: 'An operator checked the outside system: this side effect happened.' },
+  }]);
+}, 30_000);
 
 it('the command takes exactly one verdict', () => {
   expect(resolveVerdict({ happened: true, by: 'x' })).toBe(true);
