@@ -1,11 +1,10 @@
 // The agent-kit command line. Each command opens the configured store (DATABASE_URL, else the
-// embedded folder), does one thing, closes it, and returns an exit code.
+// embedded folder), does one thing, closes it, and returns an exit code. Startup loads only
+// commander and the command registrations: the store, config (zod), the turn runtime and the
+// model are imported by the action that uses them, so `--help` and a usage error stay cheap.
 import fs from 'node:fs';
 import { Command, CommanderError } from 'commander';
-import { configFromEnv } from '../config.js';
 import { coerceError } from '../errors.js';
-import { checkSchema } from '../store/migrate.js';
-import { openDb } from '../store/open.js';
 import { uuidPattern, type Db } from '../store/db.js';
 
 /**
@@ -14,6 +13,9 @@ import { uuidPattern, type Db } from '../store/db.js';
  * exist"), except for `migrate` itself (`anySchema`).
  */
 export async function withDb<T>(fn: (db: Db) => Promise<T>, options: { anySchema?: boolean } = {}): Promise<T> {
+  const [{ configFromEnv }, { openDb }, { checkSchema }] = await Promise.all([
+    import('../config.js'), import('../store/open.js'), import('../store/migrate.js'),
+  ]);
   const config = configFromEnv();
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   try {
@@ -36,7 +38,8 @@ export function uuidArgument(what: string): (value: string) => string {
 
 /**
  * Commands live one per file in ./commands/, each exporting `register(program)`; they are loaded
- * in name order, so adding a command touches no shared file.
+ * in name order, so adding a command touches no shared file. Every file there is loaded at
+ * startup, so a command imports what its action needs inside the action (`await import`).
  */
 async function registerCommands(program: Command) {
   const dir = new URL('./commands/', import.meta.url);

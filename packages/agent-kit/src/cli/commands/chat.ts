@@ -2,15 +2,10 @@
 // stdout, the way the chat request does: start the turn, follow the thread's events, run the
 // segment. A question or approval the turn waits for is printed with the command that answers it.
 import { type Command, CommanderError } from 'commander';
-import { followEvents } from '../../event-log/index.js';
-import { defaultHeadStartMs, startTurn } from '../../queue/start-turn.js';
-import { newOwner, runSegment } from '../../turn/index.js';
-import type { Runtime } from '../../turn/types.js';
 import type { SegmentOutcome } from '../../turn/types.js';
 import { defaultCliOwner } from './enqueue.js';
-import { configFromEnv } from '../../config.js';
-import { createRuntime } from '../../turn/index.js';
 import { uuidArgument } from '../main.js';
+import { withRuntime } from './with-runtime.js';
 
 export function register(program: Command) {
   program
@@ -20,8 +15,11 @@ export function register(program: Command) {
     .option('--thread <id>', 'continue this thread (default: a new thread)', uuidArgument('--thread'))
     .option('--owner <user>', 'the thread owner', defaultCliOwner)
     .action(async (text: string, options: { thread?: string; owner: string }) => {
+      const [{ followEvents }, { defaultHeadStartMs, startTurn }, { newOwner, runSegment }] = await Promise.all([
+        import('../../event-log/index.js'), import('../../queue/start-turn.js'), import('../../turn/index.js'),
+      ]);
       // No log lines: stdout is the reply and stderr the few notes a person needs.
-      await withQuietRuntime(async (rt) => {
+      await withRuntime(async (rt) => {
         const [{ seq: afterSeq } = { seq: 0 }] = options.thread
           ? await rt.db.query<{ seq: number }>('select last_seq as seq from agent_kit_threads where id = $1', [options.thread])
           : [];
@@ -41,7 +39,7 @@ export function register(program: Command) {
         if (outcome.kind !== 'closed' && outcome.kind !== 'parked') follower.close();
         await printing;
         report(outcome, turn.runId, turn.threadId);
-      });
+      }, {});
     });
 }
 
@@ -83,13 +81,4 @@ function report(outcome: SegmentOutcome, runId: string, threadId: string): void 
     ? `run ${runId} closed ${outcome.status}`
     : `run ${runId} did not finish here (${JSON.stringify(outcome)}); the drain will continue it`;
   throw new CommanderError(1, 'agent-kit.turnNotCompleted', what);
-}
-
-async function withQuietRuntime<T>(fn: (rt: Runtime) => Promise<T>): Promise<T> {
-  const rt = await createRuntime(configFromEnv());
-  try {
-    return await fn(rt);
-  } finally {
-    await rt.db.close();
-  }
 }

@@ -1,7 +1,6 @@
 // `agent-kit drain [--budget SECONDS] [--concurrency N]`: one invocation's worth of queue drain.
 // Prints the report as JSON; exits 1 when a segment or a take failed (the jobs stay queued).
 import { type Command, CommanderError } from 'commander';
-import { drainQueue } from '../../queue/drain-queue.js';
 import { positiveNumber, withRuntime } from './with-runtime.js';
 
 export function register(program: Command) {
@@ -16,6 +15,7 @@ export function register(program: Command) {
       process.once('SIGTERM', stop);
       process.once('SIGINT', stop);
       try {
+        const { drainQueue } = await import('../../queue/drain-queue.js');
         const report = await withRuntime((rt) => drainQueue(rt, {
           budgetMs: options.budget === undefined ? undefined : options.budget * 1000,
           concurrency: options.concurrency,

@@ -1,7 +1,6 @@
 // `agent-kit enqueue "text" [--thread ID] [--owner USER]`: store a user message and queue its turn
 // for the drain (a new thread per call unless --thread is given). Prints the ids as JSON.
 import type { Command } from 'commander';
-import { startTurn } from '../../queue/start-turn.js';
 import { uuidArgument, withDb } from '../main.js';
 
 /** The owner of threads created from the command line when --owner is not given. */
@@ -15,6 +14,7 @@ export function register(program: Command) {
     .option('--thread <id>', 'add the turn to this thread (default: a new thread)', uuidArgument('--thread'))
     .option('--owner <user>', 'the thread owner', defaultCliOwner)
     .action(async (text: string, options: { thread?: string; owner: string }) => {
+      const { startTurn } = await import('../../queue/start-turn.js');
       const result = await withDb((db) => startTurn(db, { threadId: options.thread, ownerId: options.owner, text }));
       console.log(JSON.stringify({
         threadId: result.threadId, messageId: result.messageId, runId: result.runId, kind: result.kind,

@@ -3,9 +3,6 @@
 // until SIGINT/SIGTERM. Output waits for stdout to drain, so a slow pipe never piles events up.
 import { type Command, CommanderError } from 'commander';
 import { NotFoundError } from '../../errors.js';
-import { followEvents } from '../../event-log/follow-events.js';
-import { readEvents, toEventJson, maxEventPageSize } from '../../event-log/read-events.js';
-import { readThreadOwner } from '../../event-log/read-threads.js';
 import type { Db } from '../../store/db.js';
 import { uuidArgument, withDb } from '../main.js';
 
@@ -58,6 +55,10 @@ export async function printEvents(
   write: (line: string) => Promise<void>,
   signal?: AbortSignal,
 ): Promise<number> {
+  const [{ followEvents }, { readEvents, toEventJson, maxEventPageSize }, { readThreadOwner }] = await Promise.all([
+    import('../../event-log/follow-events.js'), import('../../event-log/read-events.js'),
+    import('../../event-log/read-threads.js'),
+  ]);
   if ((await readThreadOwner(db, threadId)) === null) {
     throw new NotFoundError(`thread ${threadId} not found`);
   }

@@ -1,7 +1,6 @@
 // `agent-kit migrate [--to N]`: apply pending migrations, each in its own transaction.
 import { type Command, CommanderError } from 'commander';
 import { InvalidArgumentError } from '../../errors.js';
-import { migrate } from '../../store/migrate.js';
 import { withDb } from '../main.js';
 
 export function register(program: Command) {
@@ -13,6 +12,7 @@ export function register(program: Command) {
       return Number(v);
     })
     .action(async (options: { to?: number }) => {
+      const { migrate } = await import('../../store/migrate.js');
       const result = await withDb((db) => migrate(db, { to: options.to }), { anySchema: true }).catch((raw: unknown) => {
         // A number past the latest migration is a bad option value, like a malformed one.
         if (raw instanceof InvalidArgumentError) throw new CommanderError(2, 'agent-kit.invalidArgument', raw.message);

@@ -1,7 +1,6 @@
 // `agent-kit reap`: one reaper pass. Requeues runs whose lease expired (attempts left) or salvages
 // them (crash budget used up). Prints the report as JSON.
 import type { Command } from 'commander';
-import { reapExpiredRuns } from '../../reaper/reap-expired-runs.js';
 import { positiveNumber, withRuntime } from './with-runtime.js';
 
 export function register(program: Command) {
@@ -10,6 +9,7 @@ export function register(program: Command) {
     .description('hand expired runs back to the queue, or salvage those out of attempts')
     .option('--limit <n>', 'expired runs per pass (default 100)', positiveNumber('--limit', 1000, true))
     .action(async (options: { limit?: number }) => {
+      const { reapExpiredRuns } = await import('../../reaper/reap-expired-runs.js');
       const report = await withRuntime((rt) => reapExpiredRuns(rt, { limit: options.limit }));
       console.log(JSON.stringify(report));
     });

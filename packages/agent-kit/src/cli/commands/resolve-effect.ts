@@ -2,7 +2,6 @@
 // record what an operator found in the outside system for an effect in doubt, so that
 // `agent-kit runs --in-doubt` stops listing it and a run that meets the effect again is told.
 import { type Command, CommanderError } from 'commander';
-import { resolveEffect } from '../../effect-ledger/index.js';
 import { uuidArgument, withDb } from '../main.js';
 
 export interface ResolveOptions {
@@ -24,6 +23,7 @@ export function register(program: Command) {
     .option('--by <name>', 'who decided (default $USER)', process.env.USER ?? 'operator')
     .action(async (runId: string, key: string, options: ResolveOptions) => {
       const happened = resolveVerdict(options);
+      const { resolveEffect } = await import('../../effect-ledger/index.js');
       const effect = await withDb((db) => resolveEffect(db, { runId, key, happened, by: options.by, note: options.note }));
       process.stdout.write(`effect ${effect.key} (${effect.tool}) is now ${effect.status}\n`);
     });

@@ -3,6 +3,7 @@
 // effect count and how many of those are in doubt; --in-doubt lists only runs with some.
 // A table for people; --json prints the same rows as one JSON array for scripts.
 import { type Command, CommanderError } from 'commander';
+// Loaded at startup (SQL text only, no driver): --limit's bound is checked before the action.
 import { listRuns, maxRunListSize, type RunSummary } from '../../event-log/read-runs.js';
 import { runStatuses } from '../../lease/run-row.js';
 import type { Queryable } from '../../store/db.js';

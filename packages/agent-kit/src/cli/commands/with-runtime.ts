@@ -1,10 +1,9 @@
-// Shared by the queue commands (enqueue, drain, reap, worker): a Runtime built from the
-// environment, a JSON-lines log on stderr, and strict parsing of numeric flags.
+// Shared by the commands that run turns (chat, drain, reap, worker): a Runtime built from the
+// environment, a JSON-lines log on stderr, and strict parsing of numeric flags. The runtime (AI
+// SDK, store drivers, zod) is imported when a command builds one, not when the CLI starts.
 import { CommanderError } from 'commander';
-import { configFromEnv } from '../../config.js';
 import { coerceError, StoreUnavailableError } from '../../errors.js';
-import { backoffMs, sleep } from '../../queue/pace.js';
-import { createRuntime } from '../../turn/index.js';
+import type { CreateRuntimeOptions } from '../../turn/runtime.js';
 import type { Runtime } from '../../turn/types.js';
 
 /** One JSON object per line on stderr, so stdout stays the command's result. */
@@ -12,10 +11,21 @@ export function logToStderr(entry: Record<string, unknown>): void {
   process.stderr.write(`${JSON.stringify({ at: new Date().toISOString(), pid: process.pid, ...entry })}\n`);
 }
 
-/** Build the Runtime from the environment, run `fn`, always close the store. */
-export async function withRuntime<T>(fn: (rt: Runtime) => Promise<T>): Promise<T> {
-  const rt = await createRuntime(configFromEnv(), { log: logToStderr });
-  return runThenClose(rt, fn);
+/**
+ * Build the Runtime from the environment, run `fn`, always close the store. It logs to stderr
+ * unless `options` say otherwise (`chat` passes none: its stderr is for a person).
+ */
+export async function withRuntime<T>(
+  fn: (rt: Runtime) => Promise<T>, options: CreateRuntimeOptions = { log: logToStderr },
+): Promise<T> {
+  const createFromEnv = await runtimeFactory(options);
+  return runThenClose(await createFromEnv(), fn);
+}
+
+/** Load the config and runtime modules; the function returned builds a Runtime from the environment. */
+async function runtimeFactory(options: CreateRuntimeOptions): Promise<() => Promise<Runtime>> {
+  const [{ configFromEnv }, { createRuntime }] = await Promise.all([import('../../config.js'), import('../../turn/index.js')]);
+  return () => createRuntime(configFromEnv(), options);
 }
 
 /**
@@ -26,10 +36,11 @@ export async function withRuntime<T>(fn: (rt: Runtime) => Promise<T>): Promise<T
 export async function withRuntimeWhenAvailable<T>(
   fn: (rt: Runtime) => Promise<T>, signal: AbortSignal,
 ): Promise<T | undefined> {
+  const [createFromEnv, { backoffMs, sleep }] = await Promise.all([runtimeFactory({ log: logToStderr }), import('../../queue/pace.js')]);
   for (let failures = 1; ; failures++) {
     let rt: Runtime;
     try {
-      rt = await createRuntime(configFromEnv(), { log: logToStderr });
+      rt = await createFromEnv();
     } catch (raw) {
       const error = coerceError(raw);
       if (!(error instanceof StoreUnavailableError)) throw error;

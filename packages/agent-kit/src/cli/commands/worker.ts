@@ -2,7 +2,6 @@
 // SIGINT; then it takes no new work, lets running segments park at their next step boundary,
 // and exits 0. Logs JSON lines on stderr.
 import type { Command } from 'commander';
-import { runWorker } from '../../worker/run-worker.js';
 import { positiveNumber, withRuntimeWhenAvailable } from './with-runtime.js';
 
 export function register(program: Command) {
@@ -17,6 +16,7 @@ export function register(program: Command) {
       process.once('SIGTERM', stop);
       process.once('SIGINT', stop);
       try {
+        const { runWorker } = await import('../../worker/run-worker.js');
         await withRuntimeWhenAvailable((rt) => runWorker(rt, {
           signal: controller.signal, concurrency: options.concurrency, pollMs: options.pollMs,
         }), controller.signal);
