@@ -10,6 +10,7 @@ import { headerAuth, makeRequest, payload, readSse } from '../harness/http-harne
 import { makeRuntime } from '../harness/turn-kit.js';
 import { openTestDb } from '../harness/test-db.js';
 import { resolveVerdict } from '../../src/cli/commands/resolve-effect.js';
+import { formatShowCommand } from '../../src/cli/commands/show.js';
 import { resolveEffect } from '../../src/effect-ledger/index.js';
 import { createHandlers } from '../../src/http/handlers.js';
 import { ConflictError, EffectInDoubtError, NotFoundError } from '../../src/index.js';
@@ -61,6 +62,11 @@ it('records the verdict, keeps what was known before, and takes the run off the 
   const listed = await inDoubtRuns();
   expect(listed).not.toContain(charged.runId);
   expect(listed).not.toContain(notCharged.runId);
+  // agent-kit show says it in words, and no longer names the effect in doubt at the top.
+  const shown = await formatShowCommand(db, charged.runId, {}, new Date());
+  expect(shown).toMatch(new RegExp(`${charged.key}\\s+charge_card\\s+completed\\s+\\d+\\s+ops-anna checked: happened \\(ch_9 in the dashboard\\)`));
+  expect(shown).not.toMatch(/in doubt/);
+  expect(await formatShowCommand(db, notCharged.runId, {}, new Date())).toMatch(/failed\s+\d+\s+ops-anna checked: did not happen\n/);
 });
 
 it('refuses to resolve an effect that is not in doubt, or that does not exist, changing nothing', async () => {

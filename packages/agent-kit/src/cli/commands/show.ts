@@ -108,8 +108,16 @@ function stepSummary(kind: string, data: Record<string, unknown>): string {
 function effectsSection({ effects }: RunDetail): string {
   return section('effects', effects.length, () => formatTable(
     ['KEY', 'TOOL', 'STATUS', 'FENCE', 'RESULT'],
-    effects.map((e) => [e.key, e.tool, e.status, String(e.fence), preview(e.result ?? '-', 40)]),
+    effects.map((e) => [e.key, e.tool, e.status, String(e.fence), effectResult(e.result)]),
   ));
+}
+
+/** An operator's verdict in words (resolve-effect: who found what, their note), else the JSON. */
+function effectResult(result: unknown): string {
+  const verdict = (result as { resolved?: { by?: unknown; happened?: unknown; note?: unknown } } | null)?.resolved;
+  if (!verdict || typeof verdict.happened !== 'boolean') return preview(result ?? '-', 40);
+  const note = typeof verdict.note === 'string' && verdict.note !== '' ? ` (${verdict.note})` : '';
+  return preview(`${String(verdict.by)} checked: ${verdict.happened ? 'happened' : 'did not happen'}${note}`, 60);
 }
 
 function messagesSection({ messages }: RunDetail): string {
