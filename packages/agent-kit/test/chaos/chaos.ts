@@ -1,14 +1,16 @@
 // The chaos harness (`npm run chaos`): real worker processes on real Postgres, hurt on a seeded
 // schedule — SIGKILL mid-stream or mid-tool, SIGSTOP past the lease then SIGCONT (the zombie must
 // write nothing), two extra drains and two reapers at once, killed connections, and (with
-// CHAOS_PG_RESTART=1) Postgres restarts. Then it judges DESIGN.md §6 from the database and the
-// effects file (./invariants.ts), prints the table, and exits 1 on any violation.
+// CHAOS_PG_RESTART=1) Postgres restarts. Then an operator resolves every effect left in doubt by
+// what the effects file (the outside system) says happened, and the harness judges DESIGN.md §6
+// from the database and that file (./invariants.ts), prints the table, and exits 1 on any violation.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import pg from 'pg';
+import { resolveEffect } from '../../src/effect-ledger/index.js';
 import { startTurn } from '../../src/queue/start-turn.js';
 import { migrate } from '../../src/store/migrate.js';
 import { openPgDb } from '../../src/store/pg-driver.js';
@@ -148,6 +150,25 @@ async function injectFault(pool: pg.Pool, fleet: Fleet, dbName: string) {
   }
 }
 
+/**
+ * The operator's pass once the fleet has stopped: each effect left in doubt is looked up in the
+ * effects file (the outside system: what really happened) and resolved accordingly, as an
+ * operator does with `agent-kit resolve-effect` (ADR-0042, ADR-0043).
+ */
+async function resolveInDoubt(url: string, effectsFile: string) {
+  const happened = new Set(fs.existsSync(effectsFile) ? fs.readFileSync(effectsFile, 'utf8').split('\n') : []);
+  const db = openPgDb({ connectionString: url, max: 1, applicationName: 'agent-kit-chaos' });
+  try {
+    const inDoubt = await db.query<{ run_id: string; key: string }>(
+      `select run_id, key from agent_kit_effects where status = 'in_doubt'`);
+    for (const { run_id: runId, key } of inDoubt) {
+      await resolveEffect(db, { runId, key, happened: happened.has(key), by: 'chaos-operator' });
+    }
+  } finally {
+    await db.close();
+  }
+}
+
 function printTable(stats: ChaosStats, violations: string[], elapsedMs: number, threads: number) {
   const header = ['runs', 'kills', 'freezes', 'takeovers', 'completed', 'aborted+salvaged', 'duplicate effects', 'in-doubt effects', 'violations'];
   const row = [stats.runs, counts.kills, counts.freezes, stats.takeovers, stats.completed,
@@ -203,6 +224,7 @@ async function main() {
   }
   const elapsedMs = Date.now() - startedMs;
   await fleet.stopAll(30_000);
+  await retrying(() => resolveInDoubt(url, effectsFile));
   const { stats, violations } = await retrying(() => checkInvariants(pool, effectsFile, num('tokens')));
   violations.push(...fleet.badExits);
   await pool.end();

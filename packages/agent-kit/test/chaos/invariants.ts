@@ -20,13 +20,17 @@ export interface ChaosStats {
   slices: number;
   effectsExecuted: number;
   duplicateEffects: number;
+  /** Effects the segments or reapers left in doubt (all resolved by the operator's pass). */
   inDoubtEffects: number;
   strayJobs: number;
 }
 
 interface RunRow { id: string; thread_id: string; turn_no: number; status: string; fence: string; message_id: string | null }
 interface MessageRow { id: string; run_id: string; text: string; salvaged: boolean | null; partial: boolean }
-interface EventRow { thread_id: string; seq: string; run_id: string | null; fence: string; type: string; attempt: string | null; status: string | null }
+interface EventRow {
+  thread_id: string; seq: string; run_id: string | null; fence: string; type: string; attempt: string | null;
+  status: string | null; key: string | null;
+}
 
 const closed = new Set(['completed', 'failed', 'aborted']);
 
@@ -40,7 +44,7 @@ export async function checkInvariants(
     (content->>'salvaged')::boolean as salvaged, partial from agent_kit_messages where role = 'assistant'`)).rows;
   // Qualified names: ORDER BY must sort by the bigint column, not by its text alias.
   const events = (await pool.query<EventRow>(`select e.thread_id, e.seq::text as seq, e.run_id, e.fence::text as fence,
-    e.type, e.data->>'attempt' as attempt, e.data->>'status' as status
+    e.type, e.data->>'attempt' as attempt, e.data->>'status' as status, e.data->>'key' as key
     from agent_kit_thread_events e order by e.thread_id, e.seq`)).rows;
   const stats: ChaosStats = {
     runs: runs.length, completed: 0, aborted: 0, salvaged: 0, failed: 0, open: 0, takeovers: 0, resumedCompleted: 0,
@@ -53,7 +57,7 @@ export async function checkInvariants(
     checkRun(run, messagesByRun.get(run.id) ?? [], eventsByRun.get(run.id) ?? [], expected.get(run.id), stats, violations);
   }
   checkThreads(runs, events, await pool.query<{ id: string; last_seq: string }>('select id, last_seq::text from agent_kit_threads'), violations);
-  await checkEffects(pool, effectsFile, runs, stats, violations);
+  await checkEffects(pool, effectsFile, runs, events, stats, violations);
   await checkSteps(pool, violations);
   stats.strayJobs = Number((await pool.query(`select count(*) as n from agent_kit_jobs j join agent_kit_runs r on r.id = j.run_id
     where r.status in ('completed', 'failed', 'aborted')`)).rows[0].n);
@@ -150,8 +154,14 @@ function checkThreads(runs: RunRow[], events: EventRow[], threads: { rows: { id:
   }
 }
 
-/** Exactly-once effects: the file (what really happened) against the ledger. */
-async function checkEffects(pool: pg.Pool, effectsFile: string, runs: RunRow[], stats: ChaosStats, violations: string[]) {
+/**
+ * Exactly-once effects: the file (what really happened) against the ledger. Every effect left in
+ * doubt has been resolved by the operator's pass from the same file: none is still in doubt, each
+ * verdict is what happened, and each was told to its thread once, outside any segment (fence 0).
+ */
+async function checkEffects(
+  pool: pg.Pool, effectsFile: string, runs: RunRow[], events: EventRow[], stats: ChaosStats, violations: string[],
+) {
   const lines = fs.existsSync(effectsFile) ? fs.readFileSync(effectsFile, 'utf8').split('\n').filter(Boolean) : [];
   const executed = new Map<string, number>();
   for (const key of lines) executed.set(key, (executed.get(key) ?? 0) + 1);
@@ -162,12 +172,21 @@ async function checkEffects(pool: pg.Pool, effectsFile: string, runs: RunRow[], 
       violations.push(`effect ${key}: executed ${times} times`);
     }
   }
-  const ledger = (await pool.query<{ run_id: string; key: string; status: string }>(
-    'select run_id, key, status from agent_kit_effects')).rows;
+  const ledger = (await pool.query<{ run_id: string; key: string; status: string; happened: boolean | null }>(
+    `select run_id, key, status, (result->'resolved'->>'happened')::boolean as happened from agent_kit_effects`)).rows;
   const statusOf = new Map(runs.map((r) => [r.id, r.status]));
   const inLedger = new Set(ledger.map((e) => e.key));
+  const told = groupBy(events.filter((e) => e.type === 'effect-resolved'), (e) => e.key ?? '');
   for (const effect of ledger) {
-    if (effect.status === 'in_doubt') stats.inDoubtEffects++;
+    if (effect.status === 'in_doubt') violations.push(`effect ${effect.key}: still in doubt after the operator's pass`);
+    if (effect.happened !== null) {
+      stats.inDoubtEffects++;
+      if (effect.happened !== executed.has(effect.key)) violations.push(`effect ${effect.key}: resolved happened=${effect.happened} against the file`);
+      const tellings = told.get(effect.key) ?? [];
+      if (tellings.length !== 1 || tellings[0]!.fence !== '0' || tellings[0]!.run_id !== effect.run_id) {
+        violations.push(`effect ${effect.key}: ${tellings.length} effect-resolved events (want 1, fence 0, of its run)`);
+      }
+    }
     if (effect.status === 'completed' && !executed.has(effect.key)) violations.push(`effect ${effect.key}: completed in the ledger but never executed`);
     if (effect.status === 'started' && closed.has(statusOf.get(effect.run_id) ?? '')) {
       violations.push(`effect ${effect.key}: still started on a closed run (never reconciled)`);
