@@ -187,7 +187,7 @@ describe('effects a run was given up with', () => {
       { key: `${runId}:1:0`, tool: 'send_email' },
     ];
     const resolved = (key: string, tool: string, happened: unknown): EventSpec =>
-      ['effect-resolved', 0, { runId, key, tool, happened, by: 'ops', note: 'looked' }];
+      ['effect-resolved', 0, { runId, key, tool, happened, by: 'ops' }];
     const specs = [
       ...salvagedSpecs(inDoubt),
       resolved(`${runId}:0:1`, 'transfer_funds', false),

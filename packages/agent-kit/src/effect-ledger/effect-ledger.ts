@@ -211,8 +211,9 @@ export async function reconcileDeadEffects(
  *
  * In the same statement the run's thread gets an `effect-resolved` event (fence 0: an operator's
  * act outside any segment, like a cancel request), so whoever reads the thread, now or later,
- * sees the verdict beside the reply that was cut short (ADR-0043). Pass the Db, not an open
- * transaction: viewers are woken once the statement has committed.
+ * sees the verdict beside the reply that was cut short (ADR-0043). The note stays in the ledger:
+ * it is written for operators, and the thread's events are the user's to read. Pass the Db, not
+ * an open transaction: viewers are woken once the statement has committed.
  * @throws NotFoundError when there is no such effect; ConflictError when it is not in doubt.
  */
 export async function resolveEffect(
@@ -230,8 +231,7 @@ export async function resolveEffect(
         returning *)
      select resolved.*, r.thread_id,
             agent_kit__append_event(r.thread_id, r.id, 0, 'effect-resolved', jsonb_build_object(
-              'runId', r.id, 'key', resolved.key, 'tool', resolved.tool, 'happened', $3::boolean,
-              'by', $4::text, 'note', $5::text)) as seq
+              'runId', r.id, 'key', resolved.key, 'tool', resolved.tool, 'happened', $3::boolean, 'by', $4::text)) as seq
        from resolved join agent_kit_runs r on r.id = resolved.run_id`,
     [effect.runId, effect.key, effect.happened, effect.by, effect.note ?? null],
   );

@@ -125,13 +125,13 @@ async function settleInvalid(
 
 /**
  * The tool result for an effect the ledger already finished. One an operator resolved (it was in
- * doubt; resolveEffect) is told as their finding, not as the ledger's JSON.
+ * doubt; resolveEffect) is told as their finding, not as the ledger's JSON; their note is for
+ * operators and stays out of what the model may repeat to the user.
  */
 function recordedOutcome(status: Exclude<EffectStatus, 'started'>, result: unknown): Pick<ToolStep, 'outcome' | 'output'> {
-  const verdict = (result as { resolved?: { happened?: unknown; note?: unknown } } | null)?.resolved;
+  const verdict = (result as { resolved?: { happened?: unknown } } | null)?.resolved;
   if (verdict && typeof verdict.happened === 'boolean' && status !== 'in_doubt') {
-    const note = typeof verdict.note === 'string' && verdict.note !== '' ? ` Their note: ${verdict.note}` : '';
-    const found = `An operator checked the outside system: this side effect ${verdict.happened ? 'happened' : 'did not happen'}.${note}`;
+    const found = `An operator checked the outside system: this side effect ${verdict.happened ? 'happened' : 'did not happen'}.`;
     return status === 'completed'
       ? { outcome: 'completed', output: { status: 'completed', message: found } }
       : { outcome: 'failed', output: found };

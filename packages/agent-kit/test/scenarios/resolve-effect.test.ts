@@ -100,10 +100,8 @@ it("tells the run's thread: an effect-resolved event (fence 0) after the run clo
   expect(Number(resolved.seq)).toBe(Number(before.at(-1)!.seq) + 1);
   expect(resolved).toMatchObject({ type: 'effect-resolved', run_id: charged.runId });
   expect(Number(resolved.fence)).toBe(0);
-  expect(resolved.data).toEqual({
-    runId: charged.runId, key: charged.key, tool: 'charge_card', happened: false, by: 'ops-anna',
-    note: 'no charge in the dashboard',
-  });
+  // The note is for operators (it stays in the ledger); the thread's events are the user's to read.
+  expect(resolved.data).toEqual({ runId: charged.runId, key: charged.key, tool: 'charge_card', happened: false, by: 'ops-anna' });
   const [thread] = await db.query<{ last_seq: string }>('select last_seq from agent_kit_threads where id = $1', [run!.thread_id]);
   expect(Number(thread!.last_seq)).toBe(after.length);
 
@@ -148,8 +146,9 @@ it('POST /api/runs/:id/resolve-effect: the operator resolves, a live viewer of t
   const [event] = (await heard).events.map(payload);
   expect(event).toMatchObject({
     seq: Number(lastSeq) + 1, runId: paid.runId, fence: 0, type: 'effect-resolved',
-    data: { key: paid.key, tool: 'charge_card', happened: true, by: 'ops-anna', note: 'ch_9 in the dashboard' },
+    data: { runId: paid.runId, key: paid.key, tool: 'charge_card', happened: true, by: 'ops-anna' },
   });
+  expect(event!.data).not.toHaveProperty('note');
   expect(await statusOf(await send({ key: paid.key, happened: false }))).toEqual([409, 'CONFLICT']);
   await handlers.segments.settle();
 });
@@ -188,9 +187,9 @@ async function resolvedThenMetAgain(happened: boolean, note: string) {
 it("a run that meets a resolved effect again tells its model the operator's finding, not the ledger's JSON", async () => {
   expect(await resolvedThenMetAgain(false, 'no charge at the bank')).toEqual([{
     outcome: 'failed',
-    output: 'An operator checked the outside system: this side effect did not happen. Their note: no charge at the bank',
+    output: 'An operator checked the outside system: this side effect did not happen.', // not the note
   }]);
-  expect(await resolvedThenMetAgain(true, '')).toEqual([{
+  expect(await resolvedThenMetAgain(true, 'ch_9')).toEqual([{
     outcome: 'completed',
     output: { status: 'completed', message: 'An operator checked the outside system: this side effect happened.' },
   }]);
