@@ -77,6 +77,17 @@ export function createRunHandler(ctx: HandlerContext): RouteHandler {
     await requireRunAccess(ctx.rt.db, caller, runId);
     const detail = await readRunDetail(ctx.rt.db, runId);
     if (!detail) throw new HttpError('NOT_FOUND', `run ${runId} not found`);
-    return jsonResponse(detail);
+    return jsonResponse(caller.isOperator ? detail : { ...detail, effects: detail.effects.map(withoutOperatorNote) });
   };
+}
+
+/**
+ * An effect as its run's owner sees it: an operator's verdict without their note, which they
+ * wrote for operators (resolve-effect, ADR-0043).
+ */
+function withoutOperatorNote<T extends { result: unknown }>(effect: T): T {
+  const result = effect.result as { resolved?: Record<string, unknown> } | null;
+  if (!result?.resolved || !('note' in result.resolved)) return effect;
+  const { note: _note, ...resolved } = result.resolved;
+  return { ...effect, result: { ...result, resolved } };
 }

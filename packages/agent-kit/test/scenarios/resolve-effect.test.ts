@@ -149,6 +149,14 @@ it('POST /api/runs/:id/resolve-effect: the operator resolves, a live viewer of t
     data: { runId: paid.runId, key: paid.key, tool: 'charge_card', happened: true, by: 'ops-anna' },
   });
   expect(event!.data).not.toHaveProperty('note');
+  // The run's detail gives the owner the verdict, and only operators the note.
+  const resolvedAs = async (user: string, operator: boolean) => {
+    const detail = await (await handlers.handle(makeRequest('GET', `/api/runs/${paid.runId}`, { user, operator }))).json() as
+      { effects: { key: string; result: { resolved: Record<string, unknown> } }[] };
+    return detail.effects.find((e) => e.key === paid.key)!.result.resolved;
+  };
+  expect(await resolvedAs('olga', false)).toEqual({ by: 'ops-anna', happened: true, at: expect.any(String) });
+  expect(await resolvedAs('ops-anna', true)).toMatchObject({ note: 'ch_9 in the dashboard' });
   expect(await statusOf(await send({ key: paid.key, happened: false }))).toEqual([409, 'CONFLICT']);
   await handlers.segments.settle();
 });
