@@ -1,4 +1,4 @@
-// Hostile bodies on the two routes that read one (POST /api/chat, POST /api/runs/:id/input), on
+// Hostile bodies on the routes that read one (POST /api/chat, /api/runs/:id/input, /resolve-effect), on
 // both stores, generated with fast-check: any JSON value, each field with the wrong type, huge
 // strings around the 32 000-character and 64 KiB limits, deep nesting, bytes that are not JSON
 // or not UTF-8, wrong content types and lying lengths. Each is a 400/404/409/413/415 with a JSON
@@ -6,12 +6,12 @@
 import crypto from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { chatBodySchema, inputBodySchema } from '../../src/http/request.js';
+import { chatBodySchema, inputBodySchema, resolveEffectBodySchema } from '../../src/http/request.js';
 import {
   deepJson, hugeString, nastyText, notJsonBody, notString, notUuid, wrongContentType,
 } from './arbitraries.js';
 import {
-  expectNothingWritten, expectRefusal, hostileRuns, Tally, type HostileRequest,
+  expectNothingWritten, expectRefusal, hostileRuns, operatorName, Tally, type HostileRequest,
 } from './hostile-kit.js';
 import { openHostileFixture, type HostileFixture } from './hostile-fixture.js';
 
@@ -47,6 +47,7 @@ async function refused(
 const runs = { numRuns: hostileRuns };
 const chatRoute = 'POST /api/chat';
 const inputRoute = 'POST /api/runs/:id/input';
+const resolveRoute = 'POST /api/runs/:id/resolve-effect';
 const inputPath = () => `/api/runs/${f.alice.waiting.runId}/input`;
 
 /** Bodies a valid-looking chat must not slip through with: they name a thread nobody has. */
@@ -171,18 +172,49 @@ describe('POST /api/runs/:id/input bodies (on the caller\'s own waiting run)', (
   sharedBodyCases(inputRoute, inputPath, { questionId: 'q9', answer: 'x' });
 });
 
-/** Non-JSON bytes, wrong content types, empty and lying bodies: the same on both body routes. */
-function sharedBodyCases(route: string, path: () => string, validish: Record<string, unknown>) {
+describe("POST /api/runs/:id/resolve-effect bodies (an operator's, on a run without effects)", () => {
+  const resolvePath = () => `/api/runs/${f.alice.completed.runId}/resolve-effect`;
+
+  it('any JSON value that is not a verdict, or has a field of the wrong type or size, is a 400', async () => {
+    const bad = fc.oneof(
+      fc.jsonValue(),
+      fc.record({ key: fc.oneof(notString, fc.constant(''), fc.string({ minLength: 501, maxLength: 600 })), happened: fc.boolean() }),
+      fc.record({ key: fc.constant('k'), happened: fc.oneof(notString, fc.string(), fc.constant(null)) }),
+      fc.record({ key: fc.constant('k'), happened: fc.boolean(), note: fc.oneof(notString, hugeString) }),
+      fc.record({ key: fc.constant('k'), happened: fc.boolean(), [crypto.randomUUID().slice(0, 6)]: fc.jsonValue() }),
+    ).filter((v) => !resolveEffectBodySchema.safeParse(v).success);
+    await fc.assert(fc.asyncProperty(bad, async (value) => {
+      const raw = JSON.stringify(value);
+      const expected = utf8Bytes(raw) > bodyLimit ? [413] : [400];
+      await refused(resolveRoute, 'not a verdict', 'POST', resolvePath(), { raw, user: operatorName }, expected);
+    }), runs);
+  });
+
+  it('a valid verdict on an effect the run does not have is a 404', async () => {
+    await fc.assert(fc.asyncProperty(
+      nastyText.filter((key) => key.length <= 500), fc.boolean(), fc.option(nastyText.map((t) => t.slice(0, 2000))),
+      async (key, happened, note) => {
+        const body = { key, happened, ...(note === null ? {} : { note }) };
+        const expected = hasNul([key, note]) ? [400] : [404];
+        await refused(resolveRoute, 'verdict on no effect', 'POST', resolvePath(), { body, user: operatorName }, expected);
+      }), runs);
+  });
+
+  sharedBodyCases(resolveRoute, resolvePath, { key: 'k', happened: true }, operatorName);
+});
+
+/** Non-JSON bytes, wrong content types, empty and lying bodies: the same on every body route. */
+function sharedBodyCases(route: string, path: () => string, validish: Record<string, unknown>, user = 'alice') {
   it('bytes that are not JSON or not UTF-8 are a 400', async () => {
     await fc.assert(fc.asyncProperty(notJsonBody, async (raw) => {
-      await refused(route, 'not JSON / not UTF-8', 'POST', path(), { raw }, [400]);
+      await refused(route, 'not JSON / not UTF-8', 'POST', path(), { raw, user }, [400]);
     }), runs);
   });
 
   it('a body that is not sent as application/json is a 415, whatever it holds', async () => {
     await fc.assert(fc.asyncProperty(wrongContentType, async (type) => {
       const headers = { 'content-type': type.trim() === '' ? '' : type };
-      await refused(route, 'wrong content type', 'POST', path(), { body: validish, headers }, [415]);
+      await refused(route, 'wrong content type', 'POST', path(), { body: validish, headers, user }, [415]);
     }), runs);
   });
 
@@ -198,7 +230,7 @@ function sharedBodyCases(route: string, path: () => string, validish: Record<str
       ['body over 64 KiB, declared small', { raw: big, headers: { 'content-length': '10' } }, 413],
     ];
     for (const [what, options, status] of cases) {
-      await refused(route, what, 'POST', path(), options, [status]);
+      await refused(route, what, 'POST', path(), { ...options, user }, [status]);
     }
   });
 }
@@ -206,15 +238,18 @@ function sharedBodyCases(route: string, path: () => string, validish: Record<str
 describe('NUL characters', () => {
   // Postgres text and jsonb cannot hold U+0000 (SQLSTATE 22021/22P05): such input is a 400 and
   // nothing is written. (It was a 500 until errors.ts mapped those codes; found by this suite.)
-  it('a NUL in a message, client message id, question id or answer is a 400 and writes nothing', async () => {
-    const cases: [string, string, Record<string, unknown>][] = [
+  it('a NUL in a message, client message id, question id, answer or verdict is a 400 and writes nothing', async () => {
+    const resolvePath = `/api/runs/${f.alice.completed.runId}/resolve-effect`;
+    const cases: [string, string, Record<string, unknown>, string?][] = [
       [chatRoute, '/api/chat', { message: 'a\u0000b' }],
       [chatRoute, '/api/chat', { message: 'hi', clientMessageId: 'c\u0000', threadId: unknownThread() }],
       [inputRoute, inputPath(), { questionId: 'q1', answer: 'a\u0000b' }],
       [inputRoute, inputPath(), { questionId: 'q\u00001', answer: 'x' }],
+      [resolveRoute, resolvePath, { key: 'k\u0000', happened: true }, operatorName],
+      [resolveRoute, resolvePath, { key: 'k', happened: false, note: 'a\u0000b' }, operatorName],
     ];
-    for (const [route, path, body] of cases) {
-      await refused(route, 'NUL character', 'POST', path, { body }, [400]);
+    for (const [route, path, body, user] of cases) {
+      await refused(route, 'NUL character', 'POST', path, { body, ...(user ? { user } : {}) }, [400]);
     }
   });
 });
