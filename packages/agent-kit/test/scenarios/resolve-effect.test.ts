@@ -109,6 +109,21 @@ it("tells the run's thread: an effect-resolved event (fence 0) after the run clo
   expect(await events()).toEqual(after);
 });
 
+it('eight operators resolving one effect at once: one verdict wins, the others are refused, one event', async () => {
+  const paid = await payTurn();
+  const results = await Promise.allSettled(Array.from({ length: 8 }, (_, i) =>
+    resolveEffect(db, { ...paid, happened: i % 2 === 0, by: `ops-${i}` })));
+  const won = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+  expect(won).toHaveLength(1);
+  expect(results.filter((r) => r.status === 'rejected' && r.reason instanceof ConflictError)).toHaveLength(7);
+  const [effect] = await db.query<{ status: string; by: string }>(
+    `select status, result->'resolved'->>'by' as by from agent_kit_effects where run_id = $1`, [paid.runId]);
+  expect(effect).toEqual({ status: won[0]!.status, by: (won[0]!.result as { resolved: { by: string } }).resolved.by });
+  const events = await db.query<{ data: { by: string } }>(
+    `select data from agent_kit_thread_events where run_id = $1 and type = 'effect-resolved'`, [paid.runId]);
+  expect(events.map((e) => e.data.by)).toEqual([effect!.by]);
+});
+
 it('POST /api/runs/:id/resolve-effect: the operator resolves, a live viewer of the thread sees it', async () => {
   const paid = await payTurn();
   const [run] = await db.query<{ thread_id: string }>('select thread_id from agent_kit_runs where id = $1', [paid.runId]);
