@@ -129,16 +129,15 @@ async function settleInvalid(
  * operators and stays out of what the model may repeat to the user.
  */
 function recordedOutcome(status: Exclude<EffectStatus, 'started'>, result: unknown): Pick<ToolStep, 'outcome' | 'output'> {
+  if (status === 'in_doubt') return inDoubt(result);
   const verdict = (result as { resolved?: { happened?: unknown } } | null)?.resolved;
-  if (verdict && typeof verdict.happened === 'boolean' && status !== 'in_doubt') {
+  if (verdict && typeof verdict.happened === 'boolean') {
     const found = `An operator checked the outside system: this side effect ${verdict.happened ? 'happened' : 'did not happen'}.`;
     return status === 'completed'
       ? { outcome: 'completed', output: { status: 'completed', message: found } }
       : { outcome: 'failed', output: found };
   }
-  if (status === 'completed') return { outcome: 'completed', output: result };
-  if (status === 'failed') return { outcome: 'failed', output: errorText(result) };
-  return inDoubt(result);
+  return status === 'completed' ? { outcome: 'completed', output: result } : { outcome: 'failed', output: errorText(result) };
 }
 
 /**

@@ -1,6 +1,7 @@
 // `agent-kit resolve-effect RUN_ID KEY --happened|--did-not-happen [--note TEXT] [--by NAME]`:
 // record what an operator found in the outside system for an effect in doubt, so that
-// `agent-kit runs --in-doubt` stops listing it and a run that meets the effect again is told.
+// `agent-kit runs --in-doubt` stops listing it, the thread (the chat) is told, and so is a run
+// that meets the effect again.
 import { type Command, CommanderError } from 'commander';
 import { uuidArgument, withDb } from '../main.js';
 
