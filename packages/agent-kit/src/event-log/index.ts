@@ -14,6 +14,6 @@ export {
   listThreadRuns, maxThreadItems, type ThreadSummary, type MessageView,
 } from './read-threads.js';
 export {
-  readRunAccess, listRuns, listRunEffects, listRunSteps, readRunDetail, maxRunListSize,
-  type RunSummary, type ListRunsOptions, type EffectView, type StepView, type RunDetail,
+  readRunAccess, listRuns, listRunsPage, listRunEffects, listRunSteps, readRunDetail, maxRunListSize,
+  type RunSummary, type ListRunsOptions, type RunsPage, type EffectView, type StepView, type RunDetail,
 } from './read-runs.js';

@@ -1,6 +1,7 @@
 // Read views of runs for operators and the run page: the run list with its lease and effect
 // counts (all, and in doubt), and one run's effects, journal steps and segments. One function
 // per query, all limited.
+import { InvalidArgumentError } from '../errors.js';
 import type { Queryable } from '../store/db.js';
 import { toNumber } from '../store/db.js';
 import { toRun, type Run, type RunRow } from '../lease/run-row.js';
@@ -102,7 +103,18 @@ export interface ListRunsOptions {
   status?: string;
   /** Only runs with at least one effect in doubt (read through migration 0025's index). */
   inDoubt?: boolean;
+  /**
+   * A run of this list (same owner scope): only the runs listed after it, older or as old with a
+   * greater id. The next page starts before the last run of the one before; see `listRunsPage`.
+   */
+  before?: string;
   limit: number;
+}
+
+/** A page of runs and the `before` of the next (older) page, or null when this is the last. */
+export interface RunsPage {
+  runs: RunSummary[];
+  next: string | null;
 }
 
 // A top-level EXISTS becomes a semi-join the planner can drive from the in-doubt index; written
@@ -111,11 +123,37 @@ export interface ListRunsOptions {
 const inDoubtClause =
   `and exists (select 1 from agent_kit_effects d where d.run_id = r.id and d.status = 'in_doubt')`;
 
+// Keyset paging in the list's order (created_at desc, id): the cursor run's place, looked up by
+// key once per statement, bounds the created_at index scan (the failed index's too).
+const beforeClause = `and r.created_at <= (select c.created_at from agent_kit_runs c where c.id = $4)
+       and (r.created_at < (select c.created_at from agent_kit_runs c where c.id = $4) or r.id > $4)`;
+
 /**
  * Runs, newest first: of one thread owner's threads, or all (null), optionally by status and
- * only those with an effect in doubt.
+ * only those with an effect in doubt, from the start or after `before`.
+ * @throws InvalidArgumentError when `before` is not a run this list could show.
  */
 export async function listRuns(db: Queryable, options: ListRunsOptions): Promise<RunSummary[]> {
+  return (await queryRuns(db, options, Math.min(options.limit, maxRunListSize)));
+}
+
+/**
+ * `listRuns` and whether older runs follow: `next` is the `before` of the next page, or null
+ * when this page holds the oldest run of the list.
+ */
+export async function listRunsPage(db: Queryable, options: ListRunsOptions): Promise<RunsPage> {
+  const limit = Math.min(options.limit, maxRunListSize);
+  const rows = await queryRuns(db, options, limit + 1); // one more says whether a next page exists
+  const runs = rows.slice(0, limit);
+  return { runs, next: rows.length > limit ? runs[runs.length - 1]!.id : null };
+}
+
+async function queryRuns(db: Queryable, options: ListRunsOptions, limit: number): Promise<RunSummary[]> {
+  const params: unknown[] = [options.ownerId, options.status ?? null, limit];
+  if (options.before !== undefined) {
+    await requireListedRun(db, options.before, options.ownerId);
+    params.push(options.before);
+  }
   const rows = await db.query<RunSummaryRow>(
     `select r.id, r.thread_id, t.owner_id, r.turn_no, r.status, r.owner, r.fence, r.attempts,
             r.lease_expires_at, r.created_at, r.updated_at,
@@ -126,8 +164,9 @@ export async function listRuns(db: Queryable, options: ListRunsOptions): Promise
      from agent_kit_runs r join agent_kit_threads t on t.id = r.thread_id
      where ($1::text is null or t.owner_id = $1) and ($2::text is null or r.status = $2)
        ${options.inDoubt ? inDoubtClause : ''}
+       ${options.before !== undefined ? beforeClause : ''}
      order by r.created_at desc, r.id limit $3`,
-    [options.ownerId, options.status ?? null, Math.min(options.limit, maxRunListSize)],
+    params,
   );
   return rows.map((row) => ({
     id: row.id,
@@ -144,6 +183,19 @@ export async function listRuns(db: Queryable, options: ListRunsOptions): Promise
     createdAt: new Date(row.created_at),
     updatedAt: new Date(row.updated_at),
   }));
+}
+
+const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * A paging cursor must be a run the same list could show: one the caller cannot see is refused
+ * like one that does not exist, so a cursor tells nobody about another owner's runs.
+ */
+async function requireListedRun(db: Queryable, runId: string, ownerId: string | null): Promise<void> {
+  const access = uuidPattern.test(runId) ? await readRunAccess(db, runId) : null;
+  if (!access || (ownerId !== null && access.ownerId !== ownerId)) {
+    throw new InvalidArgumentError(`"before" names no run of this list: ${JSON.stringify(runId.slice(0, 64))}`);
+  }
 }
 
 /** A run's effect ledger, by start. */

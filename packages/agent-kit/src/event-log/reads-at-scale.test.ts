@@ -6,7 +6,7 @@
 // - A thread list (one user's, or an operator's) reads its page by index among many threads
 //   (migration 0021), and a run's messages come through its thread's.
 // - A run list by status reads that status's runs by index among many completed ones (0019,
-//   0022, and the lease and active-run keys).
+//   0022, and the lease and active-run keys); a page deep in the list starts at its cursor.
 // - A run list of effects in doubt reads those runs by index among many settled effects (0025).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestDb } from '../../test/harness/test-db.js';
@@ -122,7 +122,7 @@ describe('reads among many threads', () => {
 });
 
 describe('run lists by status', () => {
-  it('list the runs of each status without walking the completed ones', async () => {
+  beforeAll(async () => {
     await db.query(
       `with th as (insert into agent_kit_threads (owner_id) select 'by-status' from generate_series(1, 5000) returning id)
        insert into agent_kit_runs (thread_id, turn_no, status, created_at)
@@ -134,11 +134,27 @@ describe('run lists by status', () => {
     await db.query(`update agent_kit_runs set status = 'aborted' where id in (
       select id from agent_kit_runs where status = 'completed' order by created_at limit 2)`);
     await db.exec('analyze agent_kit_runs');
+  });
+
+  it('list the runs of each status without walking the completed ones', async () => {
     for (const status of ['failed', 'aborted', 'running', 'queued', 'waiting_input']) {
       const { value, plans } = await plansOf((d) => listRuns(d, { ownerId: null, status, limit: 20 }));
       expect(value.every((run) => run.status === status)).toBe(true);
       if (status === 'failed') expect(value.length).toBeGreaterThanOrEqual(3);
       expectNoScan(plans, 'agent_kit_runs');
+    }
+  });
+
+  it('read a page deep in the list from its cursor, not from the newest run', async () => {
+    const [cursor] = await db.query<{ id: string }>(
+      `select id from agent_kit_runs where status = 'completed' order by created_at desc, id offset 2500 limit 1`);
+    const everyone = await plansOf((d) => listRuns(d, { ownerId: null, before: cursor!.id, limit: 20 }));
+    expect(everyone.value).toHaveLength(20);
+    const failed = await plansOf((d) => listRuns(d, { ownerId: null, status: 'failed', before: cursor!.id, limit: 20 }));
+    expect(failed.value.length).toBeGreaterThanOrEqual(3);
+    for (const { plans } of [everyone, failed]) {
+      expectNoScan(plans, 'agent_kit_runs');
+      expect(mostRowsOfANode(plans), plans.join('\n')).toBeLessThan(100);
     }
   });
 });

@@ -1,7 +1,7 @@
 // The read routes: a caller's threads, one thread's messages and runs, the run list and one run
 // in detail. A thread or run the caller may not see is "not found", never "forbidden".
 import { z } from 'zod';
-import { listRuns, maxRunListSize, readRunDetail } from '../event-log/read-runs.js';
+import { listRunsPage, maxRunListSize, readRunDetail } from '../event-log/read-runs.js';
 import {
   listThreadMessages, listThreadRuns, listThreads, maxThreadItems, readThread,
 } from '../event-log/read-threads.js';
@@ -9,7 +9,7 @@ import { runStatuses } from '../lease/run-row.js';
 import { requireCaller, requireRunAccess, requireThreadAccess } from './auth.js';
 import type { HandlerContext, RouteHandler } from './context.js';
 import { HttpError, jsonResponse } from './http-error.js';
-import { parseWith, readIdParam, readLimit } from './request.js';
+import { idParam, parseWith, readIdParam, readLimit } from './request.js';
 
 const defaultListSize = 50;
 
@@ -52,7 +52,7 @@ export function createThreadHandler(ctx: HandlerContext): RouteHandler {
  * GET /api/runs: runs newest first with status, lease holder, fence, attempts, lease expiry and
  * effect counts (all, in doubt). Operators see every run; other callers the runs of their own
  * threads (an operator's own with `?mine=1`). `?status=` and `?inDoubt=1` (only runs with an effect
- * in doubt) filter the list.
+ * in doubt) filter the list. `next` is the `?before=` of the next, older page (null on the last).
  */
 export function createRunsHandler(ctx: HandlerContext): RouteHandler {
   return async (request) => {
@@ -64,8 +64,10 @@ export function createRunsHandler(ctx: HandlerContext): RouteHandler {
     const inDoubt = readFlag(url, 'inDoubt');
     const mine = readFlag(url, 'mine') || !caller.isOperator; // operators: only their own threads' runs
     const ownerId = mine ? caller.userId : null;
-    const runs = await listRuns(ctx.rt.db, { ownerId, status, inDoubt, limit });
-    return jsonResponse({ runs });
+    const beforeParam = url.searchParams.get('before');
+    const before = beforeParam === null ? undefined : parseWith(idParam, beforeParam, 'query parameter "before"');
+    const { runs, next } = await listRunsPage(ctx.rt.db, { ownerId, status, inDoubt, before, limit });
+    return jsonResponse({ runs, next });
   };
 }
 

@@ -186,6 +186,8 @@ describe('query parameters and cursors', () => {
       (v) => ['0', '1', 'true', 'false'].includes(v)],
     ['GET /api/runs', '?mine=', (v) => [`/api/runs?mine=${q(v)}`, {}],
       (v) => ['0', '1', 'true', 'false'].includes(v)],
+    // No generated value is one of alice's run ids: every cursor is refused.
+    ['GET /api/runs', '?before=', (v) => [`/api/runs?before=${q(v)}`, {}], () => false],
     ['GET /api/threads/:id/events', '?after=', (v) => [`${events()}?after=${q(v)}`, {}], cursorOk],
     ['GET /api/threads/:id/events', 'Last-Event-ID', (v) => [events(), { headers: { 'last-event-id': v } }],
       (v) => v.trim() === '' || cursorOk(v.trim())],
@@ -195,7 +197,7 @@ describe('query parameters and cursors', () => {
       (v) => v === ''],
   ];
 
-  it('a bad limit, status, flag, cursor, format or run id is a 400', async () => {
+  it('a bad limit, status, flag, cursor, page cursor, format or run id is a 400', async () => {
     await fc.assert(fc.asyncProperty(fc.constantFrom(...cases), value, async ([route, param, make, valid], v) => {
       fc.pre(!valid(v) && !hasLineBreakOrNul(v));
       const [path, options] = make(v);

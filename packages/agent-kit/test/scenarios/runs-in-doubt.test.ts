@@ -7,13 +7,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { cronSecret, headerAuth, makeRequest } from '../harness/http-harness.js';
+import { parseCommandArgs } from '../harness/cli-args.js';
 import { fakeRunSegment } from '../harness/fake-segment.js';
 import { retryingModel, stepsModel } from '../harness/steps-model.js';
 import { gate, makeRuntime } from '../harness/turn-kit.js';
 import { openTestDb } from '../harness/test-db.js';
 import { formatRunsCommand, type RunsOptions } from '../../src/cli/commands/runs.js';
 import { formatShowCommand } from '../../src/cli/commands/show.js';
-import { buildProgram } from '../../src/cli/main.js';
 import { configFromEnv } from '../../src/config.js';
 import { listRuns, type ListRunsOptions } from '../../src/event-log/read-runs.js';
 import { createHandlers, type Handlers } from '../../src/http/handlers.js';
@@ -134,13 +134,7 @@ describe('listRuns({ inDoubt: true })', () => {
 });
 
 /** Parse `args` with the real `runs` command definition; returns the options it would act on. */
-async function parseRunsArgs(args: string[]): Promise<RunsOptions> {
-  const program = await buildProgram();
-  let parsed: RunsOptions | undefined;
-  program.commands.find((c) => c.name() === 'runs')!.action((options: RunsOptions) => { parsed = options; });
-  await program.parseAsync(['node', 'agent-kit', 'runs', ...args]);
-  return parsed!;
-}
+const parseRunsArgs = (args: string[]) => parseCommandArgs<RunsOptions>('runs', args);
 
 describe('agent-kit runs --in-doubt', () => {
   it('parses with --json, --status and --limit', async () => {

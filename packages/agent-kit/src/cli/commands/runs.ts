@@ -1,10 +1,12 @@
-// `agent-kit runs [--json] [--status S] [--in-doubt] [--limit N]`: the run list an operator
-// reads, newest first, with who holds each lease, its fence and attempts, its lease expiry, its
-// effect count and how many of those are in doubt; --in-doubt lists only runs with some.
-// A table for people; --json prints the same rows as one JSON array for scripts.
+// `agent-kit runs [--json] [--status S] [--in-doubt] [--limit N] [--before RUN]`: the run list an
+// operator reads, newest first, with who holds each lease, its fence and attempts, its lease
+// expiry, its effect count and how many of those are in doubt; --in-doubt lists only runs with
+// some. --before RUN lists the runs after RUN in that order: the next page. A table for people,
+// ending with the command for the next page when there is one; --json prints the same rows as
+// one JSON array for scripts (the last row's id is the next page's --before).
 import { type Command, CommanderError } from 'commander';
 // Loaded at startup (SQL text only, no driver): --limit's bound is checked before the action.
-import { listRuns, maxRunListSize, type RunSummary } from '../../event-log/read-runs.js';
+import { listRunsPage, maxRunListSize, type RunSummary } from '../../event-log/read-runs.js';
 import { runStatuses } from '../../lease/run-row.js';
 import type { Queryable } from '../../store/db.js';
 import { withDb } from '../main.js';
@@ -15,7 +17,11 @@ export interface RunsOptions {
   /** Only runs with at least one effect in doubt. */
   inDoubt?: boolean;
   limit?: number;
+  /** A run id: list the runs after it (the next page). */
+  before?: string;
 }
+
+const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export function register(program: Command) {
   program
@@ -38,6 +44,12 @@ export function register(program: Command) {
       }
       return n;
     })
+    .option('--before <run>', 'only the runs listed after this run (the next page)', (value) => {
+      if (!uuidPattern.test(value)) {
+        throw new CommanderError(2, 'agent-kit.invalidArgument', `--before takes a run id, got "${value}"`);
+      }
+      return value;
+    })
     .action(async (options: RunsOptions) => {
       const text = await withDb((db) => formatRunsCommand(db, options, new Date()));
       process.stdout.write(text);
@@ -46,18 +58,31 @@ export function register(program: Command) {
 
 /** The command's whole output, for a store and a "now" (tests pass both). */
 export async function formatRunsCommand(db: Queryable, options: RunsOptions, now: Date): Promise<string> {
-  const runs = await listRuns(db, {
-    ownerId: null, status: options.status, inDoubt: options.inDoubt, limit: options.limit ?? 50,
+  const { runs, next } = await listRunsPage(db, {
+    ownerId: null, status: options.status, inDoubt: options.inDoubt, before: options.before,
+    limit: options.limit ?? 50,
   });
   if (options.json) return `${JSON.stringify(runs, null, 2)}\n`;
   if (runs.length === 0) return noRunsLine(options);
-  return formatTable(runsHeader, runs.map((run) => runRow(run, now)));
+  const table = formatTable(runsHeader, runs.map((run) => runRow(run, now)));
+  return next ? `${table}older runs: ${nextPageCommand(options, next)}\n` : table;
+}
+
+/** The command line that lists the page after this one, with this one's filters. */
+function nextPageCommand(options: RunsOptions, next: string): string {
+  const args = ['agent-kit runs'];
+  if (options.status) args.push(`--status ${options.status}`);
+  if (options.inDoubt) args.push('--in-doubt');
+  if (options.limit) args.push(`--limit ${options.limit}`);
+  args.push(`--before ${next}`);
+  return args.join(' ');
 }
 
 /** What an empty list says; an empty in-doubt list is the answer an operator hopes for. */
 function noRunsLine(options: RunsOptions): string {
-  if (!options.inDoubt) return 'no runs\n';
-  return `no runs with effects in doubt${options.status ? ` (status ${options.status})` : ''}\n`;
+  const older = options.before ? 'older ' : '';
+  if (!options.inDoubt) return `no ${older}runs\n`;
+  return `no ${older}runs with effects in doubt${options.status ? ` (status ${options.status})` : ''}\n`;
 }
 
 const runsHeader = [
