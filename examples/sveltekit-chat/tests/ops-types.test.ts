@@ -1,8 +1,11 @@
 // Unit test of the operator page's tables: a run's effects cell says how many of its effects are
 // in doubt (a payment that may or may not have gone out), and says nothing more otherwise; an
-// effect an operator resolved shows the verdict in words.
+// effect an operator resolved shows the verdict in words; the URL keeps the filter, the page of
+// runs and the selection; the read tells a refused page cursor from a list it cannot read.
 import { describe, expect, it } from 'vitest';
-import { effectResultText, effectsCell, opsHref, readOpsQuery } from '../src/lib/ops-types';
+import {
+  effectResultText, effectsCell, opsHref, opsPageSize, readOps, readOpsQuery, StaleRunsPageError,
+} from '../src/lib/ops-types';
 
 describe('effectsCell', () => {
   it('names the effects in doubt, and only when there are some', () => {
@@ -28,16 +31,51 @@ describe('effectResultText', () => {
 });
 
 describe('the page URL', () => {
-  it('keeps the filter and the selection across a reload, and reads anything else as neither', () => {
+  it('keeps the filter, the page and the selection across a reload, and reads anything else as none', () => {
     const runId = '0b7c3f4e-9d1a-4c55-8a8e-3f2d1c0b9a87';
-    for (const query of [
-      { selectedId: null, inDoubt: false }, { selectedId: runId, inDoubt: false },
-      { selectedId: null, inDoubt: true }, { selectedId: runId, inDoubt: true },
-    ]) {
-      expect(readOpsQuery(new URL(opsHref(query), 'http://app.test'))).toEqual(query);
+    const before = '5d0e8c2a-1b3f-4a6d-9c7e-2f4a6b8d0c1e';
+    for (const selectedId of [null, runId]) {
+      for (const inDoubt of [false, true]) {
+        for (const page of [null, before]) {
+          const query = { selectedId, inDoubt, before: page };
+          expect(readOpsQuery(new URL(opsHref(query), 'http://app.test'))).toEqual(query);
+        }
+      }
     }
-    expect(opsHref({ selectedId: runId, inDoubt: true })).toBe(`/ops?inDoubt=1&run=${runId}`);
-    expect(opsHref({ selectedId: null, inDoubt: false })).toBe('/ops');
-    expect(readOpsQuery(new URL('http://app.test/ops?inDoubt=yes'))).toEqual({ selectedId: null, inDoubt: false });
+    expect(opsHref({ selectedId: runId, inDoubt: true, before })).toBe(`/ops?inDoubt=1&before=${before}&run=${runId}`);
+    expect(opsHref({ selectedId: null, inDoubt: false, before: null })).toBe('/ops');
+    expect(readOpsQuery(new URL('http://app.test/ops?inDoubt=yes&before=')))
+      .toEqual({ selectedId: null, inDoubt: false, before: null });
+  });
+});
+
+describe('readOps', () => {
+  const before = '5d0e8c2a-1b3f-4a6d-9c7e-2f4a6b8d0c1e';
+  /** A fetch that answers the run list with `status` and `body`, and records what it was asked. */
+  function fakeFetch(status: number, body: unknown) {
+    const asked: string[] = [];
+    const fetchFn = (async (url: string) => {
+      asked.push(url);
+      return new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
+    }) as typeof fetch;
+    return { fetchFn, asked };
+  }
+
+  it('asks for the page, the filter and fifty runs, and hands on the next page\'s cursor', async () => {
+    const { fetchFn, asked } = fakeFetch(200, { runs: [], next: before });
+    const data = await readOps(fetchFn, { selectedId: null, inDoubt: true, before });
+    expect(asked).toEqual([`/api/runs?limit=${opsPageSize}&inDoubt=1&before=${before}`]);
+    expect(data).toEqual({ runs: [], next: before, selected: null });
+  });
+
+  it('tells a refused page cursor from a list it cannot read', async () => {
+    const refused = { error: { code: 'INVALID_ARGUMENT', message: '"before" names no run of this list' } };
+    await expect(readOps(fakeFetch(400, refused).fetchFn, { selectedId: null, inDoubt: false, before }))
+      .rejects.toThrow(StaleRunsPageError);
+    const noPage = readOps(fakeFetch(400, refused).fetchFn, { selectedId: null, inDoubt: false, before: null });
+    await expect(noPage).rejects.toThrow('/api/runs answered 400');
+    await expect(noPage).rejects.not.toThrow(StaleRunsPageError);
+    await expect(readOps(fakeFetch(503, {}).fetchFn, { selectedId: null, inDoubt: false, before }))
+      .rejects.toThrow('/api/runs answered 503');
   });
 });

@@ -1,7 +1,7 @@
 // The operator page in Chromium, as an operator leaves it open: its timeline follows the run's
 // thread once (not again at every poll of the table), a server that goes away and comes back is
-// waited out on the page (not the browser's error page), an unknown run says so, and a finished
-// run's controls are disabled.
+// waited out on the page (not the browser's error page), an unknown run says so, a finished
+// run's controls are disabled, and runs beyond the first fifty are reached page by page.
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -93,4 +93,49 @@ describe.skipIf(!hasChromium)(`the operator page${hasChromium ? '' : ` (skipped:
     expect(await page.getByTestId('run-row').count()).toBeGreaterThan(0);
     await page.close();
   });
+
+  it('pages back through more runs than a page holds, the page kept in the URL and by the poll', async () => {
+    // 52 more turns, 53 runs in all: a page of fifty and one of three (the oldest, runId's).
+    for (let batch = 0; batch < 4; batch++) {
+      await Promise.all(Array.from({ length: 13 }, async (_, i) => {
+        const response = await alice.request.post(`${server.baseUrl}/api/chat`,
+          { data: { message: `turn ${batch * 13 + i} of many` } });
+        expect(response.status()).toBe(200);
+        await response.body(); // the whole turn, streamed to its end
+      }));
+    }
+    const page = await operator.newPage();
+    const rows = page.getByTestId('run-row');
+    const shownIds = () => rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-run-id')!));
+    await open(page, `${server.baseUrl}/ops`);
+    await expect.poll(() => rows.count()).toBe(50);
+    expect(await page.getByTestId('newest-runs').count()).toBe(0);
+    const newest = await shownIds();
+
+    await page.getByTestId('older-runs').click();
+    await page.waitForURL(`${server.baseUrl}/ops?before=${newest.at(-1)}`);
+    await expect.poll(() => rows.count()).toBe(3);
+    const older = await shownIds();
+    expect(older.filter((id) => newest.includes(id))).toEqual([]);
+    expect(older.at(-1)).toBe(runId); // the first turn of all is the oldest run
+    expect(await page.getByTestId('older-runs').count()).toBe(0);
+
+    // Selecting a run keeps the page; the poll reads the same page again.
+    await page.locator(`[data-testid="run-row"][data-run-id="${runId}"]`).click();
+    await page.waitForURL(`${server.baseUrl}/ops?before=${newest.at(-1)}&run=${runId}`);
+    await page.getByTestId('run-detail').waitFor();
+    await page.waitForTimeout(2_500); // two polls
+    expect(await shownIds()).toEqual(older);
+
+    await page.getByTestId('newest-runs').click();
+    await page.waitForURL(`${server.baseUrl}/ops?run=${runId}`);
+    await expect.poll(() => rows.count()).toBe(50);
+    await page.getByTestId('run-detail').waitFor(); // the selected run, from off the page
+
+    // A page whose first run is no run at all: the newest runs, and the URL says so.
+    await open(page, `${server.baseUrl}/ops?before=00000000-0000-4000-8000-000000000000`);
+    await page.waitForURL(`${server.baseUrl}/ops`);
+    expect(await rows.count()).toBe(50);
+    await page.close();
+  }, 120_000);
 });

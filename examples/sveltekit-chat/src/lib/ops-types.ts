@@ -53,46 +53,72 @@ export interface OpsRunDetail {
 
 export interface OpsData {
   runs: OpsRun[];
+  /** The `before` of the next, older page of runs, or null when these are the oldest. */
+  next: string | null;
   /** The run named by ?run=, or null when it is none, not a uuid, or not one the caller sees. */
   selected: OpsRunDetail | null;
 }
 
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** What the page's URL asks for: the selected run (?run=) and whether to list only runs in doubt. */
+/**
+ * What the page's URL asks for: the selected run (?run=), whether to list only runs in doubt, and
+ * the page of runs (?before=: the runs listed after that one; none, the newest).
+ */
 export interface OpsQuery {
   selectedId: string | null;
   inDoubt: boolean;
+  before: string | null;
 }
 
 export function readOpsQuery(url: URL): OpsQuery {
-  return { selectedId: url.searchParams.get('run'), inDoubt: url.searchParams.get('inDoubt') === '1' };
+  return {
+    selectedId: url.searchParams.get('run'),
+    inDoubt: url.searchParams.get('inDoubt') === '1',
+    before: url.searchParams.get('before') || null,
+  };
 }
 
 /** The page's URL for `query`: what a reload or a shared link opens again. */
 export function opsHref(query: OpsQuery): string {
   const params = new URLSearchParams();
   if (query.inDoubt) params.set('inDoubt', '1');
+  if (query.before) params.set('before', query.before);
   if (query.selectedId) params.set('run', query.selectedId);
   const search = params.toString();
   return search ? `/ops?${search}` : '/ops';
 }
 
+/** The page's `?before=` names no run the API lists (gone, or never one): show the newest instead. */
+export class StaleRunsPageError extends Error {
+  constructor(before: string) {
+    super(`no run ${before} to list runs before`);
+  }
+}
+
+/** How many runs one page of the table shows. */
+export const opsPageSize = 50;
+
 /**
- * The newest runs (only those with an effect in doubt, however old, with `inDoubt`) and the
- * selected one, through `fetchFn` (SvelteKit's in a load, the browser's in the page's poll).
- * Throws when the list cannot be read.
+ * A page of runs (only those with an effect in doubt, however old, with `inDoubt`; the newest,
+ * or those after `before`) and the selected run, through `fetchFn` (SvelteKit's in a load, the
+ * browser's in the page's poll). Throws StaleRunsPageError for a `before` the API refuses, and
+ * an Error when the list cannot be read.
  */
-export async function readOps(fetchFn: typeof fetch, { selectedId, inDoubt }: OpsQuery): Promise<OpsData> {
+export async function readOps(fetchFn: typeof fetch, { selectedId, inDoubt, before }: OpsQuery): Promise<OpsData> {
+  const params = new URLSearchParams({ limit: String(opsPageSize) });
+  if (inDoubt) params.set('inDoubt', '1');
+  if (before) params.set('before', before);
   const [list, detail] = await Promise.all([
-    fetchFn(`/api/runs?limit=50${inDoubt ? '&inDoubt=1' : ''}`),
+    fetchFn(`/api/runs?${params}`),
     selectedId && uuidPattern.test(selectedId) ? fetchFn(`/api/runs/${selectedId}`) : null,
   ]);
+  if (list.status === 400 && before) throw new StaleRunsPageError(before);
   if (!list.ok) throw new Error(`/api/runs answered ${list.status}`);
-  const { runs } = (await list.json()) as { runs: OpsRun[] };
-  if (!detail?.ok) return { runs, selected: null };
+  const { runs, next } = (await list.json()) as { runs: OpsRun[]; next: string | null };
+  if (!detail?.ok) return { runs, next, selected: null };
   // GET /api/runs/:id names the thread's owner beside the run, not in it; the page shows the
-  // selected run from here when the list does not hold it (older than the newest fifty).
+  // selected run from here when the list does not hold it (on another page).
   const read = (await detail.json()) as OpsRunDetail & { ownerId: string };
-  return { runs, selected: { ...read, run: { ...read.run, ownerId: read.ownerId } } };
+  return { runs, next, selected: { ...read, run: { ...read.run, ownerId: read.ownerId } } };
 }
