@@ -1,10 +1,12 @@
 // Unit tests of the chat's event fold and the operator timeline: events apply once and in seq
 // order (so two streams and a replay agree), a resumed segment replaces the dead one's text,
-// and each way a run can end is labelled and drawn as such.
+// and each way a run can end is labelled and drawn as such; the sidebar joins older pages of
+// threads only to the first page they followed.
 import { describe, expect, it } from 'vitest';
 import { buildRunTimeline, segmentKilledEventType } from '../src/lib/run-timeline';
 import {
-  announceEvent, applyEvent, emptyThreadView, inDoubtNotices, openRun, runBadge, type RunItem, type WireEvent,
+  announceEvent, applyEvent, emptyThreadView, inDoubtNotices, openRun, runBadge, sidebarThreads, type RunItem,
+  type ThreadLink, type WireEvent,
 } from '../src/lib/thread-view';
 
 const runId = '11111111-1111-4111-8111-111111111111';
@@ -274,5 +276,27 @@ describe('the run timeline', () => {
     expect(timeline.bars[1]!.endMs).toBe(t0 + 9000);
     // Without the polled fence it was drawn lost ("lease expired") until the next poll.
     expect(buildRunTimeline(taken, runId, t0 + 9000, false).bars[1]).toMatchObject({ endedAs: 'lost' });
+  });
+});
+
+describe('sidebarThreads', () => {
+  const link = (id: string): ThreadLink => ({ id, title: id, lastRunStatus: 'completed' });
+  const first = ['t9', 't8', 't7'].map(link);
+
+  it('joins the older pages to the first page they were read after', () => {
+    const older = { after: 't7', links: ['t6', 't5'].map(link), next: 't5' };
+    expect(sidebarThreads(first, 't7', older)).toEqual({ links: [...first, ...older.links], next: 't5' });
+    expect(sidebarThreads(first, 't7', { ...older, next: null }).next).toBeNull();
+    expect(sidebarThreads(first, 't7', null)).toEqual({ links: first, next: 't7' });
+  });
+
+  it('drops them when the first page ends elsewhere, and shows no thread twice', () => {
+    // A new thread pushed t7 off the first page: joined, the old pages would skip it.
+    const older = { after: 't7', links: ['t6', 't5'].map(link), next: null };
+    const moved = ['t10', 't9', 't8'].map(link);
+    expect(sidebarThreads(moved, 't8', older)).toEqual({ links: moved, next: 't8' });
+    expect(sidebarThreads(first, null, older)).toEqual({ links: first, next: null });
+    const overlapping = { after: 't7', links: ['t7', 't6'].map(link), next: null };
+    expect(sidebarThreads(first, 't7', overlapping).links.map((t) => t.id)).toEqual(['t9', 't8', 't7', 't6']);
   });
 });

@@ -4,5 +4,5 @@ import type { PageServerLoad } from './$types';
 
 export const load: PageServerLoad = async (event) => {
   requireUser(event);
-  return { threads: await loadThreadLinks(event.fetch) };
+  return await loadThreadLinks(event.fetch);
 };

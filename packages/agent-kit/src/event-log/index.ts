@@ -10,8 +10,9 @@ export {
   followEvents, eventsChannel, type FollowEventsOptions, type EventFollower,
 } from './follow-events.js';
 export {
-  readThreadOwner, findLatestRunId, listThreads, readThread, listThreadMessages, listRunMessages,
-  listThreadRuns, maxThreadItems, type ThreadSummary, type MessageView,
+  readThreadOwner, findLatestRunId, listThreads, listThreadsPage, readThread, listThreadMessages, listRunMessages,
+  listThreadRuns, maxThreadItems, type ThreadSummary, type MessageView, type ListThreadsOptions,
+  type ThreadsPage,
 } from './read-threads.js';
 export {
   readRunAccess, listRuns, listRunsPage, listRunEffects, listRunSteps, readRunDetail, maxRunListSize,

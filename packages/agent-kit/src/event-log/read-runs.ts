@@ -1,10 +1,10 @@
 // Read views of runs for operators and the run page: the run list with its lease and effect
 // counts (all, and in doubt), and one run's effects, journal steps and segments. One function
 // per query, all limited.
-import { InvalidArgumentError } from '../errors.js';
 import type { Queryable } from '../store/db.js';
 import { toNumber } from '../store/db.js';
 import { toRun, type Run, type RunRow } from '../lease/run-row.js';
+import { afterCursor, requireCursor, toPage } from './pages.js';
 import { readRunSegments, type RunSegmentView } from './read-events.js';
 import { listRunMessages, type MessageView } from './read-threads.js';
 
@@ -123,11 +123,6 @@ export interface RunsPage {
 const inDoubtClause =
   `and exists (select 1 from agent_kit_effects d where d.run_id = r.id and d.status = 'in_doubt')`;
 
-// Keyset paging in the list's order (created_at desc, id): the cursor run's place, looked up by
-// key once per statement, bounds the created_at index scan (the failed index's too).
-const beforeClause = `and r.created_at <= (select c.created_at from agent_kit_runs c where c.id = $4)
-       and (r.created_at < (select c.created_at from agent_kit_runs c where c.id = $4) or r.id > $4)`;
-
 /**
  * Runs, newest first: of one thread owner's threads, or all (null), optionally by status and
  * only those with an effect in doubt, from the start or after `before`.
@@ -143,15 +138,17 @@ export async function listRuns(db: Queryable, options: ListRunsOptions): Promise
  */
 export async function listRunsPage(db: Queryable, options: ListRunsOptions): Promise<RunsPage> {
   const limit = Math.min(options.limit, maxRunListSize);
-  const rows = await queryRuns(db, options, limit + 1); // one more says whether a next page exists
-  const runs = rows.slice(0, limit);
-  return { runs, next: rows.length > limit ? runs[runs.length - 1]!.id : null };
+  const { items, next } = toPage(await queryRuns(db, options, limit + 1), limit);
+  return { runs: items, next };
 }
 
 async function queryRuns(db: Queryable, options: ListRunsOptions, limit: number): Promise<RunSummary[]> {
   const params: unknown[] = [options.ownerId, options.status ?? null, limit];
   if (options.before !== undefined) {
-    await requireListedRun(db, options.before, options.ownerId);
+    await requireCursor(options.before, 'run', async (id) => {
+      const access = await readRunAccess(db, id);
+      return access !== null && (options.ownerId === null || access.ownerId === options.ownerId);
+    });
     params.push(options.before);
   }
   const rows = await db.query<RunSummaryRow>(
@@ -164,7 +161,7 @@ async function queryRuns(db: Queryable, options: ListRunsOptions, limit: number)
      from agent_kit_runs r join agent_kit_threads t on t.id = r.thread_id
      where ($1::text is null or t.owner_id = $1) and ($2::text is null or r.status = $2)
        ${options.inDoubt ? inDoubtClause : ''}
-       ${options.before !== undefined ? beforeClause : ''}
+       ${options.before !== undefined ? afterCursor('r', 'agent_kit_runs', 4) : ''}
      order by r.created_at desc, r.id limit $3`,
     params,
   );
@@ -183,19 +180,6 @@ async function queryRuns(db: Queryable, options: ListRunsOptions, limit: number)
     createdAt: new Date(row.created_at),
     updatedAt: new Date(row.updated_at),
   }));
-}
-
-const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/**
- * A paging cursor must be a run the same list could show: one the caller cannot see is refused
- * like one that does not exist, so a cursor tells nobody about another owner's runs.
- */
-async function requireListedRun(db: Queryable, runId: string, ownerId: string | null): Promise<void> {
-  const access = uuidPattern.test(runId) ? await readRunAccess(db, runId) : null;
-  if (!access || (ownerId !== null && access.ownerId !== ownerId)) {
-    throw new InvalidArgumentError(`"before" names no run of this list: ${JSON.stringify(runId.slice(0, 64))}`);
-  }
 }
 
 /** A run's effect ledger, by start. */

@@ -3,6 +3,7 @@
 import type { Queryable } from '../store/db.js';
 import { toNumber } from '../store/db.js';
 import { toRun, type Run, type RunRow } from '../lease/run-row.js';
+import { afterCursor, requireCursor, toPage } from './pages.js';
 
 export interface ThreadSummary {
   id: string;
@@ -60,15 +61,51 @@ const threadColumns = `t.id, t.owner_id, t.title, t.created_at, t.last_seq,
   (select r.status from agent_kit_runs r where r.thread_id = t.id order by r.turn_no desc limit 1)
     as last_run_status`;
 
-/** Threads, newest first: one owner's, or everyone's when `ownerId` is null (operators). */
-export async function listThreads(
-  db: Queryable, options: { ownerId: string | null; limit: number },
-): Promise<ThreadSummary[]> {
+export interface ListThreadsOptions {
+  /** One owner's threads, or everyone's (null: operators). */
+  ownerId: string | null;
+  /** A thread of this list: only the threads listed after it (the next page; ADR-0044). */
+  before?: string;
+  limit: number;
+}
+
+/** A page of threads and the `before` of the next (older) page, or null when this is the last. */
+export interface ThreadsPage {
+  threads: ThreadSummary[];
+  next: string | null;
+}
+
+/**
+ * Threads, newest first: one owner's, or everyone's when `ownerId` is null (operators), from the
+ * start or after `before`.
+ * @throws InvalidArgumentError when `before` is not a thread this list could show.
+ */
+export async function listThreads(db: Queryable, options: ListThreadsOptions): Promise<ThreadSummary[]> {
+  return queryThreads(db, options, Math.min(options.limit, maxThreadItems));
+}
+
+/** `listThreads` and whether older threads follow (`next`, the next page's `before`). */
+export async function listThreadsPage(db: Queryable, options: ListThreadsOptions): Promise<ThreadsPage> {
+  const limit = Math.min(options.limit, maxThreadItems);
+  const { items, next } = toPage(await queryThreads(db, options, limit + 1), limit);
+  return { threads: items, next };
+}
+
+async function queryThreads(db: Queryable, options: ListThreadsOptions, limit: number): Promise<ThreadSummary[]> {
+  const params: unknown[] = [options.ownerId, limit];
+  if (options.before !== undefined) {
+    await requireCursor(options.before, 'thread', async (id) => {
+      const owner = await readThreadOwner(db, id);
+      return owner !== null && (options.ownerId === null || owner === options.ownerId);
+    });
+    params.push(options.before);
+  }
   const rows = await db.query<ThreadRow>(
     `select ${threadColumns} from agent_kit_threads t
-     where $1::text is null or t.owner_id = $1
+     where ($1::text is null or t.owner_id = $1)
+       ${options.before !== undefined ? afterCursor('t', 'agent_kit_threads', 3) : ''}
      order by t.created_at desc, t.id limit $2`,
-    [options.ownerId, Math.min(options.limit, maxThreadItems)],
+    params,
   );
   return rows.map(toThreadSummary);
 }

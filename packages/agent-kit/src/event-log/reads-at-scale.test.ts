@@ -4,7 +4,7 @@
 //   0020), not the thread's log: the message's seq (chat POST), the run's first event and its
 //   latest park or close (AI SDK stream), its segments (run view).
 // - A thread list (one user's, or an operator's) reads its page by index among many threads
-//   (migration 0021), and a run's messages come through its thread's.
+//   (migration 0021), a page deep in it too, and a run's messages come through its thread's.
 // - A run list by status reads that status's runs by index among many completed ones (0019,
 //   0022, and the lease and active-run keys); a page deep in the list starts at its cursor.
 // - A run list of effects in doubt reads those runs by index among many settled effects (0025).
@@ -118,6 +118,20 @@ describe('reads among many threads', () => {
     const messages = await plansOf((d) => listRunMessages(d, turn.runId));
     expect(messages.value.map((m) => [m.role, m.text])).toEqual([['user', 'newest']]);
     expectNoScan(messages.plans, 'agent_kit_messages');
+
+    // A page deep in each list, from its cursor (ADR-0044): many-7's 30th thread, everyone's 2,500th.
+    const [mineCursor] = await db.query<{ id: string }>(`select id from agent_kit_threads where owner_id = 'many-7'
+      order by created_at desc, id offset 30 limit 1`);
+    const [allCursor] = await db.query<{ id: string }>(
+      'select id from agent_kit_threads order by created_at desc, id offset 2500 limit 1');
+    const minePage = await plansOf((d) => listThreads(d, { ownerId: 'many-7', before: mineCursor!.id, limit: 10 }));
+    const allPage = await plansOf((d) => listThreads(d, { ownerId: null, before: allCursor!.id, limit: 10 }));
+    expect(minePage.value).toHaveLength(10);
+    expect(allPage.value).toHaveLength(10);
+    for (const { plans } of [minePage, allPage]) {
+      expectNoScan(plans, 'agent_kit_threads');
+      expect(mostRowsOfANode(plans), plans.join('\n')).toBeLessThan(100);
+    }
   });
 });
 

@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import { listRunsPage, maxRunListSize, readRunDetail } from '../event-log/read-runs.js';
 import {
-  listThreadMessages, listThreadRuns, listThreads, maxThreadItems, readThread,
+  listThreadMessages, listThreadRuns, listThreadsPage, maxThreadItems, readThread,
 } from '../event-log/read-threads.js';
 import { runStatuses } from '../lease/run-row.js';
 import { requireCaller, requireRunAccess, requireThreadAccess } from './auth.js';
@@ -17,11 +17,20 @@ const defaultListSize = 50;
 const flag = z.enum(['0', '1', 'false', 'true']).optional()
   .transform((v) => v === '1' || v === 'true');
 
+/** `?before=`: the id of the row a page starts after, if any (ADR-0044). */
+function readBefore(url: URL): string | undefined {
+  const raw = url.searchParams.get('before');
+  return raw === null ? undefined : parseWith(idParam, raw, 'query parameter "before"');
+}
+
 function readFlag(url: URL, name: string): boolean {
   return parseWith(flag, url.searchParams.get(name) ?? undefined, `query parameter "${name}"`);
 }
 
-/** GET /api/threads: the caller's threads, newest first; operators may ask for all with ?all=1. */
+/**
+ * GET /api/threads: the caller's threads, newest first; operators may ask for all with ?all=1.
+ * `next` is the `?before=` of the next, older page (null on the last).
+ */
 export function createThreadsHandler(ctx: HandlerContext): RouteHandler {
   return async (request) => {
     const caller = await requireCaller(ctx.authenticate, request);
@@ -29,8 +38,9 @@ export function createThreadsHandler(ctx: HandlerContext): RouteHandler {
     const all = readFlag(url, 'all'); // operators: everyone's threads, not the caller's own
     if (all && !caller.isOperator) throw new HttpError('FORBIDDEN', 'only an operator may list every thread');
     const limit = readLimit(url, defaultListSize, maxThreadItems);
-    const threads = await listThreads(ctx.rt.db, { ownerId: all ? null : caller.userId, limit });
-    return jsonResponse({ threads });
+    const before = readBefore(url);
+    const { threads, next } = await listThreadsPage(ctx.rt.db, { ownerId: all ? null : caller.userId, before, limit });
+    return jsonResponse({ threads, next });
   };
 }
 
@@ -64,8 +74,7 @@ export function createRunsHandler(ctx: HandlerContext): RouteHandler {
     const inDoubt = readFlag(url, 'inDoubt');
     const mine = readFlag(url, 'mine') || !caller.isOperator; // operators: only their own threads' runs
     const ownerId = mine ? caller.userId : null;
-    const beforeParam = url.searchParams.get('before');
-    const before = beforeParam === null ? undefined : parseWith(idParam, beforeParam, 'query parameter "before"');
+    const before = readBefore(url);
     const { runs, next } = await listRunsPage(ctx.rt.db, { ownerId, status, inDoubt, before, limit });
     return jsonResponse({ runs, next });
   };

@@ -186,8 +186,9 @@ describe('query parameters and cursors', () => {
       (v) => ['0', '1', 'true', 'false'].includes(v)],
     ['GET /api/runs', '?mine=', (v) => [`/api/runs?mine=${q(v)}`, {}],
       (v) => ['0', '1', 'true', 'false'].includes(v)],
-    // No generated value is one of alice's run ids: every cursor is refused.
+    // No generated value is one of alice's run or thread ids: every page cursor is refused.
     ['GET /api/runs', '?before=', (v) => [`/api/runs?before=${q(v)}`, {}], () => false],
+    ['GET /api/threads', '?before=', (v) => [`/api/threads?before=${q(v)}`, {}], () => false],
     ['GET /api/threads/:id/events', '?after=', (v) => [`${events()}?after=${q(v)}`, {}], cursorOk],
     ['GET /api/threads/:id/events', 'Last-Event-ID', (v) => [events(), { headers: { 'last-event-id': v } }],
       (v) => v.trim() === '' || cursorOk(v.trim())],

@@ -2,6 +2,7 @@
 // calls our own /api routes in-process with the caller's cookie. So pages and API enforce the
 // same access rule: agent-kit's, where another user's thread is "not found".
 import { error, redirect, type RequestEvent } from '@sveltejs/kit';
+import { threadPageSize } from '$lib/older-threads.svelte';
 import type { ThreadLink } from '$lib/thread-view';
 
 /** Send a signed-out visitor to /login, back here afterwards. */
@@ -20,8 +21,11 @@ export async function fetchApi<T>(fetch: RequestEvent['fetch'], path: string): P
   return (await response.json()) as T;
 }
 
-/** The caller's threads for the sidebar. */
-export async function loadThreadLinks(fetch: RequestEvent['fetch']): Promise<ThreadLink[]> {
-  const { threads } = await fetchApi<{ threads: ThreadLink[] }>(fetch, '/api/threads?limit=30');
-  return threads.map(({ id, title, lastRunStatus }) => ({ id, title, lastRunStatus }));
+/** The caller's newest threads for the sidebar, and the cursor of the older ones (or null). */
+export async function loadThreadLinks(
+  fetch: RequestEvent['fetch'],
+): Promise<{ threads: ThreadLink[]; threadsNext: string | null }> {
+  const { threads, next } = await fetchApi<{ threads: ThreadLink[]; next: string | null }>(
+    fetch, `/api/threads?limit=${threadPageSize}`);
+  return { threads: threads.map(({ id, title, lastRunStatus }) => ({ id, title, lastRunStatus })), threadsNext: next };
 }

@@ -10,6 +10,6 @@ export const load: PageServerLoad = async (event) => {
   );
   return {
     thread: { id: thread.id, title: thread.title, lastSeq: thread.lastSeq },
-    threads: await loadThreadLinks(event.fetch),
+    ...(await loadThreadLinks(event.fetch)),
   };
 };

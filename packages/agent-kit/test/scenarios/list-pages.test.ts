@@ -1,9 +1,10 @@
-// An operator pages back through the run list: every door (listRunsPage, `agent-kit runs
-// --before`, GET /api/runs?before=) walks the whole list in pages, each run once and in the list's
-// order, ends with no next page, and keeps its filters and the caller's scope. Runs created in one
-// statement share their created_at, so the order's tie-break (the id) is paged through too. A
-// cursor that names no run of the list (unknown, malformed, another owner's) is refused alike,
-// so it tells nobody about runs they cannot see. Both stores.
+// Paging back through the run and thread lists (ADR-0044): every door (listRunsPage, `agent-kit
+// runs --before`, GET /api/runs?before=; listThreadsPage, GET /api/threads?before=) walks the
+// whole list in pages, each row once and in the list's order, ends with no next page, and keeps
+// its filters and the caller's scope. Rows created in one statement share their created_at, so
+// the order's tie-break (the id) is paged through too. A cursor that names no row of the list
+// (unknown, malformed, another owner's) is refused alike, so it tells nobody about rows they
+// cannot see. Both stores.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cronSecret, headerAuth, makeRequest } from '../harness/http-harness.js';
 import { parseCommandArgs } from '../harness/cli-args.js';
@@ -13,6 +14,7 @@ import { formatRunsCommand, type RunsOptions } from '../../src/cli/commands/runs
 import { configFromEnv } from '../../src/config.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { listRuns, listRunsPage, type ListRunsOptions } from '../../src/event-log/read-runs.js';
+import { listThreads, listThreadsPage } from '../../src/event-log/read-threads.js';
 import { createHandlers, type Handlers } from '../../src/http/handlers.js';
 import { startTurn } from '../../src/queue/start-turn.js';
 import type { Db } from '../../src/store/db.js';
@@ -23,6 +25,10 @@ let handlers: Handlers;
 let all: string[] = [];
 let annRuns: string[] = [];
 let bobRun = '';
+/** Every thread and ann's, in the thread list's order; bob's one thread. */
+let allThreads: string[] = [];
+let annThreads: string[] = [];
+let bobThread = '';
 
 beforeAll(async () => {
   db = await openTestDb();
@@ -31,7 +37,7 @@ beforeAll(async () => {
     authenticate: headerAuth, runSegment: fakeRunSegment(),
   });
   for (let i = 0; i < 4; i++) await startTurn(db, { ownerId: 'ann', text: `turn ${i}` });
-  bobRun = (await startTurn(db, { ownerId: 'bob', text: 'bob asks' })).runId;
+  ({ runId: bobRun, threadId: bobThread } = await startTurn(db, { ownerId: 'bob', text: 'bob asks' }));
   // Five runs of one statement: one created_at, ordered among themselves by id.
   await db.query(
     `with th as (insert into agent_kit_threads (owner_id) select 'ann' from generate_series(1, 5) returning id)
@@ -40,6 +46,8 @@ beforeAll(async () => {
   await startTurn(db, { ownerId: 'ann', text: 'newest' });
   all = (await listRuns(db, { ownerId: null, limit: 100 })).map((run) => run.id);
   annRuns = (await listRuns(db, { ownerId: 'ann', limit: 100 })).map((run) => run.id);
+  allThreads = (await listThreads(db, { ownerId: null, limit: 100 })).map((thread) => thread.id);
+  annThreads = (await listThreads(db, { ownerId: 'ann', limit: 100 })).map((thread) => thread.id);
 });
 afterAll(async () => {
   await handlers?.segments.settle();
@@ -60,12 +68,17 @@ async function walk(options: Omit<ListRunsOptions, 'before'>): Promise<string[][
 }
 
 describe('the fixture', () => {
-  it('has eleven runs, five of them created in one statement', async () => {
+  it('has eleven runs and threads, five of each created in one statement', async () => {
     expect(all).toHaveLength(11);
     expect(annRuns).toHaveLength(10);
+    expect(allThreads).toHaveLength(11);
+    expect(annThreads).toHaveLength(10);
     const [largest] = await db.query<{ n: number | string }>(
       'select count(*) as n from agent_kit_runs group by created_at order by count(*) desc limit 1');
     expect(Number(largest!.n)).toBe(5);
+    const [largestThreads] = await db.query<{ n: number | string }>(
+      'select count(*) as n from agent_kit_threads group by created_at order by count(*) desc limit 1');
+    expect(Number(largestThreads!.n)).toBe(5);
   });
 });
 
@@ -189,5 +202,60 @@ describe('GET /api/runs?before=', () => {
     const unknown = await (await get('/api/runs?before=00000000-0000-4000-8000-000000000000', 'ann', false)).json();
     const bobs = await (await get(`/api/runs?before=${bobRun}`, 'ann', false)).json();
     expect(bobs.error.message.replace(bobRun, 'ID')).toBe(unknown.error.message.replace('00000000-0000-4000-8000-000000000000', 'ID'));
+  });
+});
+
+describe('listThreadsPage and GET /api/threads?before=', () => {
+  async function walkThreads(ownerId: string | null, limit: number): Promise<string[][]> {
+    const pages: string[][] = [];
+    let before: string | undefined;
+    do {
+      const page = await listThreadsPage(db, { ownerId, before, limit });
+      pages.push(page.threads.map((thread) => thread.id));
+      before = page.next ?? undefined;
+      expect(pages.length).toBeLessThan(50);
+    } while (before);
+    return pages;
+  }
+
+  it('walks every thread once and in order, an owner\'s or everyone\'s', async () => {
+    for (const limit of [1, 2, 3, 5, 10, 11, 12]) {
+      const pages = await walkThreads(null, limit);
+      expect(pages.flat(), `limit ${limit}`).toEqual(allThreads);
+      expect(pages.at(-1)!.length).toBeGreaterThan(0);
+      expect((await walkThreads('ann', limit)).flat(), `limit ${limit}`).toEqual(annThreads);
+    }
+  });
+
+  it('refuses a cursor that names no thread of the list, the same way for each', async () => {
+    for (const [before, ownerId] of [
+      ['00000000-0000-4000-8000-000000000000', null], ['nope', null], [bobThread, 'ann'], [bobRun, null],
+    ] as const) {
+      await expect(listThreadsPage(db, { ownerId, before, limit: 5 }), before)
+        .rejects.toThrow(/^"before" names no thread of this list: /);
+    }
+  });
+
+  it('answers { threads, next } over HTTP, paged for the caller and, with ?all=1, for an operator', async () => {
+    for (const [user, operator, all, expected] of [
+      ['ann', false, '', annThreads], ['ops', true, '&all=1', allThreads],
+    ] as const) {
+      const seen: string[] = [];
+      let path = `/api/threads?limit=4${all}`;
+      for (let page = 0; page < 10; page++) {
+        const response = await handlers.handle(makeRequest('GET', path, { user, operator }));
+        expect(response.status, path).toBe(200);
+        const body = (await response.json()) as { threads: { id: string }[]; next: string | null };
+        seen.push(...body.threads.map((thread) => thread.id));
+        if (!body.next) break;
+        path = `/api/threads?limit=4${all}&before=${body.next}`;
+      }
+      expect(seen, user).toEqual(expected);
+    }
+    for (const path of ['/api/threads?before=x', `/api/threads?before=${bobThread}`]) {
+      const response = await handlers.handle(makeRequest('GET', path, { user: 'ann' }));
+      expect(response.status, path).toBe(400);
+      expect((await response.json()).error.message, path).toMatch(/"before"/);
+    }
   });
 });
