@@ -1,6 +1,7 @@
 // Keyset pages of a list ordered `created_at desc, id` (ADR-0044): a page starts after a row of
 // the list, named by its id, and reads only its own rows at any depth. Runs and threads page so.
 import { InvalidArgumentError } from '../errors.js';
+import { uuidPattern } from '../store/db.js';
 
 /** A page of a list and the `before` of the next (older) page, or null on the last page. */
 export interface Page<T> {
@@ -22,8 +23,6 @@ export function toPage<T extends { id: string }>(rows: T[], limit: number): Page
   const items = rows.slice(0, limit);
   return { items, next: rows.length > limit ? items[items.length - 1]!.id : null };
 }
-
-const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * Refuse a cursor that is not a row the same list could show (`visible` answers for a

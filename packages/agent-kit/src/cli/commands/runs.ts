@@ -8,7 +8,7 @@ import { type Command, CommanderError } from 'commander';
 // Loaded at startup (SQL text only, no driver): --limit's bound is checked before the action.
 import { listRunsPage, maxRunListSize, type RunSummary } from '../../event-log/read-runs.js';
 import { runStatuses } from '../../lease/run-row.js';
-import type { Queryable } from '../../store/db.js';
+import { uuidPattern, type Queryable } from '../../store/db.js';
 import { withDb } from '../main.js';
 
 export interface RunsOptions {
@@ -20,8 +20,6 @@ export interface RunsOptions {
   /** A run id: list the runs after it (the next page). */
   before?: string;
 }
-
-const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export function register(program: Command) {
   program
