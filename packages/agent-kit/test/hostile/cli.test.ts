@@ -103,6 +103,9 @@ function parseCases(): CliCase[] {
       ({ what: `--status ${v === sql ? 'SQL-looking' : v || '(empty)'}`, args: ['runs', '--status', v] })),
     ...['0', '1001', 'x'].map((v) => ({ what: `--limit ${v}`, args: ['runs', '--limit', v] })), flag('runs', '--json'),
     { what: '--in-doubt with a value', args: ['runs', '--in-doubt=yes'] }, flag('runs', '--in-doubt'),
+    ...['not-a-uuid', sql, `${unknownId}x`, ''].map((v) => ({
+      what: '--before not a run id', args: ['runs', '--before', v], says: /^error: --before takes a run id, got /,
+    })),
     { what: 'no run id', args: ['show'] },
     ...['not-a-uuid', sql, `${unknownId}x`, ''].map((v) => ({ what: 'run id not a uuid', args: ['show', v] })),
     flag('show', unknownId),
@@ -146,6 +149,7 @@ function storeCases(): CliCase[] {
   return [
     ...chatCases, ...textCases('enqueue'),
     { what: 'unknown run id', args: ['show', unknownId], says: /run .* not found/ },
+    { what: '--before an unknown run', args: ['runs', '--before', unknownId], says: /"before" names no run of this list/ },
     { what: 'unknown effect', args: ['resolve-effect', unknownId, 'k', '--happened'], says: /effect k of run .* not found/ },
     { what: 'unknown thread id', args: ['events', unknownId], says: /thread .* not found/ },
   ];
