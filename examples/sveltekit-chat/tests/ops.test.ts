@@ -1,7 +1,8 @@
 // The operator page in Chromium, as an operator leaves it open: its timeline follows the run's
 // thread once (not again at every poll of the table), a server that goes away and comes back is
 // waited out on the page (not the browser's error page), an unknown run says so, a finished
-// run's controls are disabled, and runs beyond the first fifty are reached page by page.
+// run's controls are disabled; and with more runs and threads than a page holds, the operator
+// page and the chat's sidebar reach the older ones page by page.
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -94,48 +95,76 @@ describe.skipIf(!hasChromium)(`the operator page${hasChromium ? '' : ` (skipped:
     await page.close();
   });
 
-  it('pages back through more runs than a page holds, the page kept in the URL and by the poll', async () => {
-    // 52 more turns, 53 runs in all: a page of fifty and one of three (the oldest, runId's).
-    for (let batch = 0; batch < 4; batch++) {
-      await Promise.all(Array.from({ length: 13 }, async (_, i) => {
-        const response = await alice.request.post(`${server.baseUrl}/api/chat`,
-          { data: { message: `turn ${batch * 13 + i} of many` } });
-        expect(response.status()).toBe(200);
-        await response.body(); // the whole turn, streamed to its end
-      }));
-    }
-    const page = await operator.newPage();
-    const rows = page.getByTestId('run-row');
-    const shownIds = () => rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-run-id')!));
-    await open(page, `${server.baseUrl}/ops`);
-    await expect.poll(() => rows.count()).toBe(50);
-    expect(await page.getByTestId('newest-runs').count()).toBe(0);
-    const newest = await shownIds();
+  describe('with more runs and threads than a page holds', () => {
+    // 52 more turns of alice's, each on its own thread: 53 runs and threads in all.
+    beforeAll(async () => {
+      for (let batch = 0; batch < 4; batch++) {
+        await Promise.all(Array.from({ length: 13 }, async (_, i) => {
+          const response = await alice.request.post(`${server.baseUrl}/api/chat`,
+            { data: { message: `turn ${batch * 13 + i} of many` } });
+          expect(response.status()).toBe(200);
+          await response.body(); // the whole turn, streamed to its end
+        }));
+      }
+    }, 120_000);
 
-    await page.getByTestId('older-runs').click();
-    await page.waitForURL(`${server.baseUrl}/ops?before=${newest.at(-1)}`);
-    await expect.poll(() => rows.count()).toBe(3);
-    const older = await shownIds();
-    expect(older.filter((id) => newest.includes(id))).toEqual([]);
-    expect(older.at(-1)).toBe(runId); // the first turn of all is the oldest run
-    expect(await page.getByTestId('older-runs').count()).toBe(0);
+    it('pages back through the runs, the page kept in the URL and by the poll', async () => {
+      // A page of fifty and one of three (the oldest, runId's).
+      const page = await operator.newPage();
+      const rows = page.getByTestId('run-row');
+      const shownIds = () => rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-run-id')!));
+      await open(page, `${server.baseUrl}/ops`);
+      await expect.poll(() => rows.count()).toBe(50);
+      expect(await page.getByTestId('newest-runs').count()).toBe(0);
+      const newest = await shownIds();
 
-    // Selecting a run keeps the page; the poll reads the same page again.
-    await page.locator(`[data-testid="run-row"][data-run-id="${runId}"]`).click();
-    await page.waitForURL(`${server.baseUrl}/ops?before=${newest.at(-1)}&run=${runId}`);
-    await page.getByTestId('run-detail').waitFor();
-    await page.waitForTimeout(2_500); // two polls
-    expect(await shownIds()).toEqual(older);
+      await page.getByTestId('older-runs').click();
+      await page.waitForURL(`${server.baseUrl}/ops?before=${newest.at(-1)}`);
+      await expect.poll(() => rows.count()).toBe(3);
+      const older = await shownIds();
+      expect(older.filter((id) => newest.includes(id))).toEqual([]);
+      expect(older.at(-1)).toBe(runId); // the first turn of all is the oldest run
+      expect(await page.getByTestId('older-runs').count()).toBe(0);
 
-    await page.getByTestId('newest-runs').click();
-    await page.waitForURL(`${server.baseUrl}/ops?run=${runId}`);
-    await expect.poll(() => rows.count()).toBe(50);
-    await page.getByTestId('run-detail').waitFor(); // the selected run, from off the page
+      // Selecting a run keeps the page; the poll reads the same page again.
+      await page.locator(`[data-testid="run-row"][data-run-id="${runId}"]`).click();
+      await page.waitForURL(`${server.baseUrl}/ops?before=${newest.at(-1)}&run=${runId}`);
+      await page.getByTestId('run-detail').waitFor();
+      await page.waitForTimeout(2_500); // two polls
+      expect(await shownIds()).toEqual(older);
 
-    // A page whose first run is no run at all: the newest runs, and the URL says so.
-    await open(page, `${server.baseUrl}/ops?before=00000000-0000-4000-8000-000000000000`);
-    await page.waitForURL(`${server.baseUrl}/ops`);
-    expect(await rows.count()).toBe(50);
-    await page.close();
-  }, 120_000);
+      await page.getByTestId('newest-runs').click();
+      await page.waitForURL(`${server.baseUrl}/ops?run=${runId}`);
+      await expect.poll(() => rows.count()).toBe(50);
+      await page.getByTestId('run-detail').waitFor(); // the selected run, from off the page
+
+      // A page whose first run is no run at all: the newest runs, and the URL says so.
+      await open(page, `${server.baseUrl}/ops?before=00000000-0000-4000-8000-000000000000`);
+      await page.waitForURL(`${server.baseUrl}/ops`);
+      expect(await rows.count()).toBe(50);
+      await page.close();
+    });
+
+    it('reaches the threads past the chat sidebar\'s first page, and keeps them while moving among them', async () => {
+      // The first page holds thirty of alice's 53 threads, "Older threads" the other 23.
+      const page = await alice.newPage();
+      await open(page, `${server.baseUrl}/`);
+      const sidebar = page.getByRole('navigation', { name: 'Threads' });
+      const threadLinks = sidebar.locator('a[href^="/t/"]');
+      const older = sidebar.getByRole('button', { name: 'Older threads' });
+      expect(await threadLinks.count()).toBe(30);
+      await older.click();
+      await expect.poll(() => threadLinks.count()).toBe(53);
+      expect(await older.count()).toBe(0); // the oldest thread is shown
+      const hrefs = await threadLinks.evaluateAll((links) => links.map((a) => a.getAttribute('href')));
+      expect(new Set(hrefs).size).toBe(53);
+
+      // Open the oldest: the page is keyed on its thread, the older threads stay in the sidebar.
+      await threadLinks.last().click();
+      await page.waitForURL(`${server.baseUrl}${hrefs.at(-1)}`);
+      await expect.poll(() => threadLinks.count()).toBe(53);
+      expect(await sidebar.locator('a[aria-current="page"]').getAttribute('href')).toBe(hrefs.at(-1));
+      await page.close();
+    });
+  });
 });
