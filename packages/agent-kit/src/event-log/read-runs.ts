@@ -129,7 +129,7 @@ const inDoubtClause =
  * @throws InvalidArgumentError when `before` is not a run this list could show.
  */
 export async function listRuns(db: Queryable, options: ListRunsOptions): Promise<RunSummary[]> {
-  return (await queryRuns(db, options, Math.min(options.limit, maxRunListSize)));
+  return queryRuns(db, options, Math.min(options.limit, maxRunListSize));
 }
 
 /**
