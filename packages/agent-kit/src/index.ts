@@ -12,7 +12,7 @@ export { runWorker, type WorkerOptions } from './worker/index.js';
 export {
   runSegment, createRuntime, newOwner, defaultTurnSettings, loadJournal, committedText, buildMessages,
   type CreateRuntimeOptions, type TurnSettings, type Runtime, type SegmentOptions, type SegmentOutcome,
-  type RunSegment, type Step, type ModelStep, type ToolStep, type ToolCall,
+  type RunSegment, type Step, type ModelStep, type ToolStep, type ToolCall, type Instructions, type TurnContext,
 } from './turn/index.js';
 export {
   effectKey, startEffect, finishEffect, listEffects, reconcileWithTool, reconcileDeadEffects, resolveEffect,

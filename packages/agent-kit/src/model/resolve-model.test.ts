@@ -2,73 +2,25 @@
 // OpenAI-compatible stub (node:http on 127.0.0.1, SSE chat completions) serves text or a streamed
 // tool call; streamText runs against it through the openai and openai-compatible providers.
 
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { streamText, tool } from 'ai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { startOpenAiStub, type OpenAiStub } from '../../test/harness/openai-stub.js';
 import { ModelConfigError } from './model-config-error.js';
 import { resolveModel, supportsPrefill } from './resolve-model.js';
 import { scriptedReplyText } from './scripted-reply.js';
 
-type StubRequest = { url: string; authorization: string | undefined; body: StubBody };
-type StubBody = { model: string; stream: boolean; messages: { role: string; content: unknown }[] };
-
-const received: StubRequest[] = [];
-let server: Server;
+let stub: OpenAiStub;
+let received: OpenAiStub['received'];
 let baseURL: string;
 
-function chunk(delta: Record<string, unknown>, finishReason: string | null = null): string {
-  const body = { id: 'chatcmpl-stub', object: 'chat.completion.chunk', created: 1_700_000_000,
-    model: 'stub-model', choices: [{ index: 0, delta, finish_reason: finishReason }] };
-  return `data: ${JSON.stringify(body)}\n\n`;
-}
-
-/** SSE events for a reply: a streamed tool call when the user asks for one, else three words. */
-function replyEvents(body: StubBody): string[] {
-  const wantsTool = JSON.stringify(body.messages).includes('use the tool');
-  const events = wantsTool
-    ? [chunk({ role: 'assistant', tool_calls: [{ index: 0, id: 'call_stub_1', type: 'function',
-      function: { name: 'record_effect', arguments: '' } }] }),
-    chunk({ tool_calls: [{ index: 0, function: { arguments: '{"note":' } }] }),
-    chunk({ tool_calls: [{ index: 0, function: { arguments: '"from stub"}' } }] }),
-    chunk({}, 'tool_calls')]
-    : [chunk({ role: 'assistant', content: 'Hello' }), chunk({ content: ' from' }),
-      chunk({ content: ' stub' }), chunk({}, 'stop')];
-  const usage = { id: 'chatcmpl-stub', object: 'chat.completion.chunk', created: 1_700_000_000,
-    model: 'stub-model', choices: [],
-    usage: { prompt_tokens: 3, completion_tokens: 3, total_tokens: 6 } };
-  return [...events, `data: ${JSON.stringify(usage)}\n\n`, 'data: [DONE]\n\n'];
-}
-
-async function readBody(request: IncomingMessage): Promise<string> {
-  let text = '';
-  for await (const piece of request) text += String(piece);
-  return text;
-}
-
 beforeAll(async () => {
-  server = createServer((request, response) => {
-    void (async () => {
-      const body = JSON.parse(await readBody(request)) as StubBody;
-      received.push({ url: request.url ?? '', authorization: request.headers.authorization, body });
-      if (request.method !== 'POST' || request.url !== '/v1/chat/completions' || !body.stream) {
-        response.writeHead(404, { 'content-type': 'application/json' });
-        response.end(JSON.stringify({ error: { message: `stub has no ${request.url}` } }));
-        return;
-      }
-      response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-      for (const event of replyEvents(body)) response.write(event);
-      response.end();
-    })();
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  baseURL = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  stub = await startOpenAiStub();
+  ({ received, baseURL } = stub);
 });
 
 afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
+  await stub?.close();
 });
 
 beforeEach(() => {

@@ -19,6 +19,8 @@ export type StepResult =
 
 export interface ModelStepOptions {
   model: LanguageModel;
+  /** The runtime's instructions for this turn, sent as the system prompt; empty: none. */
+  system?: string;
   messages: ModelMessage[];
   tools: Record<string, AgentTool<any, any>>;
   /** Text already shown for this step (mid-step continuation): sent as assistant prefill. */
@@ -83,6 +85,7 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
       : options.messages;
     const result = streamText({
       model: options.model,
+      ...(options.system ? { system: options.system } : {}),
       messages: prompt,
       tools: declareTools(options.tools),
       abortSignal: controller.signal,

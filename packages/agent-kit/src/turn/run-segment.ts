@@ -18,7 +18,7 @@ import { runModelStep, type StepStop } from './model-step.js';
 import { defaultTurnSettings, type TurnSettings } from './settings.js';
 import { StreamMirror } from './stream-mirror.js';
 import { nextEffectStart, settleToolCalls } from './tool-calls.js';
-import type { Runtime, SegmentOptions, SegmentOutcome } from './types.js';
+import type { Runtime, SegmentOptions, SegmentOutcome, TurnContext } from './types.js';
 
 interface Segment {
   rt: Runtime;
@@ -128,6 +128,7 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
   }
 
   let started: StartedEffect | undefined; // the first tool call's effect, started by the step's commit
+  let system: string | undefined; // the instructions, read before this segment's first model step
   for (;;) {
     if (pendingToolCalls(journal).length > 0) {
       const settled = await settleToolCalls(
@@ -151,8 +152,15 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
     const boundary = checkBoundary(s);
     if (boundary) return boundary;
 
+    if (system === undefined) {
+      try {
+        system = await instructionsFor(rt, { runId: lease.runId, threadId: lease.threadId, turnNo: s.run.turnNo });
+      } catch (raw) {
+        return failSegment(s, raw instanceof Error ? raw : new Error(String(raw)));
+      }
+    }
     const result = await runModelStep({
-      model, messages: buildMessages(history, journal), tools: rt.tools, prefix, mirror: s.mirror,
+      model, system, messages: buildMessages(history, journal), tools: rt.tools, prefix, mirror: s.mirror,
       segmentSignal: s.signal, stopAtMs: s.stopAtMs, stallTimeoutMs: s.settings.stallTimeoutMs,
     });
     prefix = '';
@@ -186,6 +194,20 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
     // Not closed: the turn goes on, or a pending cancel/takeover kept the close (migration 0012).
     s.interrupt = committed.interrupt;
   }
+}
+
+/**
+ * The runtime's instructions for this turn ('' for none). A function's answer must be a string;
+ * a function that throws or answers anything else fails the segment, as a model error does.
+ */
+async function instructionsFor(rt: Runtime, turn: TurnContext): Promise<string> {
+  const { instructions } = rt;
+  if (instructions === undefined || typeof instructions === 'string') return instructions ?? '';
+  const answer: unknown = await instructions(turn);
+  if (typeof answer !== 'string') {
+    throw new TypeError(`instructions for turn ${turn.turnNo} of thread ${turn.threadId} are not a string: ${typeof answer}`);
+  }
+  return answer;
 }
 
 /** Mid-step continuation: the dead segment's mirrored text past the committed steps, if usable. */

@@ -20,6 +20,8 @@ export interface CreateRuntimeOptions {
   demoTools?: boolean;
   log?: Runtime['log'];
   turnSettings?: Runtime['turnSettings'];
+  /** The model's instructions (system prompt), or a function of the turn that returns them. */
+  instructions?: Runtime['instructions'];
   /** Skip the schema check (the caller migrates first). */
   skipSchemaCheck?: boolean;
   /**
@@ -37,6 +39,10 @@ export async function createRuntime(config: AgentKitConfig, options: CreateRunti
   // Resolve the model and check the tools before opening anything: a bad setting must not
   // leave a store open.
   const model = options.model ?? resolveModel(config.model);
+  const { instructions } = options;
+  if (instructions !== undefined && typeof instructions !== 'string' && typeof instructions !== 'function') {
+    throw new InvalidArgumentError('instructions must be a string or a function of the turn that returns one');
+  }
   for (const [key, tool] of Object.entries(options.tools ?? {})) {
     // The key is the name the model sees and calls; a different `name` would only mislead.
     if (tool?.name !== key) {
@@ -58,6 +64,7 @@ export async function createRuntime(config: AgentKitConfig, options: CreateRunti
     config,
     log: options.log,
     turnSettings: options.turnSettings,
+    instructions: options.instructions,
   };
 }
 

@@ -20,7 +20,23 @@ export interface Runtime {
   turnSettings?: Partial<TurnSettings>;
   /** Optional structured log sink ({ msg, runId, fence, ... }). */
   log?: (entry: Record<string, unknown>) => void;
+  /**
+   * The model's instructions (its system prompt), sent before the conversation on every model
+   * step; or a function of the turn that returns them, called once per segment before its first
+   * model step. Empty: none. See ADR-0045.
+   */
+  instructions?: Instructions;
 }
+
+/** The turn a function of `instructions` is asked about. */
+export interface TurnContext {
+  runId: string;
+  threadId: string;
+  /** The turn's number in its thread, from 1. */
+  turnNo: number;
+}
+
+export type Instructions = string | ((turn: TurnContext) => string | Promise<string>);
 
 export interface SegmentOptions {
   runId: string;

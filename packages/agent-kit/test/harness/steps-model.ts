@@ -19,7 +19,7 @@ function partsOf(step: PlayedStep): ModelStreamPart[] {
   return [{ type: 'stream-start', warnings: [] }, ...body, { type: 'finish', finishReason, usage }] as ModelStreamPart[];
 }
 
-type PromptMessage = { role: string; content: unknown };
+export type PromptMessage = { role: string; content: unknown };
 type ToolResultPart = { type: string; output?: { type: string } };
 
 /** A model whose next step is `choose(prompt)`. */
@@ -44,6 +44,14 @@ function scriptModel(choose: (prompt: PromptMessage[]) => PlayedStep): LanguageM
 /** Plays `steps[n]`, n = the tool results in the prompt (the last step again past the end). */
 export function stepsModel(steps: PlayedStep[]): LanguageModelV3 {
   return scriptModel((prompt) => steps[Math.min(prompt.filter((m) => m.role === 'tool').length, steps.length - 1)]!);
+}
+
+/** `stepsModel` that also keeps the prompt of each step it plays, in order, in `prompts`. */
+export function recordingStepsModel(steps: PlayedStep[], prompts: PromptMessage[][]): LanguageModelV3 {
+  return scriptModel((prompt) => {
+    prompts.push(prompt);
+    return steps[Math.min(prompt.filter((m) => m.role === 'tool').length, steps.length - 1)]!;
+  });
 }
 
 /**

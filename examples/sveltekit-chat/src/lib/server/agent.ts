@@ -44,6 +44,12 @@ async function openStore(databaseUrl: string | undefined, dataDir: string): Prom
   }
 }
 
+// The model's system prompt (ADR-0045). The offline scripted model ignores it; a real one
+// (AGENT_KIT_MODEL=openai:…) follows it.
+const demoInstructions = 'You are the agent-kit demo assistant. Answer briefly. Call a tool only when the user '
+  + 'asks for what it does: record_effect records a demo side effect, transfer_funds moves demo money, '
+  + 'ask_user asks the user a question.';
+
 async function createAgentApp(): Promise<AgentApp> {
   applyDemoDefaults();
   const config = configFromEnv();
@@ -56,7 +62,9 @@ async function createAgentApp(): Promise<AgentApp> {
   }
   const db = await openStore(config.databaseUrl, dataDir);
   // Schema check inside: a server not migrated yet stops here with "run `agent-kit migrate`".
-  const rt = await createRuntime(config, { db, log: process.env.AGENT_KIT_LOG === '1' ? log : undefined });
+  const rt = await createRuntime(config, {
+    db, log: process.env.AGENT_KIT_LOG === '1' ? log : undefined, instructions: demoInstructions,
+  });
 
   const userFromToken = (token: string | undefined): SessionUser | null => {
     const name = verifySessionToken(sessionSecret, token);

@@ -1,0 +1,72 @@
+// A local OpenAI-compatible chat-completions server (node:http on 127.0.0.1, SSE): it records
+// each request and streams three words, or a tool call to record_effect when the conversation
+// says "use the tool". The real providers (openai, openai-compatible) are tested against it.
+import { createServer, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export type StubBody = { model: string; stream: boolean; messages: { role: string; content: unknown }[] };
+export type StubRequest = { url: string; authorization: string | undefined; body: StubBody };
+
+export interface OpenAiStub {
+  /** The base URL to give the provider (OPENAI_BASE_URL): `http://127.0.0.1:PORT/v1`. */
+  baseURL: string;
+  /** Every request received, in order; clear it between tests. */
+  received: StubRequest[];
+  close(): Promise<void>;
+}
+
+function chunk(delta: Record<string, unknown>, finishReason: string | null = null): string {
+  const body = { id: 'chatcmpl-stub', object: 'chat.completion.chunk', created: 1_700_000_000,
+    model: 'stub-model', choices: [{ index: 0, delta, finish_reason: finishReason }] };
+  return `data: ${JSON.stringify(body)}\n\n`;
+}
+
+/** SSE events for a reply: a streamed tool call when the user asks for one, else three words. */
+function replyEvents(body: StubBody): string[] {
+  const wantsTool = JSON.stringify(body.messages.at(-1)).includes('use the tool');
+  const events = wantsTool
+    ? [chunk({ role: 'assistant', tool_calls: [{ index: 0, id: 'call_stub_1', type: 'function',
+      function: { name: 'record_effect', arguments: '' } }] }),
+    chunk({ tool_calls: [{ index: 0, function: { arguments: '{"note":' } }] }),
+    chunk({ tool_calls: [{ index: 0, function: { arguments: '"from stub"}' } }] }),
+    chunk({}, 'tool_calls')]
+    : [chunk({ role: 'assistant', content: 'Hello' }), chunk({ content: ' from' }),
+      chunk({ content: ' stub' }), chunk({}, 'stop')];
+  const usage = { id: 'chatcmpl-stub', object: 'chat.completion.chunk', created: 1_700_000_000,
+    model: 'stub-model', choices: [],
+    usage: { prompt_tokens: 3, completion_tokens: 3, total_tokens: 6 } };
+  return [...events, `data: ${JSON.stringify(usage)}\n\n`, 'data: [DONE]\n\n'];
+}
+
+async function readBody(request: IncomingMessage): Promise<string> {
+  let text = '';
+  for await (const piece of request) text += String(piece);
+  return text;
+}
+
+export async function startOpenAiStub(): Promise<OpenAiStub> {
+  const received: StubRequest[] = [];
+  const server = createServer((request, response) => {
+    void (async () => {
+      const body = JSON.parse(await readBody(request)) as StubBody;
+      received.push({ url: request.url ?? '', authorization: request.headers.authorization, body });
+      if (request.method !== 'POST' || request.url !== '/v1/chat/completions' || !body.stream) {
+        response.writeHead(404, { 'content-type': 'application/json' });
+        response.end(JSON.stringify({ error: { message: `stub has no ${request.url}` } }));
+        return;
+      }
+      response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      for (const event of replyEvents(body)) response.write(event);
+      response.end();
+    })();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+    received,
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
