@@ -220,6 +220,19 @@ const historyJson = (threadParam: string, turnParam: string) => `agent_kit__hist
 
 type HistoryRow = { role: 'user' | 'assistant'; text: string };
 
+/**
+ * The conversation with only the last `turns` earlier turns before the current one (all when
+ * undefined). Each turn begins with its user message; the current turn's is the last message.
+ */
+export function lastTurns(history: ModelMessage[], turns: number | undefined): ModelMessage[] {
+  if (turns === undefined) return history;
+  let users = 0;
+  for (let i = history.length - 1; i >= 0; i--) {
+    if (history[i]!.role === 'user' && ++users === turns + 1) return history.slice(i);
+  }
+  return history;
+}
+
 /** History rows as model messages. Answers to questions reach the model as tool results. */
 const toMessages = (rows: HistoryRow[]): ModelMessage[] =>
   rows.map((row) => ({ role: row.role, content: row.text }) as ModelMessage);

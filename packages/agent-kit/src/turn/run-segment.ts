@@ -11,7 +11,8 @@ import {
 import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
 import {
-  beginSegmentWithHistory, buildMessages, claimSegment, commitStep, committedText, isTurnFinished, loadJournal, pendingToolCalls,
+  beginSegmentWithHistory, buildMessages, claimSegment, commitStep, committedText, isTurnFinished, lastTurns, loadJournal,
+  pendingToolCalls,
   type StartedEffect, type Step,
 } from './journal.js';
 import { runModelStep, type StepStop } from './model-step.js';
@@ -126,6 +127,7 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
     notifyThread(rt.db, lease.threadId, begun.seq);
     history = begun.history;
   }
+  history = lastTurns(history, rt.historyTurns); // the model's window on a long thread (ADR-0046)
 
   let started: StartedEffect | undefined; // the first tool call's effect, started by the step's commit
   let system: string | undefined; // the instructions, read before this segment's first model step

@@ -22,6 +22,8 @@ export interface CreateRuntimeOptions {
   turnSettings?: Runtime['turnSettings'];
   /** The model's instructions (system prompt), or a function of the turn that returns them. */
   instructions?: Runtime['instructions'];
+  /** The most earlier turns of a thread the model is given (the newest); unset: all. */
+  historyTurns?: number;
   /** Skip the schema check (the caller migrates first). */
   skipSchemaCheck?: boolean;
   /**
@@ -42,6 +44,10 @@ export async function createRuntime(config: AgentKitConfig, options: CreateRunti
   const { instructions } = options;
   if (instructions !== undefined && typeof instructions !== 'string' && typeof instructions !== 'function') {
     throw new InvalidArgumentError('instructions must be a string or a function of the turn that returns one');
+  }
+  const { historyTurns } = options;
+  if (historyTurns !== undefined && !(Number.isSafeInteger(historyTurns) && historyTurns >= 0)) {
+    throw new InvalidArgumentError(`historyTurns must be a whole number of turns, 0 or more, got ${String(historyTurns)}`);
   }
   for (const [key, tool] of Object.entries(options.tools ?? {})) {
     // The key is the name the model sees and calls; a different `name` would only mislead.
@@ -65,6 +71,7 @@ export async function createRuntime(config: AgentKitConfig, options: CreateRunti
     log: options.log,
     turnSettings: options.turnSettings,
     instructions: options.instructions,
+    historyTurns: options.historyTurns,
   };
 }
 

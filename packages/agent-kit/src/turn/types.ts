@@ -26,6 +26,12 @@ export interface Runtime {
    * model step. Empty: none. See ADR-0045.
    */
   instructions?: Instructions;
+  /**
+   * The most earlier turns of the thread the model is given before the current one (each its
+   * user message and final answer), the newest kept; unset: all. Keeps a long thread's prompt
+   * inside the model's context window. See ADR-0046.
+   */
+  historyTurns?: number;
 }
 
 /** The turn a function of `instructions` is asked about. */
