@@ -64,6 +64,7 @@ async function createAgentApp(): Promise<AgentApp> {
   // Schema check inside: a server not migrated yet stops here with "run `agent-kit migrate`".
   const rt = await createRuntime(config, {
     db, log: process.env.AGENT_KIT_LOG === '1' ? log : undefined, instructions: demoInstructions,
+    historyTurns: 50, // a long thread's prompt stays inside a real model's context window (ADR-0046)
   });
 
   const userFromToken = (token: string | undefined): SessionUser | null => {
