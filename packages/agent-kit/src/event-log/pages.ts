@@ -9,11 +9,32 @@ export interface Page<T> {
   next: string | null;
 }
 
+/** Where a list pages: its table, the alias its statement gives it, and what its rows are called. */
+export interface PagedList {
+  table: 'agent_kit_runs' | 'agent_kit_threads';
+  alias: string;
+  noun: 'run' | 'thread';
+}
+
 /**
- * The rows after the cursor row `$n` of `table` (aliased `alias` in the list's statement) in the
- * order `created_at desc, id`. The cursor's created_at bounds the index scan; the id breaks ties.
+ * The condition of a page that starts after `before` ('' for the first page), for a list of
+ * `ownerId`'s rows (everyone's: null). The cursor must be a row of that list, by `ownerOf` (its
+ * owner, or null for no such row): one the caller cannot see is refused like an unknown one. It
+ * is added to `params`; its created_at bounds the index scan, its id breaks ties.
+ * @throws InvalidArgumentError when `before` names no row of the list.
  */
-export function afterCursor(alias: string, table: string, n: number): string {
+export async function afterCursor(
+  list: PagedList, { before, ownerId }: { before?: string; ownerId: string | null }, params: unknown[],
+  ownerOf: (id: string) => Promise<string | null>,
+): Promise<string> {
+  if (before === undefined) return '';
+  const owner = uuidPattern.test(before) ? await ownerOf(before) : null;
+  if (owner === null || (ownerId !== null && owner !== ownerId)) {
+    throw new InvalidArgumentError(`"before" names no ${list.noun} of this list: ${JSON.stringify(before.slice(0, 64))}`);
+  }
+  params.push(before);
+  const n = params.length;
+  const { alias, table } = list;
   const at = `(select c.created_at from ${table} c where c.id = $${n})`;
   return `and ${alias}.created_at <= ${at} and (${alias}.created_at < ${at} or ${alias}.id > $${n})`;
 }
@@ -22,17 +43,4 @@ export function afterCursor(alias: string, table: string, n: number): string {
 export function toPage<T extends { id: string }>(rows: T[], limit: number): Page<T> {
   const items = rows.slice(0, limit);
   return { items, next: rows.length > limit ? items[items.length - 1]!.id : null };
-}
-
-/**
- * Refuse a cursor that is not a row the same list could show (`visible` answers for a
- * well-formed id): unknown, malformed and another owner's alike, so a cursor tells nobody
- * about rows they cannot see.
- */
-export async function requireCursor(
-  cursor: string, noun: 'run' | 'thread', visible: (id: string) => Promise<boolean>,
-): Promise<void> {
-  if (!uuidPattern.test(cursor) || !(await visible(cursor))) {
-    throw new InvalidArgumentError(`"before" names no ${noun} of this list: ${JSON.stringify(cursor.slice(0, 64))}`);
-  }
 }

@@ -4,7 +4,7 @@
 import type { Queryable } from '../store/db.js';
 import { toNumber } from '../store/db.js';
 import { toRun, type Run, type RunRow } from '../lease/run-row.js';
-import { afterCursor, requireCursor, toPage } from './pages.js';
+import { afterCursor, toPage } from './pages.js';
 import { readRunSegments, type RunSegmentView } from './read-events.js';
 import { listRunMessages, type MessageView } from './read-threads.js';
 
@@ -142,15 +142,11 @@ export async function listRunsPage(db: Queryable, options: ListRunsOptions): Pro
   return { runs: items, next };
 }
 
+const runList = { table: 'agent_kit_runs', alias: 'r', noun: 'run' } as const;
+
 async function queryRuns(db: Queryable, options: ListRunsOptions, limit: number): Promise<RunSummary[]> {
   const params: unknown[] = [options.ownerId, options.status ?? null, limit];
-  if (options.before !== undefined) {
-    await requireCursor(options.before, 'run', async (id) => {
-      const access = await readRunAccess(db, id);
-      return access !== null && (options.ownerId === null || access.ownerId === options.ownerId);
-    });
-    params.push(options.before);
-  }
+  const page = await afterCursor(runList, options, params, async (id) => (await readRunAccess(db, id))?.ownerId ?? null);
   const rows = await db.query<RunSummaryRow>(
     `select r.id, r.thread_id, t.owner_id, r.turn_no, r.status, r.owner, r.fence, r.attempts,
             r.lease_expires_at, r.created_at, r.updated_at,
@@ -161,7 +157,7 @@ async function queryRuns(db: Queryable, options: ListRunsOptions, limit: number)
      from agent_kit_runs r join agent_kit_threads t on t.id = r.thread_id
      where ($1::text is null or t.owner_id = $1) and ($2::text is null or r.status = $2)
        ${options.inDoubt ? inDoubtClause : ''}
-       ${options.before !== undefined ? afterCursor('r', 'agent_kit_runs', 4) : ''}
+       ${page}
      order by r.created_at desc, r.id limit $3`,
     params,
   );

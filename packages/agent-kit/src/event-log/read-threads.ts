@@ -3,7 +3,7 @@
 import type { Queryable } from '../store/db.js';
 import { toNumber } from '../store/db.js';
 import { toRun, type Run, type RunRow } from '../lease/run-row.js';
-import { afterCursor, requireCursor, toPage } from './pages.js';
+import { afterCursor, toPage } from './pages.js';
 
 export interface ThreadSummary {
   id: string;
@@ -91,19 +91,15 @@ export async function listThreadsPage(db: Queryable, options: ListThreadsOptions
   return { threads: items, next };
 }
 
+const threadList = { table: 'agent_kit_threads', alias: 't', noun: 'thread' } as const;
+
 async function queryThreads(db: Queryable, options: ListThreadsOptions, limit: number): Promise<ThreadSummary[]> {
   const params: unknown[] = [options.ownerId, limit];
-  if (options.before !== undefined) {
-    await requireCursor(options.before, 'thread', async (id) => {
-      const owner = await readThreadOwner(db, id);
-      return owner !== null && (options.ownerId === null || owner === options.ownerId);
-    });
-    params.push(options.before);
-  }
+  const page = await afterCursor(threadList, options, params, (id) => readThreadOwner(db, id));
   const rows = await db.query<ThreadRow>(
     `select ${threadColumns} from agent_kit_threads t
      where ($1::text is null or t.owner_id = $1)
-       ${options.before !== undefined ? afterCursor('t', 'agent_kit_threads', 3) : ''}
+       ${page}
      order by t.created_at desc, t.id limit $2`,
     params,
   );
