@@ -2,7 +2,9 @@
 // is open, and its close enqueues the next queued turn; both questions must cost the same on a
 // thread's 10,000th turn as on its second (migration 0019). One measured operation is a whole
 // turn's queue cycle: start the turn, claim it, close it. The long thread's turns run one after
-// another, so both sides run at concurrency 1, in alternating slices.
+// another, so both sides run at concurrency 1, in alternating slices. Then the history a run's
+// first claim reads (agent_kit__history): with a window of earlier turns it must cost the same on
+// the long thread as on a thread no longer than the window (migration 0026).
 import { claimRun, closeRun } from '../src/lease/lease.js';
 import { startTurn } from '../src/queue/start-turn.js';
 import type { Db } from '../src/store/db.js';
@@ -82,6 +84,7 @@ export async function benchLongThread(
       await turnCycle(db, threadId);
     },
   }, { concurrency: 1, sliceMs: o.sliceMs, rounds: o.rounds, warmupRounds: 1 });
+  const history = await benchHistoryRead(db, longThread, o, section);
   const [{ n }] = await db.query<{ n: number }>(
     'select count(*)::int as n from agent_kit_runs where thread_id = $1', [longThread],
   ) as [{ n: number }];
@@ -91,5 +94,45 @@ export async function benchLongThread(
     target: { kind: 'ratio-at-least', value: 0.8 },
     note: `one caller; p50 ${t.long.p50Ms.toFixed(2)} ms against ${t.short.p50Ms.toFixed(2)} ms; ` +
       `the long thread ended with ${n} turns; plans of its claim in the JSON`,
-  }];
+  }, history];
+}
+
+const historyWindow = 50; // the reference app's historyTurns
+
+/** Give every run of the thread a question and an answer of ~200 characters (bulk-written). */
+async function seedMessages(db: Db, threadId: string): Promise<void> {
+  await db.query(
+    `insert into agent_kit_messages (thread_id, run_id, role, content)
+     select r.thread_id, r.id, x.role, jsonb_build_object('text', repeat(x.role || ' text ', 20))
+     from agent_kit_runs r, unnest(array['user', 'assistant']) x(role)
+     where r.thread_id = $1 and not exists (select 1 from agent_kit_messages m where m.run_id = r.id and m.role = x.role)`,
+    [threadId],
+  );
+}
+
+/** The history read of a first claim with a window: on the long thread against a thread the window holds. */
+async function benchHistoryRead(db: Db, longThread: string, o: LongThreadOptions, section: string): Promise<Row> {
+  const shortThread = await seedClosedTurns(db, historyWindow + 1);
+  await seedMessages(db, longThread);
+  await seedMessages(db, shortThread);
+  await vacuumAnalyze(db);
+  const [{ last }] = await db.query<{ last: number }>(
+    'select max(turn_no) as last from agent_kit_runs where thread_id = $1', [longThread]) as [{ last: number }];
+  const read = (threadId: string, turnNo: number, window: number | null) => async () => {
+    await db.query('select agent_kit__history($1, $2, $3::int)', [threadId, turnNo, window]);
+  };
+  const t = await measureInterleaved({
+    window: read(longThread, last, historyWindow),
+    short: read(shortThread, historyWindow + 1, historyWindow),
+    whole: read(longThread, last, null),
+  }, { concurrency: 1, sliceMs: o.sliceMs, rounds: o.rounds, warmupRounds: 1 });
+  return {
+    section,
+    metric: `reads/s of a first claim's history, window of ${historyWindow} turns, on a thread of ${last.toLocaleString('en-US')} turns`,
+    unit: 'reads/s', agentKit: t.window.perSecond, baseline: t.short.perSecond,
+    baselineName: `the same on a thread of ${historyWindow + 1} turns`, target: { kind: 'ratio-at-least', value: 0.8 },
+    note: `one caller, ~200-character messages; p50 ${t.window.p50Ms.toFixed(2)} ms against ${t.short.p50Ms.toFixed(2)} ms; ` +
+      `the long thread's whole history (no window, as every read was before migration 0026) takes ` +
+      `${t.whole.p50Ms.toFixed(1)} ms`,
+  };
 }

@@ -139,6 +139,7 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
     const claimStartedMs = performance.now();
     const claims = await claimDueSegments(rt.db, {
       owners, leaseTtlMs: rt.config.leaseTtlMs, budgetMs, maxRunAttempts: rt.config.maxRunAttempts,
+      historyTurns: rt.historyTurns,
     });
     pace.claimTook(performance.now() - claimStartedMs);
     segmentNo += claims.length; // the SQL hands out the owners in order

@@ -211,27 +211,19 @@ export function buildMessages(history: ModelMessage[], journal: Step[]): ModelMe
 }
 
 /**
- * The conversation before a run's journal (agent_kit__history, migration 0023): each earlier
- * turn's first user message and final answer, then this run's user message. A function, not a
- * subquery, so that in a claim's statement it reads after the claim decided the earlier turns
- * were closed (a subquery would read with the statement's older snapshot).
+ * The conversation before a run's journal (agent_kit__history, migrations 0023 and 0026): each
+ * earlier turn's first user message and final answer, the newest `turnsParam` turns of them (all
+ * when null), then this run's user message. A function, not a subquery, so that in a claim's
+ * statement it reads after the claim decided the earlier turns were closed (a subquery would read
+ * with the statement's older snapshot).
  */
-const historyJson = (threadParam: string, turnParam: string) => `agent_kit__history(${threadParam}, ${turnParam})`;
+const historyJson = (threadParam: string, turnParam: string, turnsParam: string) =>
+  `agent_kit__history(${threadParam}, ${turnParam}, ${turnsParam}::int)`;
 
 type HistoryRow = { role: 'user' | 'assistant'; text: string };
 
-/**
- * The conversation with only the last `turns` earlier turns before the current one (all when
- * undefined). Each turn begins with its user message; the current turn's is the last message.
- */
-export function lastTurns(history: ModelMessage[], turns: number | undefined): ModelMessage[] {
-  if (turns === undefined) return history;
-  let users = 0;
-  for (let i = history.length - 1; i >= 0; i--) {
-    if (history[i]!.role === 'user' && ++users === turns + 1) return history.slice(i);
-  }
-  return history;
-}
+/** The window of earlier turns (ADR-0046) as the history function's parameter. */
+const windowParam = (historyTurns: number | undefined) => historyTurns ?? null;
 
 /** History rows as model messages. Answers to questions reach the model as tool results. */
 const toMessages = (rows: HistoryRow[]): ModelMessage[] =>
@@ -243,11 +235,11 @@ const toMessages = (rows: HistoryRow[]): ModelMessage[] =>
  * history is of closed turns and this run's user message, which no longer change. Null = lost.
  */
 export async function beginSegmentWithHistory(
-  db: Queryable, lease: Lease, partial: string, data: Record<string, unknown>, turnNo: number,
+  db: Queryable, lease: Lease, partial: string, data: Record<string, unknown>, turnNo: number, historyTurns?: number,
 ): Promise<{ seq: number; history: ModelMessage[] } | null> {
   const rows = await db.query<{ seq: number | string | null; history: HistoryRow[] }>(
-    `select agent_kit_begin_segment($1, $2, $3, $4, $5::jsonb) as seq, ${historyJson('$6::uuid', '$7::int')} as history`,
-    [lease.runId, lease.owner, lease.fence, partial, JSON.stringify(data), lease.threadId, turnNo],
+    `select agent_kit_begin_segment($1, $2, $3, $4, $5::jsonb) as seq, ${historyJson('$6::uuid', '$7::int', '$8')} as history`,
+    [lease.runId, lease.owner, lease.fence, partial, JSON.stringify(data), lease.threadId, turnNo, windowParam(historyTurns)],
   );
   const row = rows[0];
   if (row?.seq === null || row?.seq === undefined) return null;
@@ -273,12 +265,12 @@ type ClaimRow = RunRow & { begin_seq: number | string | null; history: HistoryRo
  * row lock and returned the (owner, fence, running) that function's guard checks. Writing the
  * run row once instead of twice saves a tenth of a null turn's executor time in Postgres.
  */
-const claimSegmentsSql = (claimed: string, beginParam: string) => `select c.*,
+const claimSegmentsSql = (claimed: string, beginParam: string, turnsParam: string) => `select c.*,
     case when c.fence = 1 and c.partial = '' and c.cancel_requested_at is null and c.takeover_requested_at is null
       then agent_kit__append_event(c.thread_id, c.id, c.fence, 'segment-started', ${beginParam}::jsonb
         || jsonb_build_object('runId', c.id, 'fence', c.fence, 'attempt', c.attempts, 'owner', c.owner,
           'text', c.partial, 'leaseExpiresAt', c.lease_expires_at, 'deadlineAt', c.deadline_at)) end as begin_seq,
-    case when c.fence = 1 then ${historyJson('c.thread_id', 'c.turn_no')} end as history
+    case when c.fence = 1 then ${historyJson('c.thread_id', 'c.turn_no', turnsParam)} end as history
   from ${claimed} c`;
 
 const freshBegin = JSON.stringify({ continued: false, stepNo: 0 });
@@ -296,10 +288,10 @@ function withBegun(claim: SegmentClaim, row: ClaimRow | undefined): SegmentClaim
  * statement: a fresh turn's start is one round trip. Any later claim begins on its own, after
  * reading the journal that decides what it continues from.
  */
-export async function claimSegment(db: Queryable, options: ClaimOptions): Promise<SegmentClaim> {
+export async function claimSegment(db: Queryable, options: ClaimOptions & HistoryWindow): Promise<SegmentClaim> {
   const rows = await db.query<ClaimRow>(
-    claimSegmentsSql('agent_kit_claim_run($1, $2, $3::interval, $4::interval)', '$5'),
-    [...claimParams(options), freshBegin],
+    claimSegmentsSql('agent_kit_claim_run($1, $2, $3::interval, $4::interval)', '$5', '$6'),
+    [...claimParams(options), freshBegin, windowParam(options.historyTurns)],
   );
   return withBegun(await claimResult(db, options, rows[0]), rows[0]);
 }
@@ -307,7 +299,12 @@ export async function claimSegment(db: Queryable, options: ClaimOptions): Promis
 /** The most runs one batch claim may ask for (the SQL function's own limit). */
 export const claimDueMax = 1000;
 
-export interface ClaimDueOptions {
+/** The most earlier turns a first claim reads into the history (ADR-0046); all when unset. */
+export interface HistoryWindow {
+  historyTurns?: number;
+}
+
+export interface ClaimDueOptions extends HistoryWindow {
   /** One lease owner per run to claim (1..1000): the k-th run claimed gets the k-th. */
   owners: readonly string[];
   leaseTtlMs: number;
@@ -330,8 +327,9 @@ export async function claimDueSegments(db: Queryable, options: ClaimDueOptions):
     throw new InvalidArgumentError(`a batch claim takes 1..${claimDueMax} owners, got ${owners.length}`);
   }
   const rows = await db.query<ClaimRow>(
-    claimSegmentsSql('agent_kit_claim_due_runs($1::text[], $2::interval, $3::interval, $4)', '$5'),
-    [owners, msInterval(options.leaseTtlMs), msInterval(options.budgetMs), options.maxRunAttempts, freshBegin],
+    claimSegmentsSql('agent_kit_claim_due_runs($1::text[], $2::interval, $3::interval, $4)', '$5', '$6'),
+    [owners, msInterval(options.leaseTtlMs), msInterval(options.budgetMs), options.maxRunAttempts, freshBegin,
+      windowParam(options.historyTurns)],
   );
   return Promise.all(rows.map(async (row) => {
     const claim = withBegun(await claimResult(db, { runId: row.id, owner: row.owner!, leaseTtlMs: options.leaseTtlMs }, row), row);

@@ -11,7 +11,7 @@ import {
 import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
 import {
-  beginSegmentWithHistory, buildMessages, claimSegment, commitStep, committedText, isTurnFinished, lastTurns, loadJournal,
+  beginSegmentWithHistory, buildMessages, claimSegment, commitStep, committedText, isTurnFinished, loadJournal,
   pendingToolCalls,
   type StartedEffect, type Step,
 } from './journal.js';
@@ -47,7 +47,7 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
   const leaseTtlMs = Math.min(options.leaseTtlMs ?? rt.config.leaseTtlMs, budgetMs);
   const settings = { ...defaultTurnSettings(budgetMs), ...rt.turnSettings };
   const claim = options.preClaimed?.claim
-    ?? await claimSegment(rt.db, { runId: options.runId, owner: options.owner, leaseTtlMs, budgetMs });
+    ?? await claimSegment(rt.db, { runId: options.runId, owner: options.owner, leaseTtlMs, budgetMs, historyTurns: rt.historyTurns });
   if (!claim.claimed) return { kind: 'not-claimed', reason: claim.reason };
   assert(claim.lease.runId === options.runId && claim.lease.owner === options.owner, 'a segment runs the run it claimed, as its owner');
   const { lease, run } = claim;
@@ -121,13 +121,12 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
   let history = freshHistory;
   if (!history) {
     const begun = await beginSegmentWithHistory(
-      rt.db, lease, s.startText, { continued: prefix.length > 0, stepNo: journal.length }, s.run.turnNo,
+      rt.db, lease, s.startText, { continued: prefix.length > 0, stepNo: journal.length }, s.run.turnNo, rt.historyTurns,
     );
     if (!begun) return lost(s);
     notifyThread(rt.db, lease.threadId, begun.seq);
     history = begun.history;
   }
-  history = lastTurns(history, rt.historyTurns); // the model's window on a long thread (ADR-0046)
 
   let started: StartedEffect | undefined; // the first tool call's effect, started by the step's commit
   let system: string | undefined; // the instructions, read before this segment's first model step

@@ -1,18 +1,20 @@
 // A long thread's prompt stays bounded (ADR-0046): with `historyTurns: N` the model is given the
 // newest N earlier turns (each its user message and final answer) and the current one, after
 // the instructions; 0 gives the current message alone; unset gives every turn; a turn's own
-// journal (tool calls and results) is never cut. createRuntime refuses a window that is not a
-// whole number of turns. Both stores; the prompts are the ones the model was given.
+// journal (tool calls and results) is never cut; a resumed segment gets the same window.
+// createRuntime refuses a window that is not a whole number of turns. The store reads only the
+// window (ADR-0047): agent_kit__history's tuple reads are counted. Both stores; the prompts are
+// the ones the model was given.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { recordingStepsModel, type PlayedStep, type PromptMessage } from '../harness/steps-model.js';
-import { makeRuntime, testConfig } from '../harness/turn-kit.js';
+import { failingModel, makeRuntime, testConfig } from '../harness/turn-kit.js';
 import { openTestDb } from '../harness/test-db.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import type { AgentTool } from '../../src/model/index.js';
+import { drainQueue } from '../../src/queue/drain-queue.js';
 import { startTurn } from '../../src/queue/start-turn.js';
 import type { Db } from '../../src/store/db.js';
-import { lastTurns } from '../../src/turn/journal.js';
 import { createRuntime } from '../../src/turn/runtime.js';
 import { runSegment } from '../../src/turn/run-segment.js';
 
@@ -79,15 +81,83 @@ describe('historyTurns', () => {
   });
 });
 
-describe('lastTurns', () => {
-  it('counts turns by their user messages, keeping a turn with no answer whole', () => {
-    const m = (role: 'user' | 'assistant', content: string) => ({ role, content });
-    const history = [m('user', 'a'), m('assistant', 'A'), m('user', 'b'), m('user', 'c'), m('assistant', 'C'), m('user', 'd')];
-    expect(lastTurns(history, 1)).toEqual(history.slice(3));
-    expect(lastTurns(history, 2)).toEqual(history.slice(2));
-    expect(lastTurns(history, 0)).toEqual([m('user', 'd')]);
-    expect(lastTurns(history, undefined)).toBe(history);
-    expect(lastTurns([], 3)).toEqual([]);
+describe('a resumed segment', () => {
+  it('is given the same window, read when it begins', async () => {
+    const prompts: PromptMessage[][] = [];
+    const model = recordingStepsModel([{ text: 'answer 7' }], prompts);
+    const started = await startTurn(db, { ownerId: 'win', text: 'question 7', threadId });
+    const broken = { ...makeRuntime(db, { model: failingModel(model, 0, new Error('upstream 502')) }), historyTurns: 1 };
+    expect(await runSegment(broken, { runId: started.runId, owner: 'seg-7a' })).toMatchObject({ kind: 'stopped', fence: 1 });
+    const healthy = { ...makeRuntime(db, { model }), historyTurns: 1 };
+    expect(await runSegment(healthy, { runId: started.runId, owner: 'seg-7b' })).toMatchObject({ kind: 'closed', fence: 2 });
+    const window = ['user:how long is "window"?', 'assistant:Six letters.', 'user:question 7'];
+    expect(prompts.map(lines)).toEqual([window, window]);
+  });
+});
+
+describe('a turn the drain runs', () => {
+  it('is given the window by the drain\'s batch claim', async () => {
+    const prompts: PromptMessage[][] = [];
+    await startTurn(db, { ownerId: 'win', text: 'drained', threadId });
+    const rt = { ...makeRuntime(db, { model: recordingStepsModel([{ text: 'answer 8' }], prompts) }), historyTurns: 1 };
+    expect(await drainQueue(rt, { concurrency: 1 })).toMatchObject({ taken: 1 });
+    expect(prompts.map(lines)).toEqual([['user:question 7', 'assistant:answer 7', 'user:drained']]);
+  });
+});
+
+describe('agent_kit__history(thread, turn, window)', () => {
+  const history = async (turnNo: number, window: number | null) => (await db.query<{ h: { role: string; text: string }[] }>(
+    'select agent_kit__history($1, $2, $3::int) as h', [threadId, turnNo, window]))[0]!.h.map((m) => `${m.role}:${m.text}`);
+
+  it('keeps an earlier turn that has no answer as one turn, and each turn\'s first user message', async () => {
+    const asked = await startTurn(db, { ownerId: 'win', text: 'never answered', threadId });
+    await db.query(`update agent_kit_runs set status = 'failed' where id = $1`, [asked.runId]);
+    await db.query('delete from agent_kit_jobs where run_id = $1', [asked.runId]);
+    const next = await startTurn(db, { ownerId: 'win', text: 'after it', threadId });
+    const [{ turn_no: turnNo }] = await db.query<{ turn_no: number }>(
+      'select turn_no from agent_kit_runs where id = $1', [next.runId]) as [{ turn_no: number }];
+    expect(await history(turnNo, 2)).toEqual(['user:drained', 'assistant:answer 8', 'user:never answered', 'user:after it']);
+    expect(await history(turnNo, 1)).toEqual(['user:never answered', 'user:after it']);
+    expect(await history(turnNo, 0)).toEqual(['user:after it']);
+    // The window's read and the whole read agree on every turn they share.
+    const all = await history(turnNo, null);
+    expect(all.slice(-4)).toEqual(await history(turnNo, 2));
+    expect(await history(turnNo, turnNo + 5)).toEqual(all);
+    expect(all.filter((line) => line.startsWith('user:'))).toHaveLength(turnNo);
+    await db.query(`update agent_kit_runs set status = 'failed' where id = $1`, [next.runId]);
+    await db.query('delete from agent_kit_jobs where run_id = $1', [next.runId]);
+  });
+
+  it('refuses a negative window', async () => {
+    await expect(history(1, -1)).rejects.toThrow(/a history window is 0 or more turns, got -1/);
+  });
+
+  it('reads the window\'s messages, not the thread\'s', async () => {
+    // 400 more closed turns, each with a question and an answer (bulk-written).
+    await db.query(
+      `with runs as (
+         insert into agent_kit_runs (thread_id, turn_no, status)
+         select $1, (select max(turn_no) from agent_kit_runs where thread_id = $1) + g, 'completed'
+         from generate_series(1, 400) g returning id)
+       insert into agent_kit_messages (thread_id, run_id, role, content)
+       select $1, runs.id, role, jsonb_build_object('text', 'bulk ' || role) from runs, unnest(array['user', 'assistant']) role`,
+      [threadId],
+    );
+    await db.exec('analyze agent_kit_runs, agent_kit_messages'); // as autovacuum would after the bulk write
+    const [{ last }] = await db.query<{ last: number }>(
+      'select max(turn_no) as last from agent_kit_runs where thread_id = $1', [threadId]) as [{ last: number }];
+    // Tuples fetched from the messages table by one call, as Postgres counts them: the counters
+    // are read before and after it in one transaction (they may hold earlier transactions' too).
+    const messagesRead = (window: number | null) => db.transaction(async (tx) => {
+      const count = async () => (await tx.query<{ n: number }>(
+        `select (coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))::int as n
+         from pg_stat_xact_user_tables where relname = 'agent_kit_messages'`))[0]!.n;
+      const before = await count();
+      await tx.query('select agent_kit__history($1, $2, $3::int)', [threadId, last, window]);
+      return (await count()) - before;
+    });
+    expect(await messagesRead(null)).toBeGreaterThan(800); // the counter counts: every message read
+    expect(await messagesRead(3)).toBeLessThanOrEqual(8); // 3 earlier turns and this one, two messages each
   });
 });
 
