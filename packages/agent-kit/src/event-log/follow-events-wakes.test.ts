@@ -2,7 +2,7 @@
 // process's own commits, or its poll, which quickens while it finds events no notification
 // announced (a transaction-mode pooler, ADR-0032); and the LISTEN connection that outlives the
 // last viewer for a while (ADR-0033).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { countingLogReads, withoutListen } from '../../test/harness/event-viewers.js';
 import { startTurn } from '../queue/start-turn.js';
@@ -181,25 +181,42 @@ describe('followEvents wakes', () => {
   });
 
   it('stops polling quickly once a wake brings the events of a thread it joined', async () => {
-    const { db: counting, reads } = countingLogReads(db);
+    const { db: counting, reads, inFlight } = countingLogReads(db);
+    // Turns of the event loop (setImmediate is not faked) until no read has been in flight for three.
+    const untilNoRead = async () => {
+      for (let quiet = 0; quiet < 3; quiet = inFlight() > 0 ? 0 : quiet + 1) {
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    };
     const turn = await startTurn(db, { ownerId: 'u1', text: 'heard after joining' }); // moments ago
     const follower = followEvents(counting, { threadId: turn.threadId, pollIntervalMs: 2_000 });
     expect((await follower.next()).value).toMatchObject({ seq: 1 });
     expect((await follower.next()).value).toMatchObject({ seq: 2 });
-    const pending = follower.next();
-    const [row] = await db.query<{ seq: number }>(
-      `select agent_kit__append_event($1, $2, 0, 'note', '{}') as seq`, [turn.threadId, turn.runId],
-    );
-    notifyThread(db, turn.threadId, Number(row!.seq)); // as the writing process does
-    expect((await pending).value).toMatchObject({ seq: 3 });
-    const idle = follower.next();
-    const readsAfterWake = reads();
-    await new Promise((resolve) => setTimeout(resolve, 1_200)); // under the 2 s poll
-    // Quick polls (100, 200, 400 ms…) would have read three times by now; the NOTIFY that
-    // follows the local wake may cause one read if it arrives while the first is in flight.
-    expect(reads() - readsAfterWake).toBeLessThanOrEqual(1);
-    follower.close();
-    expect(await idle).toEqual({ value: undefined, done: true });
+    // The follower's timers are fake from here, so its quick poll (100 ms) cannot find the next
+    // event before the wake does, however slow the append is on a loaded machine.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const pending = follower.next();
+      await untilNoRead(); // the follower waits at the log's end: the event can only come by the wake
+      const [row] = await db.query<{ seq: number }>(
+        `select agent_kit__append_event($1, $2, 0, 'note', '{}') as seq`, [turn.threadId, turn.runId],
+      );
+      notifyThread(db, turn.threadId, Number(row!.seq)); // as the writing process does
+      expect((await pending).value).toMatchObject({ seq: 3 });
+      const idle = follower.next();
+      const readsAfterWake = reads();
+      for (let ms = 0; ms < 1_200; ms += 50) { // under the 2 s poll, letting each read finish
+        await vi.advanceTimersByTimeAsync(50);
+        await untilNoRead();
+      }
+      // Quick polls (100, 200, 400 ms…) would have read three times by now; the NOTIFY that
+      // follows the local wake may cause one read if it arrives while the first is in flight.
+      expect(reads() - readsAfterWake).toBeLessThanOrEqual(1);
+      follower.close();
+      expect(await idle).toEqual({ value: undefined, done: true });
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('reads once per notification and polls no faster where notifications arrive', async () => {

@@ -12,13 +12,20 @@ export async function collect(follower: EventFollower): Promise<ThreadEvent[]> {
 }
 
 /** The same Db, counting the statements that read the event log. */
-export function countingLogReads(inner: Db): { db: Db; reads: () => number } {
+export function countingLogReads(inner: Db): { db: Db; reads: () => number; inFlight: () => number } {
   let reads = 0;
-  const query: Db['query'] = (sql, params) => {
-    if (sql.includes('from agent_kit_thread_events')) reads++;
-    return inner.query(sql, params);
+  let inFlight = 0;
+  const query: Db['query'] = async (sql, params) => {
+    if (!sql.includes('from agent_kit_thread_events')) return inner.query(sql, params);
+    reads++;
+    inFlight++;
+    try {
+      return await inner.query(sql, params);
+    } finally {
+      inFlight--;
+    }
   };
-  return { db: { ...inner, query }, reads: () => reads };
+  return { db: { ...inner, query }, reads: () => reads, inFlight: () => inFlight };
 }
 
 /** `inner` as seen through a transaction-mode pooler: its LISTEN is accepted and hears nothing. */
