@@ -123,6 +123,28 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await page.close();
   });
 
+  it('reaches a new thread\'s page when its turn parks before that page has loaded', async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    // The thread page's data comes late (a loaded server): the turn's question arrives first,
+    // and the sidebar's refresh it starts must not cancel the move to the thread's URL.
+    await page.route('**/t/*/__data.json*', async (route) => {
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      await route.continue();
+    });
+    const threadId = await sendChat(page, `slow page #ask ${Date.now()}`);
+    await page.getByTestId('input-request').waitFor();
+    await waitForRunStatus(page, 'waiting_input');
+    // The composer is open again on the thread's page, and what is sent from it joins the thread.
+    const composer = page.getByRole('textbox', { name: 'Message' });
+    await composer.fill('green');
+    await page.getByRole('button', { name: 'Send' }).click();
+    await waitForRunStatus(page, 'completed');
+    expect(page.url()).toBe(`${server.baseUrl}/t/${threadId}`);
+    await expect(page.getByTestId('run').last().textContent()).resolves.toContain('green');
+    await page.close();
+  });
+
   it('asks for approval, runs the tool once approved and records its effect', async () => {
     const page = await alice.newPage();
     await open(page, `${server.baseUrl}/`);
