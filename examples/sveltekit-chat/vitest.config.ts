@@ -6,10 +6,14 @@ export default defineConfig({
   test: {
     include: ['tests/**/*.test.ts'],
     globalSetup: ['tests/global-setup.ts'],
-    // Each file runs its own server and Chromium; two at once on a 2-core box only slows both.
-    // (Two at once took ~155-185 s instead of ~235-245 s, but a first send of the chat file then
-    // timed out waiting for its thread's URL once in six runs: not worth a flaky CI.)
-    fileParallelism: false,
+    // Each file runs its own server and Chromium. The browser tests mostly wait (tokens streamed
+    // at 40 ms, leases running out, servers restarting), so two files at once overlap their
+    // waits on a 2-core box: about 155-185 s for the suite instead of 235-250 s, one by one.
+    // (Tried before and put back when a chat test's first send timed out under that load: the
+    // cause was the app's, a sidebar refresh cancelling the move to a new thread's URL, fixed in
+    // Chat.svelte with a test that holds that page back.)
+    fileParallelism: true,
+    maxWorkers: 2,
     // Starting the server and Chromium takes a few seconds; a crash-and-takeover test waits
     // out a 5 s lease on top.
     testTimeout: 60_000,
