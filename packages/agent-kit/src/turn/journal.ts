@@ -222,8 +222,12 @@ const historyJson = (threadParam: string, turnParam: string, turnsParam: string)
 
 type HistoryRow = { role: 'user' | 'assistant'; text: string };
 
-/** The window of earlier turns (ADR-0046) as the history function's parameter. */
-const windowParam = (historyTurns: number | undefined) => historyTurns ?? null;
+/**
+ * The window of earlier turns (ADR-0046) as the history function's int parameter: a window
+ * past any thread's length (Number.MAX_SAFE_INTEGER, say) is cut to one that still means all.
+ */
+const windowParam = (historyTurns: number | undefined) =>
+  historyTurns === undefined ? null : Math.min(historyTurns, 2 ** 31 - 2);
 
 /** History rows as model messages. Answers to questions reach the model as tool results. */
 const toMessages = (rows: HistoryRow[]): ModelMessage[] =>

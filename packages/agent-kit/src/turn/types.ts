@@ -29,7 +29,8 @@ export interface Runtime {
   /**
    * The most earlier turns of the thread the model is given before the current one (each its
    * user message and final answer), the newest kept; unset: all. Keeps a long thread's prompt
-   * inside the model's context window. See ADR-0046.
+   * inside the model's context window, and the store reads only those turns. See ADR-0046 and
+   * ADR-0047.
    */
   historyTurns?: number;
 }

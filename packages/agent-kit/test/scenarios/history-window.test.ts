@@ -61,7 +61,7 @@ describe('historyTurns', () => {
 
   it('gives the current message alone with 0, every turn when unset or longer than the thread', async () => {
     expect((await turn('question 6', [{ text: 'answer 6' }], 0)).map(lines)).toEqual([['system:Be brief.', 'user:question 6']]);
-    for (const window of [undefined, 1_000]) {
+    for (const window of [undefined, 1_000, Number.MAX_SAFE_INTEGER]) {
       const [{ n: earlier }] = await db.query<{ n: number }>(
         'select count(*)::int as n from agent_kit_runs where thread_id = $1', [threadId]) as [{ n: number }];
       const [prompt] = await turn('again', [{ text: 'ok' }], window);
