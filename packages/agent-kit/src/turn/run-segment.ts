@@ -153,13 +153,8 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
     const boundary = checkBoundary(s);
     if (boundary) return boundary;
 
-    if (system === undefined) {
-      try {
-        system = await instructionsFor(rt, { runId: lease.runId, threadId: lease.threadId, turnNo: s.run.turnNo });
-      } catch (raw) {
-        return failSegment(s, raw instanceof Error ? raw : new Error(String(raw)));
-      }
-    }
+    // One that throws fails the segment in runSegment's catch, as a model error does.
+    system ??= await instructionsFor(rt, { runId: lease.runId, threadId: lease.threadId, turnNo: s.run.turnNo });
     const result = await runModelStep({
       model, system, messages: buildMessages(history, journal), tools: rt.tools, prefix, mirror: s.mirror,
       segmentSignal: s.signal, stopAtMs: s.stopAtMs, stallTimeoutMs: s.settings.stallTimeoutMs,
