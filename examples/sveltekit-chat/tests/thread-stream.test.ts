@@ -19,7 +19,7 @@ describe('readSse', () => {
     const hints: number[] = [];
     const events = [];
     const text = 'retry: 2000\n\nid: 1\nevent: note\ndata: {}\n\nretry: soon\n\nretry: 100\n\n';
-    for await (const event of readSse(body(text), undefined, (ms) => hints.push(ms))) events.push(event);
+    for await (const batch of readSse(body(text), undefined, (ms) => hints.push(ms))) events.push(...batch);
     expect(hints).toEqual([2000, 100]);
     expect(events).toEqual([{ id: '1', event: 'note', data: '{}' }]);
   });
@@ -32,12 +32,20 @@ describe('readSse', () => {
         controller.close();
       },
     });
-    const events = [];
-    for await (const event of readSse(stream)) events.push(event);
-    expect(events).toEqual([
-      { id: '7', event: 'text-delta', data: '{"a":\n1}' },
-      { id: undefined, event: 'message', data: 'plain' },
+    const batches = [];
+    for await (const batch of readSse(stream)) batches.push(batch);
+    // The first chunk ends mid-event: nothing to yield for it.
+    expect(batches).toEqual([
+      [{ id: '7', event: 'text-delta', data: '{"a":\n1}' }],
+      [{ id: undefined, event: 'message', data: 'plain' }],
     ]);
+  });
+
+  it('yields the events of one read together', async () => {
+    const text = Array.from({ length: 5 }, (_, i) => `id: ${i + 1}\ndata: ${i + 1}\n\n`).join('');
+    const batches = [];
+    for await (const batch of readSse(body(text))) batches.push(batch.map((event) => event.data));
+    expect(batches).toEqual([['1', '2', '3', '4', '5']]);
   });
 });
 
@@ -60,6 +68,38 @@ describe('followThread', () => {
     await following;
     return seen;
   }
+
+  it('applies the events of one read before the page can render any of them', async () => {
+    // A renderer (Svelte) flushes in a microtask after a change. An await between two events of
+    // a replay let it lay the page out once per event: a 1,000-turn thread took 20 s to open.
+    const events = Array.from({ length: 200 }, (_, i) => ({
+      seq: i + 1, runId: null, fence: 0, type: 'message', data: { text: `m${i + 1}` }, createdAt: '',
+    }));
+    vi.stubGlobal('fetch', async () => new Response(
+      events.map((event) => `id: ${event.seq}\ndata: ${JSON.stringify(event)}\n\n`).join(''),
+      { headers: { 'content-type': 'text/event-stream' } },
+    ));
+    const stop = new AbortController();
+    const appliedAtFlush: number[] = [];
+    let applied = 0;
+    let flushPending = false;
+    const following = followThread({
+      threadId: 't', cursor: () => applied, signal: stop.signal,
+      onEvent: () => {
+        applied++;
+        if (!flushPending) {
+          flushPending = true;
+          queueMicrotask(() => {
+            flushPending = false;
+            appliedAtFlush.push(applied);
+          });
+        }
+        if (applied === events.length) stop.abort();
+      },
+    });
+    await following;
+    expect(appliedAtFlush).toEqual([events.length]);
+  });
 
   it('reconnects after the hint when a stream ends at its budget', async () => {
     expect(await reconnectsAfter('retry: 100\n\n', 110)).toBe(2);

@@ -11,12 +11,15 @@ export interface SseMessage {
 }
 
 /**
- * Yield the events of an SSE body until it ends or `signal` aborts (then it just returns).
- * `onRetry` receives each `retry:` hint (the reconnect delay the server asks for, in ms).
+ * Yield the events of an SSE body until it ends or `signal` aborts (then it just returns), the
+ * events of one network read together: a caller that applies a batch without awaiting in
+ * between changes the page once per read, not once per event (a replay of thousands of events
+ * laid the page out after each one). `onRetry` receives each `retry:` hint (the reconnect delay
+ * the server asks for, in ms).
  */
 export async function* readSse(
   body: ReadableStream<Uint8Array>, signal?: AbortSignal, onRetry?: (ms: number) => void,
-): AsyncGenerator<SseMessage> {
+): AsyncGenerator<SseMessage[]> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
   const onAbort = () => void reader.cancel().catch(() => {});
@@ -34,7 +37,7 @@ export async function* readSse(
       });
       if (done) return;
       parser.feed(decoder.decode(value, { stream: true }));
-      for (const message of parsed.splice(0)) yield message;
+      if (parsed.length > 0) yield parsed.splice(0);
     }
   } finally {
     signal?.removeEventListener('abort', onAbort);

@@ -35,9 +35,12 @@ async function pumpEvents(
   response: Response, onEvent: (event: WireEvent) => void, signal: AbortSignal, onRetry?: (ms: number) => void,
 ): Promise<boolean> {
   if (!response.body) return true;
-  for await (const message of readSse(response.body, signal, onRetry)) {
-    if (message.event === 'error') return false;
-    onEvent(JSON.parse(message.data) as WireEvent);
+  for await (const batch of readSse(response.body, signal, onRetry)) {
+    // One batch without an await: the page renders once for all of it.
+    for (const message of batch) {
+      if (message.event === 'error') return false;
+      onEvent(JSON.parse(message.data) as WireEvent);
+    }
   }
   return true;
 }
