@@ -217,11 +217,15 @@ export async function waitForWords(page: Page, words: number, timeoutMs = 15_000
   );
 }
 
-/** Wait until the chat's status region (the one a screen reader announces) says `text`. */
+/**
+ * Wait until the chat's status region (the one a screen reader announces) says `text` last: on
+ * its own, or after the sentences of earlier events that came in the same network read.
+ */
 export async function waitForAnnouncement(page: Page, text: string): Promise<void> {
-  await page.waitForFunction(
-    (expected) => document.querySelector('[data-testid="announcer"]')?.textContent?.trim() === expected, text,
-  );
+  await page.waitForFunction((expected) => {
+    const said = document.querySelector('[data-testid="announcer"]')?.textContent?.trim() ?? '';
+    return said === expected || said.endsWith(` ${expected}`);
+  }, text);
 }
 
 /** Record what the status region says, in order, from now on (across the move to a thread's URL). */
@@ -236,9 +240,14 @@ export async function recordAnnouncements(page: Page): Promise<void> {
   });
 }
 
-/** What the status region said since recordAnnouncements. */
-export function announcementsSaid(page: Page): Promise<string[]> {
-  return page.evaluate(() => (window as unknown as { said: string[] }).said);
+/**
+ * What the status region said since recordAnnouncements, sentence by sentence: the sentences of
+ * events that arrive in one network read are said in one update, and which events share a read
+ * is up to the network.
+ */
+export async function announcementsSaid(page: Page): Promise<string[]> {
+  const said = await page.evaluate(() => (window as unknown as { said: string[] }).said);
+  return said.flatMap((text) => text.split(/(?<=[.…])\s+(?=[A-Z])/));
 }
 
 /** Save a screenshot under test-results/, and under docs/images/ when SAVE_SCREENSHOTS=1. */
