@@ -1,7 +1,7 @@
 // What the chat's status region says (ADR-0038), batched like the events it comes from: the
 // follower applies the events of one network read as one change, so the page renders once for
-// them. The sentences those events say go out together in that one update; one by one, all but
-// the last would be replaced before the page showed them.
+// them. The sentences those events say go out together, in one update of the region; one by one,
+// all but the last would be replaced before the page showed them.
 
 /** The most sentences said at once: a reconnect after a long gap can bring many events. */
 export const batchSentencesMax = 3;
