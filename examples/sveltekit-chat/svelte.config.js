@@ -8,6 +8,12 @@ const config = {
   preprocess: vitePreprocess(),
   kit: {
     adapter: adapter({ out: 'build' }),
+    // The app's TypeScript scripts (the thread-open benchmark) are type-checked with the app.
+    typescript: {
+      config: (tsconfig) => {
+        tsconfig.include.push('../scripts/**/*.ts');
+      },
+    },
   },
 };
 

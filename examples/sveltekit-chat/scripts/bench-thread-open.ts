@@ -9,17 +9,15 @@
 //
 // With DATABASE_URL set, on a fresh database of that server (dropped at the end); otherwise on
 // the embedded store in a temporary folder. A measurement, not a test: CI does not run it.
-import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { migrate, openDb, type Db } from 'agent-kit';
-import { chromium, type BrowserContext } from 'playwright-core';
-
-const appDir = dirname(dirname(fileURLToPath(import.meta.url)));
-const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+import { join } from 'node:path';
+import type { BrowserContext } from 'playwright-core';
+// The browser tests' harness: the same server start, store and sign-in as the tests.
+import {
+  createTestStore, hasChromium, launchBrowser, signIn, skipReason, startServer, type TestStore,
+} from '../tests/harness.js';
 
 function readArgs(argv: string[]) {
   let turns = [1, 300, 1_000];
@@ -35,53 +33,11 @@ function readArgs(argv: string[]) {
   return { turns: [...new Set(turns)].sort((a, b) => a - b), opens };
 }
 
-/** A fresh database on DATABASE_URL's server, or none (the embedded store). */
-async function freshDatabase(): Promise<{ url: string | undefined; drop: () => Promise<void> }> {
-  const serverUrl = process.env.DATABASE_URL;
-  if (!serverUrl) return { url: undefined, drop: async () => {} };
-  const name = `ak_open_${crypto.randomBytes(4).toString('hex')}`;
-  const admin = await openDb({ databaseUrl: serverUrl });
-  await admin.query(`create database ${name}`);
-  const url = new URL(serverUrl);
-  url.pathname = `/${name}`;
-  const db: Db = await openDb({ databaseUrl: url.href });
-  await migrate(db);
-  await db.close();
-  return {
-    url: url.href,
-    drop: async () => {
-      await admin.query(`drop database if exists ${name} with (force)`);
-      await admin.close();
-    },
-  };
-}
-
-async function startApp(databaseUrl: string | undefined, dataDir: string) {
-  const port = 20_000 + crypto.randomInt(20_000);
-  const baseUrl = `http://127.0.0.1:${port}`;
-  const env: NodeJS.ProcessEnv = {
-    ...process.env, PORT: String(port), HOST: '127.0.0.1', ORIGIN: baseUrl, AGENT_KIT_DATA_DIR: dataDir,
-    AGENT_KIT_SCRIPTED_DELAY_MS: '0', AGENT_KIT_SCRIPTED_TOKENS: '30',
-  };
-  delete env.DATABASE_URL;
-  if (databaseUrl) env.DATABASE_URL = databaseUrl;
-  const child = spawn(process.execPath, [join(appDir, 'build', 'index.js')], { cwd: appDir, env, stdio: 'ignore' });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-    await exited;
-  };
-  for (let tries = 0; tries < 300; tries++) {
-    if (child.exitCode !== null) throw new Error(`the app exited with ${child.exitCode}`);
-    try {
-      if ((await fetch(`${baseUrl}/api/health`)).ok) return { baseUrl, stop };
-    } catch {
-      // Not listening yet.
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  child.kill('SIGKILL');
-  throw new Error('the app did not answer /api/health within 30 s');
+/** A fresh database on DATABASE_URL's server (as the tests make), or an empty embedded store. */
+async function freshStore(): Promise<TestStore> {
+  if (process.env.DATABASE_URL) return createTestStore();
+  const dataDir = mkdtempSync(join(tmpdir(), 'bench-open-'));
+  return { dataDir, databaseUrl: undefined, dispose: async () => rmSync(dataDir, { recursive: true, force: true }) };
 }
 
 /** A thread of `turns` turns, each one POST /api/chat read to its end; its id. */
@@ -118,22 +74,12 @@ const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floo
 
 async function main() {
   const { turns, opens } = readArgs(process.argv.slice(2));
-  if (!existsSync(chromiumPath)) throw new Error(`no Chromium at ${chromiumPath}; apt-get install -y chromium`);
-  if (!existsSync(join(appDir, 'build', 'index.js'))) throw new Error('run `npm run build -w sveltekit-chat` first');
-  const database = await freshDatabase();
-  const dataDir = mkdtempSync(join(tmpdir(), 'bench-open-'));
-  const app = await startApp(database.url, dataDir);
-  const browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox', '--disable-gpu'] });
+  if (!hasChromium) throw new Error(skipReason);
+  const store = await freshStore();
+  const app = await startServer({ store, env: { AGENT_KIT_SCRIPTED_DELAY_MS: '0', AGENT_KIT_SCRIPTED_TOKENS: '30' } });
+  const browser = await launchBrowser();
   try {
-    const context = await browser.newContext({ viewport: { width: 1200, height: 800 } });
-    const login = await context.newPage();
-    await login.goto(`${app.baseUrl}/login`);
-    await login.locator('html[data-hydrated]').waitFor({ state: 'attached' });
-    await login.getByLabel('User name').fill('bench');
-    await login.getByRole('button', { name: 'Sign in' }).click();
-    await login.waitForURL(`${app.baseUrl}/`);
-    await login.close();
-
+    const context = await signIn(browser, app.baseUrl, 'bench');
     const threads = [];
     for (const n of turns) {
       const startAt = performance.now();
@@ -156,12 +102,11 @@ async function main() {
       const perTurn = thread.turns > threads[0]!.turns ? ((ms - base) / (thread.turns - threads[0]!.turns)).toFixed(2) : '';
       console.log(`| ${thread.turns} | ${ms.toFixed(0)} | ${(ms / base).toFixed(2)}× | ${perTurn} |`);
     }
-    console.log(`\nstore: ${database.url ? 'postgres' : 'embedded'}; opens: ${threads.map((t) => t.ms.map((x) => x.toFixed(0)).join('/')).join(', ')}`);
+    console.log(`\nstore: ${store.databaseUrl ? 'postgres' : 'embedded'}; opens: ${threads.map((t) => t.ms.map((x) => x.toFixed(0)).join('/')).join(', ')}`);
   } finally {
     await browser.close();
     await app.stop();
-    await database.drop();
-    rmSync(dataDir, { recursive: true, force: true });
+    await store.dispose();
   }
 }
 
