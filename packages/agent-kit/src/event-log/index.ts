@@ -18,3 +18,6 @@ export {
   readRunAccess, listRuns, listRunsPage, listRunEffects, listRunSteps, readRunDetail, maxRunListSize,
   type RunSummary, type ListRunsOptions, type RunsPage, type EffectView, type StepView, type RunDetail,
 } from './read-runs.js';
+export {
+  readTurnPage, type TurnPage, type TurnWindow, type ReadTurnPageOptions,
+} from './turn-window.js';

@@ -115,7 +115,7 @@ export async function readThread(db: Queryable, threadId: string): Promise<Threa
   return rows[0] ? toThreadSummary(rows[0]) : null;
 }
 
-interface MessageRow {
+export interface MessageRow {
   id: string;
   run_id: string | null;
   role: string;
@@ -124,7 +124,7 @@ interface MessageRow {
   created_at: Date;
 }
 
-function toMessageView(row: MessageRow): MessageView {
+export function toMessageView(row: MessageRow): MessageView {
   return {
     id: row.id,
     runId: row.run_id,

@@ -8,6 +8,8 @@
 // - A run list by status reads that status's runs by index among many completed ones (0019,
 //   0022, and the lease and active-run keys); a page deep in the list starts at its cursor.
 // - A run list of effects in doubt reads those runs by index among many settled effects (0025).
+// - A page of a long thread's turns (ADR-0049) reads its runs by turn number, their messages by
+//   run and its first event by the run's boundary index.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { fakeRunSegment, testOwner } from '../../test/harness/fake-segment.js';
@@ -17,6 +19,7 @@ import type { Db } from '../store/db.js';
 import { findMessageSeq, findRunFirstSeq, readRunBoundary, readRunSegments } from './read-events.js';
 import { listRuns } from './read-runs.js';
 import { listRunMessages, listThreads } from './read-threads.js';
+import { readTurnPage } from './turn-window.js';
 
 const earlierEvents = 5_000;
 let db: Db;
@@ -208,6 +211,43 @@ describe('run lists of effects in doubt', () => {
       expectNoScan(plans, 'agent_kit_effects');
       expectNoScan(plans, 'agent_kit_runs');
       expect(mostRowsOfANode(plans), plans.join('\n')).toBeLessThan(100);
+    }
+  });
+});
+
+describe('a page of turns of a long thread', () => {
+  it('reads the page\'s runs, messages and first seq without reading the other turns', async () => {
+    const turns = 2_000;
+    const first = await startTurn(db, { ownerId: 'u-turns', text: 'turn 1' });
+    await db.query(`update agent_kit_runs set status = 'completed' where id = $1`, [first.runId]);
+    await db.query('delete from agent_kit_jobs');
+    // Turns 2..N as start_turn leaves them, closed: a run, its user message and answer, and the
+    // message event its turn's replay starts at (the bulk of a real log is left out).
+    await db.query(
+      `with runs as (
+         insert into agent_kit_runs (thread_id, turn_no, status)
+         select $1, g, 'completed' from generate_series(2, $2::int) g returning id, turn_no
+       ), messages as (
+         insert into agent_kit_messages (thread_id, run_id, role, content)
+         select $1, r.id, role, jsonb_build_object('text', role || ' ' || r.turn_no)
+         from runs r cross join (values ('user'), ('assistant')) roles(role) returning run_id
+       )
+       select count(agent_kit__append_event($1, r.id, 0, 'message', jsonb_build_object('runId', r.id)))
+       from (select id, turn_no from runs order by turn_no) r`,
+      [first.threadId, turns],
+    );
+    for (const table of ['agent_kit_runs', 'agent_kit_messages', 'agent_kit_thread_events']) await db.exec(`analyze ${table}`);
+
+    const latest = await plansOf((d) => readTurnPage(d, first.threadId, { turns: 20 }));
+    expect(latest.value.runs.map((run) => run.turnNo)).toEqual(Array.from({ length: 20 }, (_, i) => turns - 19 + i));
+    expect(latest.value.messages).toHaveLength(40);
+    expect(latest.value.window).toMatchObject({ firstTurn: turns - 19, earlier: true, fromSeq: 2 + turns - 20 });
+    const deep = await plansOf((d) => readTurnPage(d, first.threadId, { turns: 20, beforeTurn: 1_000 }));
+    expect(deep.value.runs.map((run) => run.turnNo)).toEqual(Array.from({ length: 20 }, (_, i) => 980 + i));
+    expect(deep.value.window).toMatchObject({ fromSeq: 2 + 979, throughSeq: 2 + 999 - 1 });
+    for (const { plans } of [latest, deep]) {
+      for (const table of ['agent_kit_runs', 'agent_kit_messages', 'agent_kit_thread_events']) expectNoScan(plans, table);
+      expect(mostRowsOfANode(plans)).toBeLessThan(100);
     }
   });
 });

@@ -5,6 +5,7 @@ import { listRunsPage, maxRunListSize, readRunDetail } from '../event-log/read-r
 import {
   listThreadMessages, listThreadRuns, listThreadsPage, maxThreadItems, readThread,
 } from '../event-log/read-threads.js';
+import { readTurnPage } from '../event-log/turn-window.js';
 import { runStatuses } from '../lease/run-row.js';
 import { requireCaller, requireRunAccess, requireThreadAccess } from './auth.js';
 import type { HandlerContext, RouteHandler } from './context.js';
@@ -44,14 +45,32 @@ export function createThreadsHandler(ctx: HandlerContext): RouteHandler {
   };
 }
 
-/** GET /api/threads/:id: the thread, its messages and its runs. */
+const turnCount = z.coerce.number().int().min(1).max(maxThreadItems);
+const turnNumber = z.coerce.number().int().min(1);
+
+/**
+ * GET /api/threads/:id: the thread, its messages and its runs. With `?turns=N`, a page of turns
+ * (ADR-0049): the latest N (and any older turn still open), or with `&beforeTurn=T` the N before
+ * turn T; their runs and messages, and in `window` the span of the event log that replays them.
+ */
 export function createThreadHandler(ctx: HandlerContext): RouteHandler {
   return async (request, params = {}) => {
     const caller = await requireCaller(ctx.authenticate, request);
     const threadId = readIdParam(params, 'id');
+    const url = new URL(request.url);
+    const turnsRaw = url.searchParams.get('turns');
+    const beforeRaw = url.searchParams.get('beforeTurn');
+    const turns = turnsRaw === null ? undefined : parseWith(turnCount, turnsRaw, 'query parameter "turns"');
+    const beforeTurn = beforeRaw === null ? undefined : parseWith(turnNumber, beforeRaw, 'query parameter "beforeTurn"');
+    if (beforeTurn !== undefined && turns === undefined) {
+      throw new HttpError('INVALID_ARGUMENT', 'invalid query parameter "beforeTurn": only with "turns"');
+    }
     await requireThreadAccess(ctx.rt.db, caller, threadId);
     const thread = await readThread(ctx.rt.db, threadId);
     if (!thread) throw new HttpError('NOT_FOUND', `thread ${threadId} not found`);
+    if (turns !== undefined) {
+      return jsonResponse({ thread, ...(await readTurnPage(ctx.rt.db, threadId, { turns, beforeTurn })) });
+    }
     const messages = await listThreadMessages(ctx.rt.db, threadId);
     const runs = await listThreadRuns(ctx.rt.db, threadId);
     return jsonResponse({ thread, messages, runs });
