@@ -5,9 +5,9 @@
 import { describe, expect, it } from 'vitest';
 import { buildRunTimeline, segmentKilledEventType } from '../src/lib/run-timeline';
 import {
-  announceEvent, applyEvent, emptyThreadView, inDoubtNotices, openRun, runBadge, sidebarThreads, type RunItem,
-  type ThreadLink, type WireEvent,
+  announceEvent, applyEvent, emptyThreadView, inDoubtNotices, openRun, runBadge, type RunItem, type WireEvent,
 } from '../src/lib/thread-view';
+import { sidebarThreads, type ThreadLink } from '../src/lib/sidebar';
 
 const runId = '11111111-1111-4111-8111-111111111111';
 const t0 = Date.parse('2030-01-01T00:00:00Z');

@@ -2,7 +2,7 @@
 // ADR-0044). Module state, not the list's own: the chat page is keyed on its thread, so a
 // component's state would forget the older threads at every move to one of them. Only the
 // browser writes it (a click); the server renders the first page alone.
-import { sidebarThreads, type OlderThreads, type ThreadLink } from './thread-view';
+import { sidebarThreads, type OlderThreads, type ThreadLink } from './sidebar';
 
 export const olderThreads = $state<{ pages: OlderThreads | null; loading: boolean; failed: boolean }>({
   pages: null, loading: false, failed: false,

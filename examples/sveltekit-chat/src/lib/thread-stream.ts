@@ -84,6 +84,36 @@ export async function followThread(options: FollowThreadOptions): Promise<void> 
   }
 }
 
+/**
+ * Read the thread's events after `afterSeq` through `throughSeq` (earlier turns of a thread
+ * opened at its latest ones) and stop.
+ * @throws ApiError when the server refuses, Error when the stream ends before `throughSeq`.
+ */
+export async function readEventRange(
+  threadId: string, afterSeq: number, throughSeq: number, onEvent: (event: WireEvent) => void,
+): Promise<void> {
+  if (throughSeq <= afterSeq) return;
+  const controller = new AbortController(); // the stream follows the thread live: stop it here
+  try {
+    const response = await fetch(`/api/threads/${threadId}/events?after=${afterSeq}`, {
+      headers: { accept: 'text/event-stream' }, signal: controller.signal, cache: 'no-store',
+    });
+    if (!response.ok) throw await toApiError(response);
+    let reached = afterSeq;
+    await pumpEvents(response, (event) => {
+      if (event.seq > throughSeq) return;
+      onEvent(event);
+      reached = event.seq;
+      if (reached === throughSeq) controller.abort();
+    }, controller.signal).catch((error: unknown) => {
+      if (!controller.signal.aborted) throw error;
+    });
+    if (reached < throughSeq) throw new Error(`the stream ended at seq ${reached}, before ${throughSeq}`);
+  } finally {
+    controller.abort();
+  }
+}
+
 export interface SendMessageOptions {
   threadId: string | null;
   message: string;

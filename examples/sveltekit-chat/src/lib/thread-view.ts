@@ -1,6 +1,8 @@
 // What the chat page shows, rebuilt from a thread's event log: a pure fold of events in seq
 // order. Applying only the next seq makes it safe to feed from two streams at once (the chat
 // POST and the GET replay) and to replay from 0 after a reload: the result is the same.
+// A long thread opens at its latest turns (ADR-0049): the fold starts at their first seq, sets
+// aside what it reads there about older turns, and joins the older turns in front on request.
 
 /** One event as the server sends it in an SSE `data:` line. */
 export interface WireEvent {
@@ -10,34 +12,6 @@ export interface WireEvent {
   type: string;
   data: Record<string, unknown>;
   createdAt: string;
-}
-
-/** A thread in the sidebar (a subset of GET /api/threads). */
-export interface ThreadLink {
-  id: string;
-  title: string | null;
-  lastRunStatus: string | null;
-}
-
-/** Older pages of the sidebar, read after `after`, the cursor that ended the first page. */
-export interface OlderThreads {
-  after: string;
-  links: ThreadLink[];
-  /** The cursor of the page after these, or null when they reach the oldest thread. */
-  next: string | null;
-}
-
-/**
- * The sidebar: the first page (from the page's load) and the older pages read since, while they
- * still follow it. A first page that now ends elsewhere (a new thread pushed one off it, or
- * another user signed in) drops them: joined to it they could skip a thread or repeat one.
- */
-export function sidebarThreads(
-  first: ThreadLink[], firstNext: string | null, older: OlderThreads | null,
-): { links: ThreadLink[]; next: string | null } {
-  if (!older || firstNext === null || older.after !== firstNext) return { links: first, next: firstNext };
-  const shown = new Set(first.map((thread) => thread.id));
-  return { links: [...first, ...older.links.filter((thread) => !shown.has(thread.id))], next: older.next };
 }
 
 export interface InputRequest {
@@ -102,11 +76,27 @@ export interface ThreadView {
   /** The last applied seq: the replay cursor. */
   cursor: number;
   items: Item[];
+  /** The first seq the view holds: 1 for the whole thread, later when it opened at its latest turns. */
+  fromSeq: number;
+  /**
+   * Events read since `fromSeq` about turns that began before it (turns interleave; an
+   * operator's verdict on an effect comes late), in seq order: applied once their turn is joined.
+   */
+  aside: WireEvent[];
+  /**
+   * A user message about a run not in the view, waiting for the next event: a new turn's message
+   * is followed by its run-queued at once; otherwise it answered an older turn's question.
+   */
+  held: WireEvent | null;
 }
 
-export function emptyThreadView(): ThreadView {
-  return { cursor: 0, items: [] };
+/** A view of the thread from `fromSeq` on (its start by default). */
+export function emptyThreadView(fromSeq = 1): ThreadView {
+  return { cursor: fromSeq - 1, items: [], fromSeq, aside: [], held: null };
 }
+
+/** How many turns the chat opens a thread at, and how many more each "show earlier" reads. */
+export const turnsPerPage = 50;
 
 function str(value: unknown, fallback = ''): string {
   return typeof value === 'string' ? value : fallback;
@@ -149,6 +139,47 @@ function ensureRun(view: ThreadView, runId: string): RunItem {
 export function applyEvent(view: ThreadView, event: WireEvent): boolean {
   if (event.seq !== view.cursor + 1) return false;
   view.cursor = event.seq;
+  if (view.held) {
+    const held = view.held;
+    view.held = null;
+    if (event.type === 'run-queued' && eventRunId(event) === eventRunId(held)) applyMessage(view, held, eventRunId(held));
+    else view.aside.push(held);
+  }
+  if (!setAside(view, event, true)) applyInOrder(view, event);
+  return true;
+}
+
+/**
+ * In a view that starts mid-thread, set an event about a turn before its start aside (true), or
+ * hold a user message until the next event says whose it is. A run the view does not know is
+ * older unless this is its run-queued.
+ */
+function setAside(view: ThreadView, event: WireEvent, mayHold: boolean): boolean {
+  const runId = eventRunId(event);
+  if (view.fromSeq <= 1 || !runId || event.type === 'run-queued' || findRun(view, runId)) return false;
+  if (mayHold && event.type === 'message' && str(event.data.role) === 'user') view.held = event;
+  else view.aside.push(event);
+  return true;
+}
+
+/**
+ * Join `earlier`, a view of the thread's events from an earlier seq up to `view.fromSeq - 1`, in
+ * front of `view`. The events `view` set aside carry on `earlier`'s turns where they left off, in
+ * seq order; those about turns older still stay aside for the next join.
+ */
+export function joinEarlier(view: ThreadView, earlier: ThreadView): void {
+  if (earlier.cursor !== view.fromSeq - 1) {
+    throw new Error(`earlier turns end at seq ${earlier.cursor}, not right before ${view.fromSeq}`);
+  }
+  if (earlier.held) earlier.aside.push(earlier.held);
+  earlier.held = null;
+  for (const event of view.aside) if (!setAside(earlier, event, false)) applyInOrder(earlier, event);
+  view.items.unshift(...earlier.items);
+  view.aside = earlier.aside;
+  view.fromSeq = earlier.fromSeq;
+}
+
+function applyInOrder(view: ThreadView, event: WireEvent) {
   const { data } = event;
   const runId = eventRunId(event);
   switch (event.type) {
@@ -181,7 +212,6 @@ export function applyEvent(view: ThreadView, event: WireEvent): boolean {
     default:
       applyRunEvent(view, event, runId);
   }
-  return true;
 }
 
 function applyMessage(view: ThreadView, event: WireEvent, runId: string | null) {

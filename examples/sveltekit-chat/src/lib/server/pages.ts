@@ -3,7 +3,7 @@
 // same access rule: agent-kit's, where another user's thread is "not found".
 import { error, redirect, type RequestEvent } from '@sveltejs/kit';
 import { threadPageSize } from '$lib/older-threads.svelte';
-import type { ThreadLink } from '$lib/thread-view';
+import type { ThreadLink } from '$lib/sidebar';
 
 /** Send a signed-out visitor to /login, back here afterwards. */
 export function requireUser(event: Pick<RequestEvent, 'locals' | 'url'>) {

@@ -1,0 +1,107 @@
+// A long thread in headless Chromium against the built app (ADR-0049): it opens at its latest
+// turns, replaying the event log from their start only; "Show earlier messages" joins the turns
+// before them in front without moving what the reader was looking at; the thread goes on live.
+import crypto from 'node:crypto';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { turnsPerPage } from '../src/lib/thread-view';
+import {
+  createTestStore, hasChromium, launchBrowser, open, printServerOutputOnFailure, sendChat, signIn, skipReason,
+  startServer, waitForAnnouncement, waitForRunStatus, type AppServer, type TestStore,
+} from './harness';
+
+const turns = turnsPerPage + 7;
+const message = (turn: number) => `long thread message ${turn}`;
+
+async function userMessages(page: Page): Promise<string[]> {
+  return page.getByTestId('user-message').allTextContents();
+}
+
+describe.skipIf(!hasChromium)(`a long thread${hasChromium ? '' : ` (skipped: ${skipReason})`}`, () => {
+  let store: TestStore;
+  let server: AppServer;
+  let browser: Browser;
+  let alice: BrowserContext;
+  let threadId: string | undefined;
+
+  beforeAll(async () => {
+    store = await createTestStore();
+    server = await startServer({ store, env: { AGENT_KIT_SCRIPTED_TOKENS: '3', AGENT_KIT_SCRIPTED_DELAY_MS: '0' } });
+    browser = await launchBrowser();
+    alice = await signIn(browser, server.baseUrl, 'alice');
+    for (let turn = 1; turn <= turns; turn++) {
+      const response = await alice.request.post(`${server.baseUrl}/api/chat`, {
+        data: { ...(threadId ? { threadId } : {}), message: message(turn), clientMessageId: crypto.randomUUID() },
+      });
+      expect(response.status()).toBe(200);
+      await response.body(); // the turn's stream, to its close
+      threadId ??= response.headers()['x-agent-kit-thread-id'];
+    }
+  });
+
+  printServerOutputOnFailure(() => server);
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.stop();
+    await store?.dispose();
+  });
+
+  it('opens at its latest turns and shows the earlier ones on request, in place', async () => {
+    const page = await alice.newPage();
+    const replayedFrom: number[] = [];
+    page.on('request', (request) => {
+      const after = /\/events\?after=(\d+)/.exec(request.url());
+      if (after) replayedFrom.push(Number(after[1]));
+    });
+    await open(page, `${server.baseUrl}/t/${threadId}`);
+    const latest = Array.from({ length: turnsPerPage }, (_, i) => message(turns - turnsPerPage + 1 + i));
+    await page.getByTestId('transcript').getByText(message(turns), { exact: true }).waitFor();
+    await waitForRunStatus(page, 'completed');
+    expect(await userMessages(page)).toEqual(latest);
+    expect(await page.getByTestId('run').count()).toBe(turnsPerPage);
+    // The replay started at the first shown turn, not at the thread's start.
+    expect(replayedFrom[0]).toBeGreaterThan(0);
+
+    // What the reader looks at stays put while the earlier turns are joined above it.
+    const firstShown = page.getByTestId('transcript').getByText(latest[0]!, { exact: true });
+    await firstShown.scrollIntoViewIfNeeded();
+    const before = (await firstShown.boundingBox())!.y;
+    await page.getByRole('button', { name: 'Show earlier messages' }).click();
+    await waitForAnnouncement(page, 'Showing 7 earlier turns.');
+    expect(await userMessages(page)).toEqual(Array.from({ length: turns }, (_, i) => message(i + 1)));
+    expect(await page.getByTestId('run').count()).toBe(turns);
+    expect(Math.abs((await firstShown.boundingBox())!.y - before)).toBeLessThan(2);
+    // Nothing is left before: the button is gone, and the focus is in the transcript.
+    expect(await page.getByRole('button', { name: 'Show earlier messages' }).count()).toBe(0);
+    expect(await page.evaluate(() => document.activeElement?.getAttribute('data-testid'))).toBe('transcript');
+
+    // The thread goes on live after the join.
+    await sendChat(page, 'one more');
+    await page.getByTestId('transcript').getByText('one more', { exact: true }).waitFor();
+    await page.locator('[data-testid="run"][data-status="completed"]').nth(turns).waitFor();
+    expect((await userMessages(page)).slice(-2)).toEqual([message(turns), 'one more']);
+    await page.close();
+  });
+
+  it('says when the earlier turns could not be read, and reads them on a second try', async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/t/${threadId}`);
+    await page.getByTestId('transcript').getByText(message(turns), { exact: true }).waitFor();
+    let refused = false;
+    await page.route(/\/api\/threads\/[^/]+\?turns=/, async (route) => {
+      if (refused) return route.continue();
+      refused = true;
+      return route.fulfill({ status: 503, contentType: 'application/json', body: '{"error":{"code":"UNAVAILABLE","message":"down"}}' });
+    });
+    const button = page.getByRole('button', { name: 'Show earlier messages' });
+    await button.click();
+    await page.getByRole('alert').filter({ hasText: 'Could not load earlier messages' }).waitFor();
+    expect(await userMessages(page)).toHaveLength(turnsPerPage); // the thread has one more turn since
+    await button.click();
+    await page.getByTestId('transcript').getByText(message(1), { exact: true }).waitFor();
+    expect(await userMessages(page)).toHaveLength(turns + 1);
+    expect(await page.getByRole('alert').count()).toBe(0);
+    await page.close();
+  });
+});
