@@ -1,8 +1,10 @@
 // The operator page in Chromium, as an operator leaves it open: its timeline follows the run's
 // thread once (not again at every poll of the table), a server that goes away and comes back is
 // waited out on the page (not the browser's error page), an unknown run says so, a finished
-// run's controls are disabled; and with more runs and threads than a page holds, the operator
-// page and the chat's sidebar reach the older ones page by page.
+// run's controls are disabled; with more runs and threads than a page holds, the operator page
+// and the chat's sidebar reach the older ones page by page; a run's timeline replays from the
+// run's first event.
+import crypto from 'node:crypto';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -13,12 +15,14 @@ import {
 const serverEnv = { AGENT_KIT_SCRIPTED_TOKENS: '5', AGENT_KIT_SCRIPTED_DELAY_MS: '10' };
 
 /** Requests the page makes for thread event streams, counted from now on. */
-function countEventStreams(page: Page): { count: () => number } {
-  let n = 0;
+/** Count the page's event streams, and the seq each one replays after. */
+function countEventStreams(page: Page): { count: () => number; afters: number[] } {
+  const afters: number[] = [];
   page.on('request', (request) => {
-    if (/\/api\/threads\/[^/]+\/events/.test(request.url())) n++;
+    if (!/\/api\/threads\/[^/]+\/events/.test(request.url())) return;
+    afters.push(Number(new URL(request.url()).searchParams.get('after') ?? 0));
   });
-  return { count: () => n };
+  return { count: () => afters.length, afters };
 }
 
 describe.skipIf(!hasChromium)(`the operator page${hasChromium ? '' : ` (skipped: ${skipReason})`}`, () => {
@@ -166,5 +170,26 @@ describe.skipIf(!hasChromium)(`the operator page${hasChromium ? '' : ` (skipped:
       expect(await sidebar.locator('a[aria-current="page"]').getAttribute('href')).toBe(hrefs.at(-1));
       await page.close();
     });
+  });
+
+  // Last: its second turn would change the run counts the paging tests expect.
+  it("replays the run's thread from the run's own first event, not from the thread's start", async () => {
+    const threadId = (await (await alice.request.get(`${server.baseUrl}/api/runs/${runId}`)).json()).run.threadId as string;
+    const next = await alice.request.post(`${server.baseUrl}/api/chat`, {
+      data: { threadId, message: 'a second turn', clientMessageId: crypto.randomUUID() },
+    });
+    await next.body();
+    const secondRunId = next.headers()['x-agent-kit-run-id']!;
+    const { firstSeq } = (await (await operator.request.get(`${server.baseUrl}/api/runs/${secondRunId}`)).json()) as { firstSeq: number };
+    expect(firstSeq).toBeGreaterThan(1);
+    const page = await operator.newPage();
+    const streams = countEventStreams(page);
+    await open(page, `${server.baseUrl}/ops?run=${secondRunId}`);
+    await page.getByTestId('segment-row').first().waitFor();
+    expect(streams.afters[0]).toBe(firstSeq - 1);
+    const rows = page.getByTestId('segment-row');
+    expect(await rows.count()).toBe(1);
+    await expect(rows.first().textContent()).resolves.toMatch(/closed: completed$/);
+    await page.close();
   });
 });

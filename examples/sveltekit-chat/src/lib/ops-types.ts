@@ -49,6 +49,8 @@ export function effectResultText(effect: Pick<OpsEffect, 'result'>): string {
 export interface OpsRunDetail {
   run: OpsRun & { takenOverBy: string | null; cancelRequestedAt: string | null };
   effects: OpsEffect[];
+  /** The seq of the run's first event: its timeline replays the thread from there. */
+  firstSeq: number | null;
 }
 
 export interface OpsData {

@@ -5,7 +5,7 @@ import type { Queryable } from '../store/db.js';
 import { toNumber } from '../store/db.js';
 import { toRun, type Run, type RunRow } from '../lease/run-row.js';
 import { afterCursor, toPage } from './pages.js';
-import { readRunSegments, type RunSegmentView } from './read-events.js';
+import { findRunFirstSeq, readRunSegments, type RunSegmentView } from './read-events.js';
 import { listRunMessages, type MessageView } from './read-threads.js';
 
 export interface RunSummary {
@@ -52,6 +52,8 @@ export interface RunDetail {
   steps: StepView[];
   segments: RunSegmentView[];
   messages: MessageView[];
+  /** The seq of the run's first event (its user message): a replay of the run starts there. */
+  firstSeq: number | null;
 }
 
 /** Most rows one list returns. */
@@ -227,11 +229,12 @@ export async function readRunDetail(db: Queryable, runId: string): Promise<RunDe
   );
   const row = rows[0];
   if (!row) return null;
-  const [effects, steps, segments, messages] = [
+  const [effects, steps, segments, messages, firstSeq] = [
     await listRunEffects(db, runId),
     await listRunSteps(db, runId),
     await readRunSegments(db, runId),
     await listRunMessages(db, runId),
+    await findRunFirstSeq(db, runId),
   ];
-  return { run: toRun(row), ownerId: row.thread_owner_id, effects, steps, segments, messages };
+  return { run: toRun(row), ownerId: row.thread_owner_id, effects, steps, segments, messages, firstSeq };
 }

@@ -99,7 +99,7 @@ export function createRunsHandler(ctx: HandlerContext): RouteHandler {
   };
 }
 
-/** GET /api/runs/:id: the run, its effects, journal steps, segments and messages. */
+/** GET /api/runs/:id: the run, its effects, journal steps, segments and messages, and its first seq. */
 export function createRunHandler(ctx: HandlerContext): RouteHandler {
   return async (request, params = {}) => {
     const caller = await requireCaller(ctx.authenticate, request);

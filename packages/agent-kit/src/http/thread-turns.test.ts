@@ -92,6 +92,14 @@ describe('a thread read by pages of turns', () => {
     expect(whole.window).toBeUndefined();
   });
 
+  it('names a run\'s first seq in its detail, where a replay of the run starts', async () => {
+    const seqs = await seqsByRun();
+    for (const runId of [runIds[0]!, runIds[4]!]) {
+      const detail = await (await t.handlers.handle(makeRequest('GET', `/api/runs/${runId}`, { user: 'tess' }))).json();
+      expect(detail.firstSeq).toBe(seqs.get(runId)![0]);
+    }
+  });
+
   it('is not found for another user, as the rest of the thread is', async () => {
     const response = await t.handlers.handle(makeRequest('GET', `/api/threads/${threadId}?turns=2`, { user: 'mallory' }));
     expect(response.status).toBe(404);
