@@ -190,6 +190,7 @@ describe('input validation', () => {
       ['GET', `/api/threads/${alice.threadId}?turns=1001`],
       ['GET', `/api/threads/${alice.threadId}?turns=few`],
       ['GET', `/api/threads/${alice.threadId}?turns=5&beforeTurn=0`],
+      ['GET', `/api/threads/${alice.threadId}?turns=5&beforeTurn=1e20`],
       ['GET', `/api/threads/${alice.threadId}?beforeTurn=2`],
       ['GET', '/api/runs?status=sleeping'],
       ['POST', `/api/runs/${waiting.runId}/input`, { questionId: 'q1' }],

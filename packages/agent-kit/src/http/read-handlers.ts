@@ -46,7 +46,7 @@ export function createThreadsHandler(ctx: HandlerContext): RouteHandler {
 }
 
 const turnCount = z.coerce.number().int().min(1).max(maxThreadItems);
-const turnNumber = z.coerce.number().int().min(1);
+const turnNumber = z.coerce.number().int().min(1).max(2_147_483_647); // turn_no is an integer column
 
 /**
  * GET /api/threads/:id: the thread, its messages and its runs. With `?turns=N`, a page of turns
