@@ -1,9 +1,10 @@
 // Unit tests of the browser's stream reader: events are framed and retry hints are read; the
 // thread follower reconnects as soon as the server asks (a stream that ended at its time budget),
-// never sooner than its own backoff otherwise.
+// never sooner than its own backoff otherwise; a read of a range of seqs stops at its end.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { readSse } from '../src/lib/sse';
-import { followThread } from '../src/lib/thread-stream';
+import { followThread, readEventRange } from '../src/lib/thread-stream';
+import type { WireEvent } from '../src/lib/thread-view';
 
 function body(text: string): ReadableStream<Uint8Array> {
   return new Response(text).body!;
@@ -108,5 +109,54 @@ describe('followThread', () => {
   it('keeps its own minimum delay when the server asks for a longer one', async () => {
     expect(await reconnectsAfter('', 110)).toBe(1); // 2 s asked, 250 ms backoff: not yet
     expect(await reconnectsAfter('', 260)).toBe(2);
+  });
+});
+
+describe('readEventRange', () => {
+  const sse = (seqs: number[]) => seqs.map((seq) => `id: ${seq}\ndata: ${JSON.stringify({ seq, type: 'text-delta' })}\n\n`).join('');
+
+  /** A live stream: `first` at once, then nothing until it is aborted. Records the abort. */
+  function liveStream(first: number[]) {
+    const state = { aborted: false, url: '' };
+    vi.stubGlobal('fetch', async (url: string, init: RequestInit) => {
+      state.url = url;
+      const stream = new ReadableStream<Uint8Array>({
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode(sse(first)));
+          init.signal?.addEventListener('abort', () => {
+            state.aborted = true;
+            controller.error(new DOMException('aborted', 'AbortError'));
+          });
+        },
+      });
+      return new Response(stream, { headers: { 'content-type': 'text/event-stream' } });
+    });
+    return state;
+  }
+
+  it('delivers the range, nothing past it, and stops the live stream at its end', async () => {
+    const state = liveStream([5, 6, 7, 8, 9]);
+    const seen: number[] = [];
+    await readEventRange('t1', 4, 7, (event: WireEvent) => seen.push(event.seq), new AbortController().signal);
+    expect(seen).toEqual([5, 6, 7]);
+    expect(state.url).toBe('/api/threads/t1/events?after=4');
+    expect(state.aborted).toBe(true);
+  });
+
+  it('fails when the stream stops short of the range, or the page aborts it first', async () => {
+    liveStream([5]);
+    const page = new AbortController();
+    const reading = readEventRange('t1', 4, 7, () => {}, page.signal);
+    setTimeout(() => page.abort(), 10);
+    await expect(reading).rejects.toThrow(/ended at seq 5, before 7/);
+    vi.stubGlobal('fetch', async () => new Response(sse([5, 6]), { headers: { 'content-type': 'text/event-stream' } }));
+    await expect(readEventRange('t1', 4, 7, () => {}, new AbortController().signal)).rejects.toThrow(/ended at seq 6/);
+  });
+
+  it('reads nothing for an empty range', async () => {
+    const fetched = vi.fn();
+    vi.stubGlobal('fetch', fetched);
+    await readEventRange('t1', 4, 4, () => {}, new AbortController().signal);
+    expect(fetched).not.toHaveBeenCalled();
   });
 });

@@ -87,13 +87,16 @@ export async function followThread(options: FollowThreadOptions): Promise<void> 
 /**
  * Read the thread's events after `afterSeq` through `throughSeq` (earlier turns of a thread
  * opened at its latest ones) and stop.
- * @throws ApiError when the server refuses, Error when the stream ends before `throughSeq`.
+ * @throws ApiError when the server refuses, Error when the stream ends before `throughSeq` or
+ * `signal` aborts first.
  */
 export async function readEventRange(
-  threadId: string, afterSeq: number, throughSeq: number, onEvent: (event: WireEvent) => void,
+  threadId: string, afterSeq: number, throughSeq: number, onEvent: (event: WireEvent) => void, signal: AbortSignal,
 ): Promise<void> {
   if (throughSeq <= afterSeq) return;
   const controller = new AbortController(); // the stream follows the thread live: stop it here
+  const stop = () => controller.abort();
+  signal.addEventListener('abort', stop, { once: true });
   try {
     const response = await fetch(`/api/threads/${threadId}/events?after=${afterSeq}`, {
       headers: { accept: 'text/event-stream' }, signal: controller.signal, cache: 'no-store',
@@ -110,6 +113,7 @@ export async function readEventRange(
     });
     if (reached < throughSeq) throw new Error(`the stream ended at seq ${reached}, before ${throughSeq}`);
   } finally {
+    signal.removeEventListener('abort', stop);
     controller.abort();
   }
 }
