@@ -119,6 +119,10 @@ function parseCases(): CliCase[] {
     ...['not-a-uuid', sql, unknownId.slice(1)].map((v) => ({ what: 'thread id not a uuid', args: ['events', v] })),
     ...['-1', 'x', '1'.repeat(16)].map((v) =>
       ({ what: `--after ${v.length > 8 ? '16 digits' : v}`, args: ['events', unknownId, '--after', v] })),
+    ...['0', '-1', 'x', '1'.repeat(16)].map((v) =>
+      ({ what: `--turns ${v.length > 8 ? '16 digits' : v}`, args: ['events', unknownId, '--turns', v] })),
+    { what: '--after with --turns', args: ['events', unknownId, '--after', '1', '--turns', '2'],
+      says: /use --after or --turns, not both/ },
     flag('events', unknownId),
     { what: 'AGENT_KIT_INVOCATION_BUDGET=abc', args: ['drain'], env: { AGENT_KIT_INVOCATION_BUDGET: 'abc' } },
     { what: 'AGENT_KIT_MAX_RUN_ATTEMPTS=0', args: ['reap'], env: { AGENT_KIT_MAX_RUN_ATTEMPTS: '0' } },

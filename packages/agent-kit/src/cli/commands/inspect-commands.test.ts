@@ -76,6 +76,23 @@ describe('agent-kit events', () => {
     })));
   });
 
+  it('prints from the start of the latest turns with --turns', async () => {
+    const rt = { db, model: 'test-model', tools: {}, config: configFromEnv({}) };
+    const first = await startTurn(db, { ownerId: 'tina', text: 'one' });
+    await fakeRunSegment()(rt, { runId: first.runId, owner: 'cli-test-c' });
+    const second = await startTurn(db, { threadId: first.threadId, ownerId: 'tina', text: 'two' });
+    await fakeRunSegment()(rt, { runId: second.runId, owner: 'cli-test-c' });
+    const log = await readEvents(db, { threadId: first.threadId, afterSeq: 0, limit: 1000 });
+    const secondStart = log.find((e) => e.type === 'message' && e.runId === second.runId)!.seq;
+    const lines: string[] = [];
+    const count = await printEvents(db, first.threadId, { turns: 1 }, async (line) => void lines.push(line));
+    expect(lines.map((l) => (JSON.parse(l) as { seq: number }).seq)).toEqual(log.filter((e) => e.seq >= secondStart).map((e) => e.seq));
+    expect(count).toBe(lines.length);
+    expect(secondStart).toBeGreaterThan(1);
+    // More turns than the thread has: the whole log.
+    expect(await printEvents(db, first.threadId, { turns: 5 }, async () => {})).toBe(log.length);
+  });
+
   it('fails clearly for an unknown thread', async () => {
     await expect(printEvents(db, crypto.randomUUID(), {}, async () => {})).rejects.toMatchObject({ code: 'NOT_FOUND' });
   });
