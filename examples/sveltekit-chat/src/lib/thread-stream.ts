@@ -30,6 +30,15 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
+/** GET the thread's events after `after`: a replay, then live. */
+function fetchEvents(threadId: string, after: number, signal: AbortSignal): Promise<Response> {
+  return fetch(`/api/threads/${threadId}/events?after=${after}`, {
+    headers: { accept: 'text/event-stream', 'last-event-id': String(after) },
+    signal,
+    cache: 'no-store',
+  });
+}
+
 /** Feed the SSE events of `response` to `onEvent`; false when the server sent an error event. */
 async function pumpEvents(
   response: Response, onEvent: (event: WireEvent) => void, signal: AbortSignal, onRetry?: (ms: number) => void,
@@ -58,11 +67,7 @@ export async function followThread(options: FollowThreadOptions): Promise<void> 
     // reconnect (ADR-0035), which the backoff's minimum would otherwise slow down.
     let hintMs: number | undefined;
     try {
-      const response = await fetch(`/api/threads/${options.threadId}/events?after=${after}`, {
-        headers: { accept: 'text/event-stream', 'last-event-id': String(after) },
-        signal,
-        cache: 'no-store',
-      });
+      const response = await fetchEvents(options.threadId, after, signal);
       if (response.status === 401 || response.status === 404) {
         options.onState?.('gone');
         return;
@@ -98,9 +103,7 @@ export async function readEventRange(
   const stop = () => controller.abort();
   signal.addEventListener('abort', stop, { once: true });
   try {
-    const response = await fetch(`/api/threads/${threadId}/events?after=${afterSeq}`, {
-      headers: { accept: 'text/event-stream' }, signal: controller.signal, cache: 'no-store',
-    });
+    const response = await fetchEvents(threadId, afterSeq, controller.signal);
     if (!response.ok) throw await toApiError(response);
     let reached = afterSeq;
     await pumpEvents(response, (event) => {

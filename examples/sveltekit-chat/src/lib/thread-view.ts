@@ -98,6 +98,16 @@ export function emptyThreadView(fromSeq = 1): ThreadView {
 /** How many turns the chat opens a thread at, and how many more each "show earlier" reads. */
 export const turnsPerPage = 50;
 
+/**
+ * Where a page of a thread's turns starts (the `window` of GET /api/threads/:id?turns=): the seq
+ * its replay starts at, its first turn, and whether any turns are before it.
+ */
+export interface TurnsOpening {
+  fromSeq: number;
+  firstTurn: number | null;
+  earlier: boolean;
+}
+
 function str(value: unknown, fallback = ''): string {
   return typeof value === 'string' ? value : fallback;
 }

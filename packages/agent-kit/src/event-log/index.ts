@@ -19,5 +19,5 @@ export {
   type RunSummary, type ListRunsOptions, type RunsPage, type EffectView, type StepView, type RunDetail,
 } from './read-runs.js';
 export {
-  readTurnPage, type TurnPage, type TurnWindow, type ReadTurnPageOptions,
+  readTurnPage, readTurnWindow, type TurnPage, type TurnWindow, type ReadTurnPageOptions,
 } from './turn-window.js';

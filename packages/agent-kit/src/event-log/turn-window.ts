@@ -51,6 +51,14 @@ const noTurnAbove = 2_147_483_647; // turn_no is an integer
  * still change. Every read goes through the (thread_id, turn_no) key or a run's own indexes.
  */
 export async function readTurnPage(db: Queryable, threadId: string, options: ReadTurnPageOptions): Promise<TurnPage> {
+  const { window, runs } = await readTurnWindow(db, threadId, options);
+  return { window, runs, messages: await listRunsMessages(db, runs.map((run) => run.id)) };
+}
+
+/** A page of the thread's turns without their messages: where it lies in the log, and its runs. */
+export async function readTurnWindow(
+  db: Queryable, threadId: string, options: ReadTurnPageOptions,
+): Promise<Omit<TurnPage, 'messages'>> {
   const before = options.beforeTurn ?? noTurnAbove;
   const newest = await db.query<RunRow>(
     `select * from agent_kit_runs where thread_id = $1 and turn_no < $2 order by turn_no desc limit $3`,
@@ -76,7 +84,7 @@ export async function readTurnPage(db: Queryable, threadId: string, options: Rea
     throughSeq: options.beforeTurn === undefined ? null : await seqBeforeTurn(db, threadId, options.beforeTurn),
     earlier,
   };
-  return { window, runs: runs.map(toRun), messages: await listRunsMessages(db, runs.map((run) => run.id)) };
+  return { window, runs: runs.map(toRun) };
 }
 
 /** The thread's first turn number (turn numbers start at 1, but a test or a tool may delete runs). */

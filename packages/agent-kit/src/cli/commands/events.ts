@@ -68,7 +68,7 @@ export async function printEvents(
   signal?: AbortSignal,
 ): Promise<number> {
   const [
-    { followEvents }, { readEvents, toEventJson, maxEventPageSize }, { readThreadOwner }, { readTurnPage },
+    { followEvents }, { readEvents, toEventJson, maxEventPageSize }, { readThreadOwner }, { readTurnWindow },
   ] = await Promise.all([
     import('../../event-log/follow-events.js'), import('../../event-log/read-events.js'),
     import('../../event-log/read-threads.js'), import('../../event-log/turn-window.js'),
@@ -78,7 +78,7 @@ export async function printEvents(
   }
   const after = options.turns === undefined
     ? options.after ?? 0
-    : (await readTurnPage(db, threadId, { turns: options.turns })).window.fromSeq - 1;
+    : (await readTurnWindow(db, threadId, { turns: options.turns })).window.fromSeq - 1;
   let printed = 0;
   if (options.follow) {
     for await (const event of followEvents(db, { threadId, afterSeq: after, signal })) {

@@ -1,7 +1,7 @@
 // One thread's page. The thread must be the caller's (or the caller an operator): otherwise the
 // API answers 404 and so does this page, without saying whether the thread exists.
 import { fetchApi, loadThreadLinks, requireUser } from '$lib/server/pages';
-import { turnsPerPage } from '$lib/thread-view';
+import { turnsPerPage, type TurnsOpening } from '$lib/thread-view';
 import type { PageServerLoad } from './$types';
 
 export const load: PageServerLoad = async (event) => {
@@ -9,7 +9,7 @@ export const load: PageServerLoad = async (event) => {
   // The latest turns only (ADR-0049): the page replays the log from their first seq.
   const { thread, window } = await fetchApi<{
     thread: { id: string; title: string | null; lastSeq: number };
-    window: { fromSeq: number; firstTurn: number | null; earlier: boolean };
+    window: TurnsOpening;
   }>(event.fetch, `/api/threads/${encodeURIComponent(event.params.threadId)}?turns=${turnsPerPage}`);
   return {
     thread: { id: thread.id, title: thread.title, lastSeq: thread.lastSeq },
