@@ -82,18 +82,35 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
   });
 
   it('lets two tabs watch one turn and both see the same final text', async () => {
+    // The second tab opens the thread before the watched turn starts, so it must take the turn
+    // from the live stream: opened mid-turn instead, a slow page load could see the turn finished
+    // (the reload test covers joining mid-turn by replay).
     const first = await alice.newPage();
     await open(first, `${server.baseUrl}/`);
-    const message = `two tabs ${Date.now()}`;
-    const threadId = await sendChat(first, message);
+    const opening = `two tabs, first ${Date.now()}`;
+    const threadId = await sendChat(first, opening);
+    await waitForRunStatus(first, 'completed');
     const second = await alice.newPage();
     await open(second, `${server.baseUrl}/t/${threadId}`);
-    await waitForWords(second, 1);
-    expect(await second.locator('[data-testid="run"][data-status="completed"]').count()).toBe(0);
-    await Promise.all([waitForRunStatus(first, 'completed'), waitForRunStatus(second, 'completed')]);
+    await waitForRunStatus(second, 'completed');
+    const message = `two tabs, watched ${Date.now()}`;
+    await sendChat(first, message);
+    await second.getByTestId('user-message').filter({ hasText: message }).waitFor();
+    const completed = (page: typeof first) => page.locator('[data-testid="run"][data-status="completed"]');
+    const seenLengths = new Set<number>();
+    const deadline = Date.now() + 30_000;
+    while ((await completed(second).count()) < 2 && Date.now() < deadline) {
+      if ((await second.getByTestId('run').count()) === 2) seenLengths.add((await lastRunText(second)).length);
+      await second.waitForTimeout(100);
+    }
+    const reply = scriptedReplyText([opening, message], replyTokens).trim();
+    const partial = [...seenLengths].filter((length) => length > 0 && length < reply.length);
+    expect(partial.length).toBeGreaterThanOrEqual(2);
+    await Promise.all([completed(first).nth(1).waitFor(), completed(second).nth(1).waitFor()]);
     const [a, b] = [await lastRunText(first), await lastRunText(second)];
-    expect(a.trim()).toBe(expectedReply(message));
+    expect(a.trim()).toBe(reply);
     expect(b).toBe(a);
+    expect(await second.getByTestId('run').count()).toBe(2);
     await first.close();
     await second.close();
   });
