@@ -17,12 +17,19 @@ export async function withDb<T>(fn: (db: Db) => Promise<T>, options: { anySchema
     import('../config.js'), import('../store/open.js'), import('../store/migrate.js'),
   ]);
   const config = configFromEnv();
-  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, embedded: { onMaintenance } });
   try {
     if (!options.anySchema) await checkSchema(db);
     return await fn(db);
   } finally {
     await db.close();
+  }
+}
+
+/** A failed vacuum pass of the embedded store (ADR-0050), e.g. in a long `agent-kit worker`, on stderr. */
+function onMaintenance(outcome: { error: Error } | object) {
+  if ('error' in outcome) {
+    process.stderr.write(`${JSON.stringify({ at: new Date().toISOString(), msg: 'embedded store: maintenance failed', error: outcome.error.message })}\n`);
   }
 }
 

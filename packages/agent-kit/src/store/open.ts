@@ -3,7 +3,7 @@
 import path from 'node:path';
 import type { Db } from './db.js';
 import { openPgDb } from './pg-driver.js';
-import { openPgliteDb } from './pglite-driver.js';
+import { openPgliteDb, type PgliteDbOptions } from './pglite-driver.js';
 
 export interface OpenDbOptions {
   /** postgres://… ; when absent the embedded store is used. */
@@ -12,6 +12,8 @@ export interface OpenDbOptions {
   dataDir?: string;
   /** Pool size on Postgres. */
   poolMax?: number;
+  /** The embedded store's own vacuum and analyze (ADR-0050); a server has autovacuum. */
+  embedded?: PgliteDbOptions;
 }
 
 /** The embedded store's default folder, relative to the working directory. */
@@ -22,6 +24,6 @@ export async function openDb(options: OpenDbOptions = {}): Promise<Db> {
   if (options.databaseUrl) {
     return openPgDb({ connectionString: options.databaseUrl, max: options.poolMax });
   }
-  if (options.dataDir === 'memory') return openPgliteDb();
-  return openPgliteDb(path.join(options.dataDir ?? defaultDataDir, 'pgdata'));
+  if (options.dataDir === 'memory') return openPgliteDb(undefined, options.embedded);
+  return openPgliteDb(path.join(options.dataDir ?? defaultDataDir, 'pgdata'), options.embedded);
 }

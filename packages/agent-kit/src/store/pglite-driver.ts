@@ -6,6 +6,7 @@ import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { coerceError, StoreLockedError } from '../errors.js';
 import type { Db, Tx } from './db.js';
+import { maintainEmbeddedStore, scheduleMaintenance, type MaintenanceReport } from './pglite-maintenance.js';
 
 type PgliteLike = Pick<PGlite, 'query' | 'exec' | 'transaction' | 'listen' | 'close'>;
 
@@ -25,10 +26,23 @@ async function run<T>(target: Pick<PGlite, 'query'>, sql: string, params?: reado
   }
 }
 
+export interface PgliteDbOptions {
+  /**
+   * How often the store checks for tables to vacuum and analyze, as autovacuum would on a server
+   * (PGlite has none; ADR-0050). Default 60,000 ms, autovacuum's naptime; 0 turns it off.
+   */
+  maintenanceEveryMs?: number;
+  /** Told what each maintenance pass did, or how it failed. */
+  onMaintenance?: (outcome: MaintenanceReport | { error: Error }) => void;
+}
+
+export const defaultMaintenanceEveryMs = 60_000;
+
 /** Wrap an open PGlite instance as a Db. `onClose` runs after the instance closes. */
-export function wrapPglite(pglite: PgliteLike, onClose?: () => void): Db {
+export function wrapPglite(pglite: PgliteLike, onClose?: () => void, options: PgliteDbOptions = {}): Db {
   let closed = false;
-  return {
+  const everyMs = options.maintenanceEveryMs ?? defaultMaintenanceEveryMs;
+  const db: Db = {
     kind: 'pglite',
     query: (sql, params) => run(pglite, sql, params),
     async exec(sql) {
@@ -62,20 +76,25 @@ export function wrapPglite(pglite: PgliteLike, onClose?: () => void): Db {
     async close() {
       if (closed) return;
       closed = true;
+      await maintenance?.stop();
       await pglite.close();
       onClose?.();
     },
   };
+  const maintenance = everyMs > 0
+    ? scheduleMaintenance(() => maintainEmbeddedStore(db), everyMs, options.onMaintenance)
+    : undefined;
+  return db;
 }
 
 /** Open (creating if needed) an embedded database in `dataDir`, or in memory when undefined. */
-export async function openPgliteDb(dataDir?: string): Promise<Db> {
-  if (!dataDir) return wrapPglite(await PGlite.create());
+export async function openPgliteDb(dataDir?: string, options: PgliteDbOptions = {}): Promise<Db> {
+  if (!dataDir) return wrapPglite(await PGlite.create(), undefined, options);
   fs.mkdirSync(dataDir, { recursive: true });
   const release = lockFolder(dataDir);
   try {
     const pglite = await PGlite.create(dataDir);
-    return wrapPglite(pglite, release);
+    return wrapPglite(pglite, release, options);
   } catch (raw) {
     release();
     throw coerceError(raw);

@@ -2,7 +2,9 @@
 // (drain + reap), started once from hooks.server.ts and stopped on SIGTERM/SIGINT. Shutdown is
 // ordered so nothing writes to a closed store: streams end, the worker and the request-started
 // segments park at their next step boundary and finish, and only then the store closes.
-import { configFromEnv, createRuntime, migrate, openDb, runWorker, type Db, type Runtime } from 'agent-kit';
+import {
+  configFromEnv, createRuntime, migrate, openDb, runWorker, type Db, type MaintenanceReport, type Runtime,
+} from 'agent-kit';
 import { createHandlers, type Caller, type Handlers } from 'agent-kit/http';
 import { applyDemoDefaults, readOperators, resolveDataDir, shouldAutoMigrate } from './settings';
 import { loadSessionSecret, readCookie, sessionCookieName, verifySessionToken, type SessionUser } from './session';
@@ -30,8 +32,16 @@ function log(entry: Record<string, unknown>) {
   process.stderr.write(`${JSON.stringify({ at: new Date().toISOString(), pid: process.pid, ...entry })}\n`);
 }
 
+/** Log a failed vacuum pass of the embedded store (ADR-0050), and with AGENT_KIT_LOG=1 what each did. */
+function logMaintenance(outcome: MaintenanceReport | { error: Error }) {
+  if ('error' in outcome) log({ msg: 'embedded store: maintenance failed', error: outcome.error.message });
+  else if (process.env.AGENT_KIT_LOG === '1' && outcome.frozen.length + outcome.vacuumed.length + outcome.analyzed.length > 0) {
+    log({ msg: 'embedded store: maintained', ...outcome, ms: Math.round(outcome.ms) });
+  }
+}
+
 async function openStore(databaseUrl: string | undefined, dataDir: string): Promise<Db> {
-  const db = await openDb({ databaseUrl, dataDir });
+  const db = await openDb({ databaseUrl, dataDir, embedded: { onMaintenance: logMaintenance } });
   try {
     if (shouldAutoMigrate()) {
       const { applied, version } = await migrate(db);
