@@ -1,17 +1,22 @@
 // The embedded store's own autovacuum (ADR-0050), always on PGlite: a server has autovacuum.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Db } from './db.js';
 import { openPgliteDb } from './pglite-driver.js';
 import { maintainEmbeddedStore, scheduleMaintenance, type MaintenanceReport } from './pglite-maintenance.js';
 
 const opened: Db[] = [];
-async function openStore(options: Parameters<typeof openPgliteDb>[1] = { maintenanceEveryMs: 0 }) {
-  const db = await openPgliteDb(undefined, options);
+const folders: string[] = [];
+async function openStore(options: Parameters<typeof openPgliteDb>[1] = { maintenanceEveryMs: 0 }, dataDir?: string) {
+  const db = await openPgliteDb(dataDir, options);
   opened.push(db);
   return db;
 }
 afterEach(async () => {
   await Promise.all(opened.splice(0).map((db) => db.close()));
+  for (const folder of folders.splice(0)) fs.rmSync(folder, { recursive: true, force: true });
 });
 
 async function deadRows(db: Db, table: string): Promise<number> {
@@ -106,9 +111,13 @@ describe('the embedded store vacuums itself', () => {
     expect((await maintainEmbeddedStore(db, { freezeMaxAge: 200 })).frozen).toEqual([]);
   });
 
-  it('runs on its own every interval once the store is open, and stops when it closes', async () => {
+  it('runs on its own every interval in a store in a folder, and stops when it closes', async () => {
     const outcomes: (MaintenanceReport | { error: Error })[] = [];
-    const db = await openStore({ maintenanceEveryMs: 20, onMaintenance: (outcome) => outcomes.push(outcome) });
+    const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-kit-maintenance-'));
+    folders.push(folder);
+    const db = await openStore(
+      { maintenanceEveryMs: 20, onMaintenance: (outcome) => outcomes.push(outcome) }, path.join(folder, 'pgdata'),
+    );
     await churn(db, 'busy', 100, 5);
     const deadline = Date.now() + 10_000;
     while (!outcomes.some((o) => 'vacuumed' in o && o.vacuumed.includes('public.busy')) && Date.now() < deadline) {
