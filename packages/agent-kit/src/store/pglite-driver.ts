@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
-import { coerceError, StoreLockedError } from '../errors.js';
+import { coerceError, InvalidArgumentError, StoreLockedError } from '../errors.js';
 import type { Db, Tx } from './db.js';
 import { maintainEmbeddedStore, scheduleMaintenance, type MaintenanceReport } from './pglite-maintenance.js';
 
@@ -38,10 +38,18 @@ export interface PgliteDbOptions {
 
 export const defaultMaintenanceEveryMs = 60_000;
 
+function maintenanceInterval(options: PgliteDbOptions): number {
+  const everyMs = options.maintenanceEveryMs ?? defaultMaintenanceEveryMs;
+  if (!Number.isFinite(everyMs) || everyMs < 0) {
+    throw new InvalidArgumentError(`maintenanceEveryMs must be 0 (off) or a number of milliseconds, got ${everyMs}`);
+  }
+  return everyMs;
+}
+
 /** Wrap an open PGlite instance as a Db. `onClose` runs after the instance closes. */
 export function wrapPglite(pglite: PgliteLike, onClose?: () => void, options: PgliteDbOptions = {}): Db {
   let closed = false;
-  const everyMs = options.maintenanceEveryMs ?? defaultMaintenanceEveryMs;
+  const everyMs = maintenanceInterval(options);
   const db: Db = {
     kind: 'pglite',
     query: (sql, params) => run(pglite, sql, params),
@@ -89,6 +97,7 @@ export function wrapPglite(pglite: PgliteLike, onClose?: () => void, options: Pg
 
 /** Open (creating if needed) an embedded database in `dataDir`, or in memory when undefined. */
 export async function openPgliteDb(dataDir?: string, options: PgliteDbOptions = {}): Promise<Db> {
+  maintenanceInterval(options); // a bad option fails before the store is opened and locked
   if (!dataDir) return wrapPglite(await PGlite.create(), undefined, options);
   fs.mkdirSync(dataDir, { recursive: true });
   const release = lockFolder(dataDir);

@@ -133,6 +133,17 @@ describe('the embedded store vacuums itself', () => {
 });
 
 describe('scheduleMaintenance', () => {
+  it('refuses an interval that is not 0 or a number of milliseconds, before it opens anything', async () => {
+    const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-kit-maintenance-'));
+    folders.push(folder);
+    const dataDir = path.join(folder, 'pgdata');
+    for (const maintenanceEveryMs of [-1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      await expect(openPgliteDb(dataDir, { maintenanceEveryMs })).rejects.toThrow(/maintenanceEveryMs must be 0/);
+    }
+    expect(fs.existsSync(`${dataDir}.lock`)).toBe(false); // nothing opened, nothing locked
+    await openStore({ maintenanceEveryMs: 0 }, dataDir);
+  });
+
   it('waits for a pass under way when stopped, and starts none after', async () => {
     let passes = 0;
     let finish: () => void = () => {};
