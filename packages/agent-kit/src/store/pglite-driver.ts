@@ -40,8 +40,11 @@ export const defaultMaintenanceEveryMs = 60_000;
 
 function maintenanceInterval(options: PgliteDbOptions): number {
   const everyMs = options.maintenanceEveryMs ?? defaultMaintenanceEveryMs;
-  if (!Number.isFinite(everyMs) || everyMs < 0) {
-    throw new InvalidArgumentError(`maintenanceEveryMs must be 0 (off) or a number of milliseconds, got ${everyMs}`);
+  // Node runs a timer longer than 2^31 - 1 ms after 1 ms: a pass would follow a pass at once.
+  if (!Number.isFinite(everyMs) || everyMs < 0 || everyMs > 2_147_483_647) {
+    throw new InvalidArgumentError(
+      `maintenanceEveryMs must be 0 (off) or a number of milliseconds up to 2147483647, got ${everyMs}`,
+    );
   }
   return everyMs;
 }

@@ -1,8 +1,10 @@
-// The embedded store's own autovacuum (ADR-0050), always on PGlite: a server has autovacuum.
+// The embedded store's own autovacuum (ADR-0050), always on PGlite: a server has autovacuum. So
+// it runs in the suite's PGlite pass only; the Postgres pass would run the same tests again.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { onPostgres } from '../../test/harness/test-db.js';
 import type { Db } from './db.js';
 import { openPgliteDb } from './pglite-driver.js';
 import { maintainEmbeddedStore, scheduleMaintenance, type MaintenanceReport } from './pglite-maintenance.js';
@@ -47,7 +49,7 @@ async function churn(db: Db, table: string, rows: number, rounds: number, everyR
 /** The tables of the test's own schema (a pass may also vacuum a catalog the test's DDL changed). */
 const ours = (names: string[]) => names.filter((name) => name.startsWith('public.'));
 
-describe('the embedded store vacuums itself', () => {
+describe.skipIf(onPostgres)('the embedded store vacuums itself', () => {
   it('vacuums a table past autovacuum\'s dead-row threshold and leaves a quiet one alone', async () => {
     const db = await openStore();
     await churn(db, 'busy', 100, 0);
@@ -132,12 +134,12 @@ describe('the embedded store vacuums itself', () => {
   });
 });
 
-describe('scheduleMaintenance', () => {
+describe.skipIf(onPostgres)('scheduleMaintenance', () => {
   it('refuses an interval that is not 0 or a number of milliseconds, before it opens anything', async () => {
     const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-kit-maintenance-'));
     folders.push(folder);
     const dataDir = path.join(folder, 'pgdata');
-    for (const maintenanceEveryMs of [-1, Number.NaN, Number.POSITIVE_INFINITY]) {
+    for (const maintenanceEveryMs of [-1, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 31]) {
       await expect(openPgliteDb(dataDir, { maintenanceEveryMs })).rejects.toThrow(/maintenanceEveryMs must be 0/);
     }
     expect(fs.existsSync(`${dataDir}.lock`)).toBe(false); // nothing opened, nothing locked
