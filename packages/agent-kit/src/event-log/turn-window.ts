@@ -43,7 +43,8 @@ export interface ReadTurnPageOptions {
   beforeTurn?: number;
 }
 
-const noTurnAbove = 2_147_483_647; // turn_no is an integer
+/** The highest turn number: turn_no is an integer column. */
+export const maxTurnNo = 2_147_483_647;
 
 /**
  * A page of the thread's turns. The latest page also reaches back to the oldest turn still open
@@ -59,7 +60,7 @@ export async function readTurnPage(db: Queryable, threadId: string, options: Rea
 export async function readTurnWindow(
   db: Queryable, threadId: string, options: ReadTurnPageOptions,
 ): Promise<Omit<TurnPage, 'messages'>> {
-  const before = options.beforeTurn ?? noTurnAbove;
+  const before = options.beforeTurn ?? maxTurnNo; // a bound, not a turn: no thread reaches it
   const newest = await db.query<RunRow>(
     `select * from agent_kit_runs where thread_id = $1 and turn_no < $2 order by turn_no desc limit $3`,
     [threadId, before, options.turns],

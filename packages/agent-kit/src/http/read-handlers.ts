@@ -5,7 +5,7 @@ import { listRunsPage, maxRunListSize, readRunDetail } from '../event-log/read-r
 import {
   listThreadMessages, listThreadRuns, listThreadsPage, maxThreadItems, readThread,
 } from '../event-log/read-threads.js';
-import { readTurnPage } from '../event-log/turn-window.js';
+import { maxTurnNo, readTurnPage } from '../event-log/turn-window.js';
 import { runStatuses } from '../lease/run-row.js';
 import { requireCaller, requireRunAccess, requireThreadAccess } from './auth.js';
 import type { HandlerContext, RouteHandler } from './context.js';
@@ -46,7 +46,7 @@ export function createThreadsHandler(ctx: HandlerContext): RouteHandler {
 }
 
 const turnCount = z.coerce.number().int().min(1).max(maxThreadItems);
-const turnNumber = z.coerce.number().int().min(1).max(2_147_483_647); // turn_no is an integer column
+const turnNumber = z.coerce.number().int().min(1).max(maxTurnNo);
 
 /**
  * GET /api/threads/:id: the thread, its messages and its runs. With `?turns=N`, a page of turns
