@@ -98,6 +98,17 @@ export function wrapPglite(pglite: PgliteLike, onClose?: () => void, options: Pg
   return db;
 }
 
+/**
+ * PGlite's own start parameters, and no startup-progress timer: Postgres arms it (every
+ * `log_startup_progress_interval`, 10 s) while it recovers a folder that was not shut down (a
+ * killed process's), PGlite never disarms it, and a Node process that did not close the store
+ * then never exited. Unclosed, it now exits at most 10 s after its last statement, when the
+ * backend's statistics timer has fired.
+ */
+function startParams(): string[] {
+  return [...PGlite.defaultStartParams, '-c', 'log_startup_progress_interval=0'];
+}
+
 /** Open (creating if needed) an embedded database in `dataDir`, or in memory when undefined. */
 export async function openPgliteDb(dataDir?: string, options: PgliteDbOptions = {}): Promise<Db> {
   maintenanceInterval(options); // a bad option fails before the store is opened and locked
@@ -105,7 +116,7 @@ export async function openPgliteDb(dataDir?: string, options: PgliteDbOptions = 
   fs.mkdirSync(dataDir, { recursive: true });
   const release = lockFolder(dataDir);
   try {
-    const pglite = await PGlite.create(dataDir);
+    const pglite = await PGlite.create(dataDir, { startParams: startParams() });
     return wrapPglite(pglite, release, options);
   } catch (raw) {
     release();

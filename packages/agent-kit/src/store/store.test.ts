@@ -1,6 +1,7 @@
 // The Db port behaves the same on both drivers: statements, multi-statement exec, transactions
 // that commit or roll back as a whole, int8 as a JS number, LISTEN/NOTIFY; the embedded store
-// locks its folder against a second opener (and takes over a dead process's lock); on Postgres a
+// locks its folder against a second opener (and takes over a dead process's lock) and lets a
+// process that never closed it exit; on Postgres a
 // lost or unreachable server surfaces as StoreUnavailableError and the pool recovers.
 // Method: a fresh test database per file; folder tests use a temporary directory.
 import { spawnSync } from 'node:child_process';
@@ -179,6 +180,25 @@ describe('the embedded store folder lock', () => {
     } finally {
       await first.close();
     }
+    expect(fs.existsSync(`${dataDir}.lock`)).toBe(false);
+  });
+
+  it('lets a process that reopened a crashed store, and never closed it, exit', async () => {
+    // Postgres arms a timer while it recovers a folder that was not shut down, which PGlite never
+    // disarmed: before, the next process to open the store lived until it closed it.
+    const child = (script: string) => spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', `
+      import { openPgliteDb } from ${JSON.stringify(driverPath)};
+      const db = await openPgliteDb(${JSON.stringify(dataDir)}, { maintenanceEveryMs: 0 });
+      ${script}`], { cwd: packageDir, encoding: 'utf8', timeout: 30_000 });
+    const crashed = child(`await db.exec('create table if not exists crashed (x int); insert into crashed values (1)');
+      process.exit(0); // no close: the store is left as a killed process leaves it`);
+    expect(crashed.status, crashed.stderr).toBe(0);
+    // It exits once the backend's statistics timer (at most 10 s, once) has fired.
+    const reopened = child(`const [row] = await db.query('select count(*) as n from crashed');
+      console.log(JSON.stringify(row));`);
+    expect(reopened.error, 'the process was still running 30 s later').toBeUndefined();
+    expect(reopened.status, reopened.stderr).toBe(0);
+    expect(JSON.parse(reopened.stdout.trim().split('\n').pop()!)).toEqual({ n: 1 }); // the crash kept the commit
     expect(fs.existsSync(`${dataDir}.lock`)).toBe(false);
   });
 
