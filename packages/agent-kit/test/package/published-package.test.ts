@@ -1,0 +1,254 @@
+// The package as a user gets it: `npm pack` of this folder (what `npm publish` would upload),
+// installed from the tarball into an empty project outside the repository, then every named
+// TypeScript example of the READMEs and the guides typechecked against the installed types and
+// the runnable ones run against the installed code, and its `agent-kit` command run. Catches a
+// file left out of the tarball, an export or a declaration that does not resolve, and an example
+// that no longer matches the API. Runs once, in the embedded-store pass: the examples use the
+// embedded store, as the guides say they do, and the package does not depend on the store.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { packageDir, run, type RunResult } from '../hostile/cli-kit.js';
+import { onPostgres } from '../harness/test-db.js';
+import { readDocExamples, type DocExample } from './doc-examples.js';
+
+const repoRoot = path.resolve(packageDir, '../..');
+const docFiles = [
+  'README.md', 'packages/agent-kit/README.md',
+  ...['docs/guides', 'docs/reference'].flatMap((dir) => fs.readdirSync(path.join(repoRoot, dir))
+    .filter((name) => name.endsWith('.md')).sort().map((name) => `${dir}/${name}`)),
+];
+const manifest = JSON.parse(fs.readFileSync(path.join(packageDir, 'package.json'), 'utf8'));
+const pinned = (name: string) => `${name}@${manifest.dependencies[name] ?? manifest.devDependencies[name]}`;
+
+/** Files the examples import that the docs leave to the reader. */
+const fixtures: Record<string, string> = {
+  // operating.md's worker.ts: "the same object the web app passes".
+  'tools.ts': "import { sendInvoice } from './send-invoice.js';\n\nexport const tools = { send_invoice: sendInvoice };\n",
+  // What SvelteKit generates for a +server.ts, reduced to what the examples use.
+  'src/routes/api/chat/$types.d.ts':
+    'export type RequestHandler = (event: { request: Request; params: Record<string, string> }) => Promise<Response>;\n',
+};
+
+function stale(): string | undefined {
+  const built = path.join(packageDir, 'dist', 'index.js');
+  if (!fs.existsSync(built)) return 'dist/ is missing: run `npm run build -w agent-kit` first';
+  const newest = (dir: string): number => Math.max(0, ...fs.readdirSync(dir, { withFileTypes: true }).map((e) =>
+    e.isDirectory() ? newest(path.join(dir, e.name))
+      : e.name.endsWith('.test.ts') ? 0 : fs.statSync(path.join(dir, e.name)).mtimeMs));
+  return newest(path.join(packageDir, 'src')) > fs.statSync(built).mtimeMs
+    ? 'dist/ is older than src/: run `npm run build -w agent-kit` first' : undefined;
+}
+
+function explain(result: RunResult): string {
+  return `exit ${result.code}${result.timedOut ? ' (timed out)' : ''}\n${result.stdout}\n${result.stderr}`;
+}
+
+describe.skipIf(onPostgres)('the published package', () => {
+  const docs = readDocExamples(repoRoot, docFiles);
+  let work = '';
+  let project = '';
+  let packed: string[] = [];
+
+  /**
+   * The environment of every example and command: one embedded store in the project's default
+   * folder (`./.agent-kit`, each process in turn), none of our variables. A fresh store costs
+   * seconds of initdb and migrations, so the examples share one and are told apart by their runs.
+   */
+  function env(): NodeJS.ProcessEnv {
+    const kept: NodeJS.ProcessEnv = {};
+    for (const [key, value] of Object.entries(process.env)) {
+      if (!/^(DATABASE_URL|AGENT_KIT_|VITEST|NODE_OPTIONS$)/.test(key)) kept[key] = value;
+    }
+    return kept;
+  }
+  const tsx = (file: string) => run(process.execPath,
+    [path.join(project, 'node_modules', 'tsx', 'dist', 'cli.mjs'), file], { cwd: project, env: env(), timeoutMs: 120_000 });
+  const agentKit = (args: string[]) => run(path.join(project, 'node_modules', '.bin', 'agent-kit'),
+    args, { cwd: project, env: env(), timeoutMs: 120_000 });
+  const seen = new Set<string>();
+  /** The runs that appeared in the store since the last call, oldest first. */
+  async function newRuns(): Promise<Array<{ id: string; status: string; effects: number; threadId: string; turnNo: number }>> {
+    const listed = await agentKit(['runs', '--json', '--limit', '1000']);
+    expect(listed.code, explain(listed)).toBe(0);
+    const fresh = (JSON.parse(listed.stdout) as Array<{ id: string; status: string; effects: number; threadId: string; turnNo: number }>)
+      .filter((r) => !seen.has(r.id)).reverse();
+    for (const r of fresh) seen.add(r.id);
+    return fresh;
+  }
+  const example = (file: string): DocExample => {
+    const found = docs.examples.find((e) => e.file === file);
+    if (!found) throw new Error(`no example names ${file} in ${docFiles.join(', ')}`);
+    return found;
+  };
+
+  beforeAll(async () => {
+    const why = stale();
+    if (why) throw new Error(why);
+    work = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-kit-package-'));
+    const pack = await run('npm', ['pack', '--json', '--pack-destination', work], { cwd: packageDir, timeoutMs: 120_000 });
+    if (pack.code !== 0) throw new Error(`npm pack failed: ${explain(pack)}`);
+    const [info] = JSON.parse(pack.stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
+    packed = info!.files.map((f) => f.path);
+
+    project = path.join(work, 'app');
+    fs.mkdirSync(project);
+    fs.writeFileSync(path.join(project, 'package.json'),
+      JSON.stringify({ name: 'agent-kit-consumer', private: true, type: 'module' }, null, 2));
+    const install = await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund',
+      path.join(work, info!.filename), pinned('ai'), pinned('zod'), pinned('tsx'), pinned('typescript'), pinned('@types/node')],
+    { cwd: project, timeoutMs: 240_000 });
+    if (install.code !== 0) throw new Error(`npm install of the tarball failed: ${explain(install)}`);
+
+    for (const [file, code] of [...docs.examples.map((e) => [e.file, e.code]), ...Object.entries(fixtures)]) {
+      fs.mkdirSync(path.dirname(path.join(project, file!)), { recursive: true });
+      fs.writeFileSync(path.join(project, file!), code!);
+    }
+    // The command a server deployment runs first; on the embedded store it creates the store.
+    const migrated = await agentKit(['migrate']);
+    if (migrated.code !== 0) throw new Error(`agent-kit migrate failed: ${explain(migrated)}`);
+    const strict = { target: 'ES2022', strict: true, skipLibCheck: true, noEmit: true, types: ['node'] };
+    const node = docs.examples.filter((e) => !e.file.startsWith('src/')).map((e) => e.file);
+    const svelteKit = docs.examples.filter((e) => e.file.startsWith('src/')).map((e) => e.file);
+    fs.writeFileSync(path.join(project, 'tsconfig.node.json'), JSON.stringify({
+      compilerOptions: { ...strict, module: 'NodeNext', moduleResolution: 'NodeNext' }, files: node,
+    }));
+    // SvelteKit's own settings: bundler resolution and the $lib alias.
+    fs.writeFileSync(path.join(project, 'tsconfig.sveltekit.json'), JSON.stringify({
+      compilerOptions: { ...strict, module: 'ESNext', moduleResolution: 'bundler', paths: { '$lib/*': ['./src/lib/*'] } },
+      files: svelteKit,
+    }));
+  }, 420_000);
+
+  afterAll(() => {
+    if (work) fs.rmSync(work, { recursive: true, force: true });
+  });
+
+  it('holds the built library, its declarations, the migrations, the command, a README and the license', () => {
+    const targets = Object.values(manifest.exports as Record<string, Record<string, string>>)
+      .flatMap((entry) => Object.values(entry)).concat(Object.values(manifest.bin as Record<string, string>))
+      .map((target) => path.normalize(target));
+    expect(targets.length).toBeGreaterThan(4);
+    for (const target of targets) expect(packed, target).toContain(target);
+    const migrations = fs.readdirSync(path.join(packageDir, 'sql', 'migrations')).map((f) => `sql/migrations/${f}`);
+    expect(migrations.length).toBeGreaterThan(20);
+    for (const migration of migrations) expect(packed).toContain(migration);
+    for (const file of ['README.md', 'LICENSE', 'package.json', 'dist/cli/main.js']) expect(packed).toContain(file);
+    expect(packed.filter((f) => /(^|\/)(src|test|bench|scripts)\/|\.test\.|tsbuildinfo|\.scratch/.test(f))).toEqual([]);
+  });
+
+  it('finds every TypeScript example of the docs named after its file, once', () => {
+    expect(docs.unnamed).toEqual([]);
+    const names = docs.examples.map((e) => e.file);
+    expect(new Set(names).size, names.join(', ')).toBe(names.length);
+    for (const file of ['quickstart.ts', 'chat-and-cron.ts', 'turn-once.ts', 'queue-turns.ts', 'send-invoice.ts',
+      'server.ts', 'try-tool.ts', 'instructions.ts', 'worker.ts', 'src/lib/server/agent.ts']) {
+      expect(names).toContain(file);
+    }
+  });
+
+  it('typechecks every example against the installed declarations (Node and SvelteKit settings)', async () => {
+    const tsc = path.join(project, 'node_modules', 'typescript', 'bin', 'tsc');
+    for (const config of ['tsconfig.node.json', 'tsconfig.sveltekit.json']) {
+      const checked = await run(process.execPath, [tsc, '-p', config], { cwd: project, timeoutMs: 120_000 });
+      expect(checked.stdout, `${config}: ${explain(checked)}`).toBe('');
+      expect(checked.code).toBe(0);
+    }
+  }, 240_000);
+
+  it("runs the READMEs' examples: a completed turn whose tool ran once", async () => {
+    for (const file of ['quickstart.ts', 'chat-and-cron.ts']) {
+      const ran = await tsx(example(file).file);
+      expect(ran.code, `${example(file).source}: ${explain(ran)}`).toBe(0);
+      if (file === 'quickstart.ts') expect(ran.stdout).toMatch(/kind: 'closed',\s+status: 'completed'/);
+      expect((await newRuns()).map((r) => [r.status, r.effects])).toEqual([['completed', 1]]);
+    }
+  }, 240_000);
+
+  it("runs the guide's scripts: one turn, two queued turns in order, your own tool through approval", async () => {
+    const once = await tsx('turn-once.ts');
+    expect(once.code, explain(once)).toBe(0);
+    expect(once.stdout).toMatch(/kind: 'closed',\s+status: 'completed'/);
+    expect(once.stdout.match(/^\d+ [a-z-]+ \d+$/gm)?.map((line) => line.split(' ')[1])).toEqual([
+      'message', 'run-queued', 'segment-started', 'step-finished', 'tool-result', 'text-delta', 'step-finished', 'run-closed',
+    ]);
+
+    const queued = await tsx('queue-turns.ts');
+    expect(queued.code, explain(queued)).toBe(0);
+    const tool = await tsx('try-tool.ts');
+    expect(tool.code, explain(tool)).toBe(0);
+    expect(tool.stdout).toMatch(/kind: 'parked', status: 'waiting_input'[\s\S]*kind: 'closed',\s+status: 'completed'/);
+
+    const [onceRun, ...rest] = await newRuns();
+    expect([onceRun!.status, onceRun!.effects]).toEqual(['completed', 1]);
+    const [first, second, toolRun] = rest;
+    expect([first, second].map((r) => [r!.turnNo, r!.status, r!.effects])).toEqual([[1, 'completed', 0], [2, 'completed', 0]]);
+    expect(second!.threadId).toBe(first!.threadId);
+    expect([toolRun!.status, toolRun!.effects, rest.length]).toEqual(['completed', 1, 3]); // send_invoice ran once
+  }, 240_000);
+
+  it("serves the guide's Node server: a chat turn streams to its end, and SIGTERM stops the process", async () => {
+    const port = await freePort();
+    const server = spawn(process.execPath, [path.join(project, 'node_modules', 'tsx', 'dist', 'cli.mjs'), 'server.ts'],
+      { cwd: project, env: { ...env(), PORT: String(port) } });
+    let stderr = '';
+    server.stderr.on('data', (chunk) => { stderr += String(chunk); });
+    const exited = new Promise<number | null>((resolve) => server.once('exit', (code) => resolve(code)));
+    try {
+      await until(() => stderr.includes('listening'), 60_000, () => `server.ts never listened: ${stderr}`);
+      const response = await fetch(`http://127.0.0.1:${port}/api/chat`, {
+        method: 'POST',
+        headers: { 'x-user-id': 'alice', 'content-type': 'application/json' },
+        body: JSON.stringify({ message: 'Hi there', clientMessageId: 'm1' }),
+      });
+      expect(response.status).toBe(200);
+      expect(response.headers.get('x-agent-kit-run-id')).toMatch(/^[0-9a-f-]{36}$/);
+      const stream = await response.text(); // the stream ends when the run closes
+      expect(stream.match(/^event: (.+)$/gm)?.at(-1)).toBe('event: run-closed');
+      expect(stream).toContain('"status":"completed"');
+      const anonymous = await fetch(`http://127.0.0.1:${port}/api/threads`);
+      expect(anonymous.status).toBe(401);
+    } finally {
+      server.kill('SIGTERM');
+    }
+    const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r('still running'), 30_000))]);
+    if (code === 'still running') server.kill('SIGKILL');
+    expect(code, stderr).toBe(0);
+    expect((await newRuns()).map((r) => [r.status, r.effects])).toEqual([['completed', 0]]);
+  }, 240_000);
+
+  it('runs the agent-kit command from the installed bin', async () => {
+    const help = await agentKit(['--help']);
+    expect(help.code, explain(help)).toBe(0);
+    for (const command of ['chat', 'drain', 'enqueue', 'events', 'migrate', 'reap', 'resolve-effect', 'runs', 'show', 'worker']) {
+      expect(help.stdout).toMatch(new RegExp(`^  ${command} `, 'm'));
+    }
+    const chat = await agentKit(['chat', 'hello #effect']);
+    expect(chat.code, explain(chat)).toBe(0);
+    expect(chat.stderr).toContain('[tool record_effect: completed]'); // progress on stderr, the reply on stdout
+    expect(chat.stdout.trim().split(' ').length).toBeGreaterThan(10);
+    expect((await newRuns()).map((r) => [r.status, r.effects])).toEqual([['completed', 1]]);
+  }, 240_000);
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+async function until(done: () => boolean, timeoutMs: number, why: () => string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(why());
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
