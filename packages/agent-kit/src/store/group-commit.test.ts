@@ -1,9 +1,10 @@
 // Group commit (migration 0017, ADR-0021) on both stores: writes of one kind that pile up while
 // one is in flight go out as one statement; each element keeps its own guard and its own result;
-// a failing grouped statement falls back to one statement per write, so each caller gets its own
-// outcome; inside a transaction nothing is grouped.
+// a grouped statement the database refused, or cancelled at its statement timeout, falls back to
+// one statement per write, so each caller gets its own outcome; after a lost connection or a
+// cancel request nothing is sent again; inside a transaction nothing is grouped.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openTestDb } from '../../test/harness/test-db.js';
+import { onPostgres, openTestDb } from '../../test/harness/test-db.js';
 import { claimRun, closeRun, type Lease } from '../lease/lease.js';
 import { startTurn } from '../queue/start-turn.js';
 import { commitStep, type Step } from '../turn/journal.js';
@@ -37,11 +38,11 @@ function recording(inner: Db): { db: Db; statements: string[] } {
   return { db: wrapped, statements };
 }
 
-/** A write kind over plain SQL arithmetic that records how it was sent; `bad` makes it fail. */
-function doubling() {
+/** A write kind over plain SQL arithmetic that records how it was sent; some numbers make it fail. */
+function doubling(name = 'doubling') {
   const sent: { one: number[]; many: number[][] } = { one: [], many: [] };
   const kind: GroupedWrite<number, number> = {
-    name: 'doubling',
+    name,
     async one(q: Queryable, n: number) {
       sent.one.push(n);
       const rows = await q.query<{ v: number }>('select (2 * $1::int)::int as v where $1::int >= 0', [n]);
@@ -52,6 +53,15 @@ function doubling() {
       sent.many.push(all);
       if (all.some((n) => n < 0)) throw new Error('a negative element fails the whole statement');
       if (all.includes(999)) throw new StoreUnavailableError('database unavailable: the connection dropped mid-statement');
+      if (all.includes(998)) throw Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' });
+      if (all.includes(997)) throw Object.assign(new Error('canceling statement due to user request'), { code: '57014' });
+      if (all.includes(996) && onPostgres) {
+        // A real statement timeout: the server cancels the statement and rolls it back.
+        await (q as Db).transaction(async (tx) => {
+          await tx.query("set local statement_timeout = '50ms'");
+          await tx.query('select pg_sleep(5)');
+        });
+      }
       const rows = await q.query<{ v: number }>('select (2 * n)::int as v from unnest($1::int[]) with ordinality u(n, o) order by o', [all]);
       return rows.map((r) => r.v);
     },
@@ -86,6 +96,26 @@ describe('writeGrouped', () => {
     expect(sent.one).toEqual([1]);
     expect(sent.many).toEqual([[2, 999]]);
     expect(outcomes[0]).toEqual({ status: 'fulfilled', value: 2 });
+    for (const o of outcomes.slice(1)) expect(o).toMatchObject({ status: 'rejected', reason: { code: 'STORE_UNAVAILABLE' } });
+  });
+
+  it('sends each write again on its own when the database cancelled the grouped statement at its statement timeout', async () => {
+    // It rolled the statement back: nothing was written, so each write is sent alone instead of
+    // every segment of the group stopping until its lease expires. 998 fails with the error's
+    // shape; on Postgres, 996 meets the server's real statement timeout.
+    for (const timedOut of onPostgres ? [998, 996] : [998]) {
+      const { kind, sent } = doubling(`doubling-${timedOut}`); // a queue of its own, idle
+      const outcomes = await Promise.all([1, 2, timedOut].map((n) => writeGrouped(db, kind, n)));
+      expect(sent.many).toEqual([[2, timedOut]]);
+      expect(sent.one.sort()).toEqual([1, 2, timedOut]);
+      expect(outcomes).toEqual([2, 4, 2 * timedOut]);
+    }
+  });
+
+  it('sends nothing again after a cancel request: the statement may have committed before it', async () => {
+    const { kind, sent } = doubling();
+    const outcomes = await Promise.allSettled([1, 2, 997].map((n) => writeGrouped(db, kind, n)));
+    expect(sent.one).toEqual([1]);
     for (const o of outcomes.slice(1)) expect(o).toMatchObject({ status: 'rejected', reason: { code: 'STORE_UNAVAILABLE' } });
   });
 

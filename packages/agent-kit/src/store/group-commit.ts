@@ -5,8 +5,9 @@
 // Each grouped element is the one-run SQL function called for that element, with its own
 // (owner, fence) guard, so a rejected guard affects only its element. If the database refused
 // the grouped statement, it wrote nothing, and each write is sent again on its own: every caller
-// gets its own result or its own error. If the connection failed instead, the statement may have
-// committed, so nothing is sent again: every caller gets the store error it would have got alone.
+// gets its own result or its own error; so too if the database cancelled it (a statement timeout).
+// If the connection failed instead, the statement may have committed, so nothing is sent again:
+// every caller gets the store error it would have got alone.
 import { coerceError, StoreUnavailableError } from '../errors.js';
 import type { Db, Queryable } from './db.js';
 
@@ -86,18 +87,30 @@ async function sendMany<A, R>(db: Queryable, kind: GroupedWrite<A, R>, batch: Wa
     results = await kind.many(db, batch.map((w) => w.args));
   } catch (raw) {
     const error = coerceError(raw);
-    if (error instanceof StoreUnavailableError) {
-      // Lost connection or timeout: the outcome is unknown, as for a write sent alone. Sending
-      // again could write a step twice; each segment handles the store error as it always does.
+    if (error instanceof StoreUnavailableError && !cancelled(error)) {
+      // Lost connection: the outcome is unknown, as for a write sent alone. Sending again could
+      // write a step twice; each segment handles the store error as it always does.
       for (const w of batch) w.reject(error);
       return;
     }
-    // The database refused the statement (one element's bad argument, say) and rolled it back:
-    // each write on its own now, so each caller sees its own outcome.
+    // The database refused the statement (one element's bad argument, say) or cancelled it (a
+    // statement timeout), and rolled it back: each write on its own now, so each caller sees its
+    // own outcome, instead of every segment of the group stopping until its lease expires.
     await Promise.all(batch.map((w) => sendOne(db, kind, w)));
     return;
   }
   batch.forEach((w, i) => w.resolve(results[i]!));
+}
+
+/**
+ * The server cancelled the statement at its statement timeout (57014, "canceling statement due to
+ * statement timeout"). Postgres stops that timer before it commits, so the statement's implicit
+ * transaction was rolled back: nothing of it was written. A cancel request (also 57014) is not
+ * taken as proof, nor is a message in another language: those keep the cautious path.
+ */
+function cancelled(error: StoreUnavailableError): boolean {
+  const cause = error.cause as { code?: unknown; message?: unknown } | undefined;
+  return cause?.code === '57014' && /statement timeout/.test(String(cause.message));
 }
 
 function isDb(q: Queryable): q is Db {
