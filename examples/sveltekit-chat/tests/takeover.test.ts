@@ -102,6 +102,14 @@ describe.skipIf(!hasChromium)(`takeover in the browser${hasChromium ? '' : ` (sk
   });
 
   it("shows the run to the operator, and the demo's kill-segment makes attempt 2 take over", async () => {
+    // The operator page is open before the turn starts, and the run is selected in place: the
+    // kill follows the turn's first words by a poll of the page, not by a sign-in and a page
+    // load. A kill in the turn's last second and a half can come too late to take effect (the
+    // segment ends before its next renewal is refused), and a loaded CI machine once took that
+    // long to open the page.
+    const operator = await signIn(browser, server.baseUrl, 'operator');
+    const ops = await operator.newPage();
+    await open(ops, `${server.baseUrl}/ops`);
     const chat = await alice.newPage();
     await open(chat, `${server.baseUrl}/`);
     const message = 'Hello agent-kit #effect';
@@ -109,10 +117,9 @@ describe.skipIf(!hasChromium)(`takeover in the browser${hasChromium ? '' : ` (sk
     await waitForWords(chat, 3);
     const [run] = (await readThread(chat, server.baseUrl, threadId)).runs;
 
-    const operator = await signIn(browser, server.baseUrl, 'operator');
-    const ops = await operator.newPage();
-    await open(ops, `${server.baseUrl}/ops?run=${run!.id}`);
     const row = ops.locator(`[data-testid="run-row"][data-run-id="${run!.id}"]`);
+    await row.getByRole('link').first().click(); // listed by the page's next poll; selected without a page load
+    await ops.waitForURL(`${server.baseUrl}/ops?run=${run!.id}`);
     await expect(row.getAttribute('data-status')).resolves.toBe('running');
     const kill = ops.getByRole('button', { name: 'Kill segment (demo)' });
     // The button is enabled while the run runs; say how the run stood if it no longer did.
