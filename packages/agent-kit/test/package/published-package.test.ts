@@ -3,8 +3,9 @@
 // TypeScript example of the READMEs and the guides typechecked against the installed types and
 // the runnable ones run against the installed code, and its `agent-kit` command run. Catches a
 // file left out of the tarball, an export or a declaration that does not resolve, and an example
-// that no longer matches the API. Runs once, in the embedded-store pass: the examples use the
-// embedded store, as the guides say they do, and the package does not depend on the store.
+// that no longer matches the API. Runs once, in the Postgres pass (DATABASE_URL set), which had
+// the time to spare: the examples run on an empty database that `agent-kit migrate` sets up, as
+// a server deployment does, and one turn of the command runs on the embedded store.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -12,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packageDir, run, type RunResult } from '../hostile/cli-kit.js';
-import { onPostgres } from '../harness/test-db.js';
+import { adminQuery, databasePrefix, onPostgres, urlForDatabase } from '../harness/test-db.js';
 import { readDocExamples, type DocExample } from './doc-examples.js';
 
 const repoRoot = path.resolve(packageDir, '../..');
@@ -47,32 +48,33 @@ function explain(result: RunResult): string {
   return `exit ${result.code}${result.timedOut ? ' (timed out)' : ''}\n${result.stdout}\n${result.stderr}`;
 }
 
-describe.skipIf(onPostgres)('the published package', () => {
+describe.runIf(onPostgres)('the published package', () => {
   const docs = readDocExamples(repoRoot, docFiles);
+  const database = `${databasePrefix}package`; // dropped with the run's other test databases
   let work = '';
   let project = '';
   let packed: string[] = [];
 
   /**
-   * The environment of every example and command: one embedded store in the project's default
-   * folder (`./.agent-kit`, each process in turn), none of our variables. A fresh store costs
-   * seconds of initdb and migrations, so the examples share one and are told apart by their runs.
+   * The environment of every example and command: the empty database of this file (one for all
+   * examples, told apart by their runs), none of our other variables. `embedded`: the store in
+   * the project's `./.agent-kit` instead.
    */
-  function env(): NodeJS.ProcessEnv {
+  function env(store: 'postgres' | 'embedded' = 'postgres'): NodeJS.ProcessEnv {
     const kept: NodeJS.ProcessEnv = {};
     for (const [key, value] of Object.entries(process.env)) {
       if (!/^(DATABASE_URL|AGENT_KIT_|VITEST|NODE_OPTIONS$)/.test(key)) kept[key] = value;
     }
-    return kept;
+    return store === 'postgres' ? { ...kept, DATABASE_URL: urlForDatabase(database) } : kept;
   }
   const tsx = (file: string) => run(process.execPath,
     [path.join(project, 'node_modules', 'tsx', 'dist', 'cli.mjs'), file], { cwd: project, env: env(), timeoutMs: 120_000 });
-  const agentKit = (args: string[]) => run(path.join(project, 'node_modules', '.bin', 'agent-kit'),
-    args, { cwd: project, env: env(), timeoutMs: 120_000 });
+  const agentKit = (args: string[], store?: 'postgres' | 'embedded') => run(path.join(project, 'node_modules', '.bin', 'agent-kit'),
+    args, { cwd: project, env: env(store), timeoutMs: 120_000 });
   const seen = new Set<string>();
   /** The runs that appeared in the store since the last call, oldest first. */
-  async function newRuns(): Promise<Array<{ id: string; status: string; effects: number; threadId: string; turnNo: number }>> {
-    const listed = await agentKit(['runs', '--json', '--limit', '1000']);
+  async function newRuns(store?: 'postgres' | 'embedded'): Promise<Array<{ id: string; status: string; effects: number; threadId: string; turnNo: number }>> {
+    const listed = await agentKit(['runs', '--json', '--limit', '1000'], store);
     expect(listed.code, explain(listed)).toBe(0);
     const fresh = (JSON.parse(listed.stdout) as Array<{ id: string; status: string; effects: number; threadId: string; turnNo: number }>)
       .filter((r) => !seen.has(r.id)).reverse();
@@ -107,7 +109,9 @@ describe.skipIf(onPostgres)('the published package', () => {
       fs.mkdirSync(path.dirname(path.join(project, file!)), { recursive: true });
       fs.writeFileSync(path.join(project, file!), code!);
     }
-    // The command a server deployment runs first; on the embedded store it creates the store.
+    // An empty database, and the command a server deployment runs first.
+    await adminQuery(`drop database if exists ${database} with (force)`);
+    await adminQuery(`create database ${database}`);
     const migrated = await agentKit(['migrate']);
     if (migrated.code !== 0) throw new Error(`agent-kit migrate failed: ${explain(migrated)}`);
     const strict = { target: 'ES2022', strict: true, skipLibCheck: true, noEmit: true, types: ['node'] };
@@ -123,8 +127,9 @@ describe.skipIf(onPostgres)('the published package', () => {
     }));
   }, 420_000);
 
-  afterAll(() => {
+  afterAll(async () => {
     if (work) fs.rmSync(work, { recursive: true, force: true });
+    await adminQuery(`drop database if exists ${database} with (force)`).catch(() => {});
   });
 
   it('holds the built library, its declarations, the migrations, the command, a README and the license', () => {
@@ -220,17 +225,20 @@ describe.skipIf(onPostgres)('the published package', () => {
     expect((await newRuns()).map((r) => [r.status, r.effects])).toEqual([['completed', 0]]);
   }, 240_000);
 
-  it('runs the agent-kit command from the installed bin', async () => {
+  it('runs the agent-kit command from the installed bin, on the server and on the embedded store', async () => {
     const help = await agentKit(['--help']);
     expect(help.code, explain(help)).toBe(0);
     for (const command of ['chat', 'drain', 'enqueue', 'events', 'migrate', 'reap', 'resolve-effect', 'runs', 'show', 'worker']) {
       expect(help.stdout).toMatch(new RegExp(`^  ${command} `, 'm'));
     }
-    const chat = await agentKit(['chat', 'hello #effect']);
-    expect(chat.code, explain(chat)).toBe(0);
-    expect(chat.stderr).toContain('[tool record_effect: completed]'); // progress on stderr, the reply on stdout
-    expect(chat.stdout.trim().split(' ').length).toBeGreaterThan(10);
-    expect((await newRuns()).map((r) => [r.status, r.effects])).toEqual([['completed', 1]]);
+    for (const store of ['postgres', 'embedded'] as const) {
+      const chat = await agentKit(['chat', 'hello #effect'], store);
+      expect(chat.code, explain(chat)).toBe(0);
+      expect(chat.stderr).toContain('[tool record_effect: completed]'); // progress on stderr, the reply on stdout
+      expect(chat.stdout.trim().split(' ').length).toBeGreaterThan(10);
+      expect((await newRuns(store)).map((r) => [r.status, r.effects])).toEqual([['completed', 1]]);
+    }
+    expect(fs.existsSync(path.join(project, '.agent-kit', 'pgdata'))).toBe(true); // the embedded one, made by that turn
   }, 240_000);
 });
 
