@@ -58,9 +58,15 @@ async function registerCommands(program: Command) {
   }
 }
 
+/** The package's version, from its package.json (two folders up from src/cli and dist/cli). */
+function packageVersion(): string {
+  return (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+}
+
 export async function buildProgram(): Promise<Command> {
   const program = new Command('agent-kit')
     .description('Durable AI-agent chat turns on plain PostgreSQL')
+    .version(packageVersion(), '-V, --version', 'print the version of agent-kit')
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
   await registerCommands(program);

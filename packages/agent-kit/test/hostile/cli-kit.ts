@@ -35,7 +35,7 @@ function listSources(dir: string): string[] {
  */
 export async function buildCli(): Promise<string> {
   const hash = crypto.createHash('sha256');
-  const configs = ['tsconfig.json', 'tsconfig.build.json', 'bin/agent-kit.js'];
+  const configs = ['tsconfig.json', 'tsconfig.build.json', 'bin/agent-kit.js', 'package.json'];
   const inputs = [...listSources(path.join(packageDir, 'src')), ...configs]
     .map((f) => path.resolve(packageDir, f));
   for (const file of inputs) hash.update(file).update(fs.readFileSync(file));
@@ -103,6 +103,7 @@ async function buildInto(dir: string): Promise<void> {
   if (!fs.existsSync(path.join(tmp, 'dist', 'cli', 'main.js'))) throw new Error(`tsc built no CLI in ${tmp}`);
   fs.mkdirSync(path.join(tmp, 'bin'));
   fs.copyFileSync(path.join(packageDir, 'bin', 'agent-kit.js'), path.join(tmp, 'bin', 'agent-kit.js'));
+  fs.copyFileSync(path.join(packageDir, 'package.json'), path.join(tmp, 'package.json')); // --version reads it
   fs.symlinkSync(path.join(packageDir, 'sql'), path.join(tmp, 'sql'));
   try {
     fs.renameSync(tmp, dir);

@@ -226,6 +226,8 @@ describe.runIf(onPostgres)('the published package', () => {
   }, 240_000);
 
   it('runs the agent-kit command from the installed bin, on the server and on the embedded store', async () => {
+    const version = await agentKit(['--version']);
+    expect([version.code, version.stdout], explain(version)).toEqual([0, `${manifest.version}\n`]);
     const help = await agentKit(['--help']);
     expect(help.code, explain(help)).toBe(0);
     for (const command of ['chat', 'drain', 'enqueue', 'events', 'migrate', 'reap', 'resolve-effect', 'runs', 'show', 'worker']) {

@@ -42,6 +42,17 @@ describe('agent-kit startup', () => {
     expect(loaded.filter((url) => heavy.test(url))).toEqual([]);
   });
 
+  it('prints its version, the package.json one, without them', async () => {
+    const { version } = JSON.parse(fs.readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
+    expect(version).toMatch(/^\d+\.\d+\.\d+/);
+    for (const flag of ['--version', '-V']) {
+      const result = await run(process.execPath, [bin, flag], { env: { PATH: process.env.PATH }, timeoutMs: 60_000 });
+      expect([result.code, result.stdout, result.stderr]).toEqual([0, `${version}\n`, '']);
+    }
+    const { loaded } = await loadedBy(['--version']);
+    expect(loaded.filter((url) => heavy.test(url))).toEqual([]);
+  });
+
   it('prints help without them', async () => {
     const { code, loaded } = await loadedBy(['--help']);
     expect(code).toBe(0);
