@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { coerceError } from '../errors.js';
 import { uuidPattern, type Db } from '../store/db.js';
-import type { MaintenanceReport } from '../store/pglite-maintenance.js';
+import type { MaintenanceOutcome } from '../store/pglite-maintenance.js';
 
 /**
  * Open the store from the environment, run `fn`, always close. The schema is checked first (a
@@ -28,7 +28,7 @@ export async function withDb<T>(fn: (db: Db) => Promise<T>, options: { anySchema
 }
 
 /** A failed vacuum pass of the embedded store (ADR-0050), e.g. in a long `agent-kit worker`, on stderr. */
-function onMaintenance(outcome: MaintenanceReport | { error: Error }) {
+function onMaintenance(outcome: MaintenanceOutcome) {
   if ('error' in outcome) {
     process.stderr.write(`${JSON.stringify({ at: new Date().toISOString(), msg: 'embedded store: maintenance failed', error: outcome.error.message })}\n`);
   }

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { coerceError, InvalidArgumentError, StoreLockedError } from '../errors.js';
 import type { Db, Tx } from './db.js';
-import { maintainEmbeddedStore, scheduleMaintenance, type MaintenanceReport } from './pglite-maintenance.js';
+import { maintainEmbeddedStore, scheduleMaintenance, type MaintenanceOutcome } from './pglite-maintenance.js';
 
 type PgliteLike = Pick<PGlite, 'query' | 'exec' | 'transaction' | 'listen' | 'close'>;
 
@@ -33,7 +33,7 @@ export interface PgliteDbOptions {
    */
   maintenanceEveryMs?: number;
   /** Told what each maintenance pass did, or how it failed. */
-  onMaintenance?: (outcome: MaintenanceReport | { error: Error }) => void;
+  onMaintenance?: (outcome: MaintenanceOutcome) => void;
 }
 
 export const defaultMaintenanceEveryMs = 60_000;

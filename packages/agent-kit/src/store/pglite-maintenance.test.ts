@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { onPostgres } from '../../test/harness/test-db.js';
 import type { Db } from './db.js';
 import { openPgliteDb } from './pglite-driver.js';
-import { maintainEmbeddedStore, scheduleMaintenance, type MaintenanceReport } from './pglite-maintenance.js';
+import { maintainEmbeddedStore, scheduleMaintenance, type MaintenanceOutcome } from './pglite-maintenance.js';
 
 const opened: Db[] = [];
 const folders: string[] = [];
@@ -114,7 +114,7 @@ describe.skipIf(onPostgres)('the embedded store vacuums itself', () => {
   });
 
   it('runs on its own every interval in a store in a folder, and stops when it closes', async () => {
-    const outcomes: (MaintenanceReport | { error: Error })[] = [];
+    const outcomes: MaintenanceOutcome[] = [];
     const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-kit-maintenance-'));
     folders.push(folder);
     const db = await openStore(
@@ -166,7 +166,7 @@ describe.skipIf(onPostgres)('scheduleMaintenance', () => {
   });
 
   it('reports a failed pass and keeps going', async () => {
-    const outcomes: (MaintenanceReport | { error: Error })[] = [];
+    const outcomes: MaintenanceOutcome[] = [];
     let calls = 0;
     const schedule = scheduleMaintenance(async () => {
       if (++calls === 1) throw new Error('disk on fire');

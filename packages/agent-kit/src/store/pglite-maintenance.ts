@@ -13,6 +13,9 @@ export interface MaintenanceReport {
   ms: number;
 }
 
+/** What a scheduled pass tells its observer: its report, or how it failed. */
+export type MaintenanceOutcome = MaintenanceReport | { error: Error };
+
 interface DueTable {
   name: string;
   freeze: boolean;
@@ -86,7 +89,7 @@ export interface MaintenanceSchedule {
 export function scheduleMaintenance(
   pass: () => Promise<MaintenanceReport>,
   everyMs: number,
-  onPass?: (outcome: MaintenanceReport | { error: Error }) => void,
+  onPass?: (outcome: MaintenanceOutcome) => void,
 ): MaintenanceSchedule {
   let stopped = false;
   let running: Promise<void> | undefined;

@@ -44,6 +44,9 @@ function stale(): string | undefined {
     ? 'dist/ is older than src/: run `npm run build -w agent-kit` first' : undefined;
 }
 
+/** What `agent-kit runs --json` says of a run, as far as the examples are judged by it. */
+interface ListedRun { id: string; status: string; effects: number; threadId: string; turnNo: number }
+
 function explain(result: RunResult): string {
   return `exit ${result.code}${result.timedOut ? ' (timed out)' : ''}\n${result.stdout}\n${result.stderr}`;
 }
@@ -73,11 +76,10 @@ describe.runIf(onPostgres)('the published package', () => {
     args, { cwd: project, env: env(store), timeoutMs: 120_000 });
   const seen = new Set<string>();
   /** The runs that appeared in the store since the last call, oldest first. */
-  async function newRuns(store?: 'postgres' | 'embedded'): Promise<Array<{ id: string; status: string; effects: number; threadId: string; turnNo: number }>> {
+  async function newRuns(store?: 'postgres' | 'embedded'): Promise<ListedRun[]> {
     const listed = await agentKit(['runs', '--json', '--limit', '1000'], store);
     expect(listed.code, explain(listed)).toBe(0);
-    const fresh = (JSON.parse(listed.stdout) as Array<{ id: string; status: string; effects: number; threadId: string; turnNo: number }>)
-      .filter((r) => !seen.has(r.id)).reverse();
+    const fresh = (JSON.parse(listed.stdout) as ListedRun[]).filter((r) => !seen.has(r.id)).reverse();
     for (const r of fresh) seen.add(r.id);
     return fresh;
   }

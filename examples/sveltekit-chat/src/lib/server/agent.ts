@@ -3,7 +3,7 @@
 // ordered so nothing writes to a closed store: streams end, the worker and the request-started
 // segments park at their next step boundary and finish, and only then the store closes.
 import {
-  configFromEnv, createRuntime, migrate, openDb, runWorker, type Db, type MaintenanceReport, type Runtime,
+  configFromEnv, createRuntime, migrate, openDb, runWorker, type Db, type MaintenanceOutcome, type Runtime,
 } from 'agent-kit';
 import { createHandlers, type Caller, type Handlers } from 'agent-kit/http';
 import { applyDemoDefaults, readOperators, resolveDataDir, shouldAutoMigrate } from './settings';
@@ -33,7 +33,7 @@ function log(entry: Record<string, unknown>) {
 }
 
 /** Log a failed vacuum pass of the embedded store (ADR-0050), and with AGENT_KIT_LOG=1 what each did. */
-function logMaintenance(outcome: MaintenanceReport | { error: Error }) {
+function logMaintenance(outcome: MaintenanceOutcome) {
   if ('error' in outcome) log({ msg: 'embedded store: maintenance failed', error: outcome.error.message });
   else if (process.env.AGENT_KIT_LOG === '1' && outcome.frozen.length + outcome.vacuumed.length + outcome.analyzed.length > 0) {
     log({ msg: 'embedded store: maintained', ...outcome, ms: Math.round(outcome.ms) });
