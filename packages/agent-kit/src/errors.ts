@@ -45,6 +45,15 @@ export class StoreUnavailableError extends AgentKitError {
   override readonly code = 'STORE_UNAVAILABLE';
 }
 
+/**
+ * The TLS handshake with the database server failed on a setting: a certificate this process does
+ * not trust, one for another host, or a server without TLS. Fix the setting; retrying won't help.
+ * The message names the setting; `cause` is the driver's error.
+ */
+export class StoreTlsError extends AgentKitError {
+  override readonly code = 'STORE_TLS';
+}
+
 /** Another process holds the embedded store's folder. */
 export class StoreLockedError extends AgentKitError {
   override readonly code = 'STORE_LOCKED';
@@ -84,11 +93,40 @@ export const sqlStateErrors: Record<string, new (message: string, o?: { cause?: 
 const unavailableStates = new Set(['57P01', '57P02', '57P03', '53300', '57014']);
 const unavailableNodeCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND']);
 
+/**
+ * Node's codes for a server certificate it would not trust. Like a wrong password, a refused
+ * certificate is a setting to fix, not an outage to wait out: the error says which setting.
+ */
+const untrustedCertificateCodes = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'SELF_SIGNED_CERT_IN_CHAIN', 'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'CERT_UNTRUSTED', 'CERT_SIGNATURE_FAILURE',
+]);
+const tlsGuide = 'see "TLS to a hosted Postgres" in docs/guides/operating.md';
+
+function explainTls(error: Error, code: string): StoreTlsError | undefined {
+  let advice: string | undefined;
+  if (untrustedCertificateCodes.has(code)) {
+    advice = 'the database server\'s TLS certificate is not signed by a CA this process trusts. Name the CA your '
+      + 'provider publishes in the connection string: ?sslmode=verify-full&sslrootcert=/path/to/ca.pem';
+  } else if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') {
+    advice = 'the database server\'s TLS certificate is for another host name. Connect by the name the '
+      + 'certificate carries (the host your provider gives), not by an IP address or an alias';
+  } else if (code === 'CERT_HAS_EXPIRED' || code === 'CERT_NOT_YET_VALID') {
+    advice = 'the database server\'s TLS certificate is outside its validity period (or this machine\'s clock is wrong)';
+  } else if (error.message === 'The server does not support SSL connections') {
+    advice = 'the connection string asks for TLS (sslmode or ssl=true) but this server has ssl = off';
+  }
+  if (!advice) return undefined;
+  return new StoreTlsError(`${advice} (${error.message}); ${tlsGuide}`, { cause: error });
+}
+
 /** Normalise anything thrown into an Error, mapping database errors to our classes. */
 export function coerceError(raw: unknown): Error {
   if (raw instanceof AgentKitError) return raw;
   const error = raw instanceof Error ? raw : new Error(String(raw));
   const code = (raw as { code?: unknown } | null)?.code;
+  const tls = explainTls(error, typeof code === 'string' ? code : '');
+  if (tls) return tls;
   if (typeof code === 'string') {
     const mapped = sqlStateErrors[code];
     if (mapped) return new mapped(error.message, { cause: raw });

@@ -2,7 +2,7 @@
 // folder (./.agent-kit/ by default), or memory for tests.
 import path from 'node:path';
 import type { Db } from './db.js';
-import { openPgDb } from './pg-driver.js';
+import { openPgDb, type PgDbOptions } from './pg-driver.js';
 import { openPgliteDb, type PgliteDbOptions } from './pglite-driver.js';
 
 export interface OpenDbOptions {
@@ -12,6 +12,8 @@ export interface OpenDbOptions {
   dataDir?: string;
   /** Pool size on Postgres. */
   poolMax?: number;
+  /** TLS to Postgres when the CA is given in code (see PgDbOptions.ssl). */
+  ssl?: PgDbOptions['ssl'];
   /** The embedded store's own vacuum and analyze (ADR-0050); a server has autovacuum. */
   embedded?: PgliteDbOptions;
 }
@@ -22,7 +24,7 @@ export const defaultDataDir = '.agent-kit';
 /** Open the store described by `options` (see OpenDbOptions). */
 export async function openDb(options: OpenDbOptions = {}): Promise<Db> {
   if (options.databaseUrl) {
-    return openPgDb({ connectionString: options.databaseUrl, max: options.poolMax });
+    return openPgDb({ connectionString: options.databaseUrl, max: options.poolMax, ssl: options.ssl });
   }
   if (options.dataDir === 'memory') return openPgliteDb(undefined, options.embedded);
   return openPgliteDb(path.join(options.dataDir ?? defaultDataDir, 'pgdata'), options.embedded);

@@ -1,5 +1,6 @@
 // Real Postgres through a pooled `pg` client. Connection loss surfaces as StoreUnavailableError;
 // the pool drops broken clients and opens new ones when the server is back.
+import type { ConnectionOptions } from 'node:tls';
 import pg from 'pg';
 import { coerceError } from '../errors.js';
 import type { Db, Tx } from './db.js';
@@ -32,6 +33,12 @@ export interface PgDbOptions {
    * instead of when TCP gives up, which can be hours; its viewers poll meanwhile (ADR-0039).
    */
   listenHeartbeatMs?: number;
+  /**
+   * TLS to the server, for a CA given in code rather than as a file: `{ ca: pemText }`, or `true`
+   * for the system's CAs. The connection string's own `sslmode`/`sslrootcert` parameters, when
+   * present, take precedence (as in `pg`); see the operating guide's "TLS to a hosted Postgres".
+   */
+  ssl?: boolean | ConnectionOptions;
 }
 
 const defaultListenHeartbeatMs = 30_000;
@@ -49,6 +56,7 @@ async function run<T>(client: pg.Pool | pg.PoolClient, sql: string, params?: rea
 export function openPgDb(options: PgDbOptions): Db {
   const pool = new pg.Pool({
     connectionString: options.connectionString,
+    ssl: options.ssl,
     max: options.max ?? 10,
     application_name: options.applicationName ?? 'agent-kit',
     statement_timeout: options.statementTimeoutMs || undefined,
@@ -135,7 +143,7 @@ function listenWithReconnect(options: PgDbOptions, channel: string, onNotify: (p
   const connect = async () => {
     if (stopped) return;
     const next = new pg.Client({
-      connectionString: options.connectionString, application_name: 'agent-kit-listen',
+      connectionString: options.connectionString, ssl: options.ssl, application_name: 'agent-kit-listen',
       keepAlive: true, keepAliveInitialDelayMillis: heartbeatMs,
     });
     next.on('notification', (message) => {
