@@ -19,5 +19,8 @@ export {
   type RunSummary, type ListRunsOptions, type RunsPage, type EffectView, type StepView, type RunDetail,
 } from './read-runs.js';
 export {
+  readStoreStatus, statusAlerts, defaultStaleMs, type StoreStatus, type StatusAlert,
+} from './read-status.js';
+export {
   readTurnPage, readTurnWindow, type TurnPage, type TurnWindow, type ReadTurnPageOptions,
 } from './turn-window.js';

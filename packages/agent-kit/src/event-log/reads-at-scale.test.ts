@@ -10,6 +10,8 @@
 // - A run list of effects in doubt reads those runs by index among many settled effects (0025).
 // - A page of a long thread's turns (ADR-0049) reads its runs by turn number, their messages by
 //   run and its first event by the run's boundary index.
+// - The store's status counts the runs in flight, the due jobs and the effects in doubt through
+//   the partial indexes that hold only those.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { fakeRunSegment, testOwner } from '../../test/harness/fake-segment.js';
@@ -18,6 +20,7 @@ import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
 import { findMessageSeq, findRunFirstSeq, readRunBoundary, readRunSegments } from './read-events.js';
 import { listRuns } from './read-runs.js';
+import { readStoreStatus } from './read-status.js';
 import { listRunMessages, listThreads } from './read-threads.js';
 import { readTurnPage } from './turn-window.js';
 
@@ -249,5 +252,15 @@ describe('a page of turns of a long thread', () => {
       for (const table of ['agent_kit_runs', 'agent_kit_messages', 'agent_kit_thread_events']) expectNoScan(plans, table);
       expect(mostRowsOfANode(plans)).toBeLessThan(100);
     }
+  });
+});
+
+describe('the store status', () => {
+  it('counts the work in flight by index, not the closed runs or the settled effects', async () => {
+    const { value, plans } = await plansOf((d) => readStoreStatus(d));
+    expect(value.inDoubt).toEqual({ effects: 3, runs: 3 }); // the in-doubt list's, above
+    expect(value.runs.queued).toBeGreaterThan(0);
+    for (const table of ['agent_kit_runs', 'agent_kit_effects', 'agent_kit_jobs']) expectNoScan(plans, table);
+    expect(mostRowsOfANode(plans), plans.join('\n')).toBeLessThan(100);
   });
 });

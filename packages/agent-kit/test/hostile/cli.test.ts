@@ -106,6 +106,10 @@ function parseCases(): CliCase[] {
     ...['not-a-uuid', sql, `${unknownId}x`, ''].map((v) => ({
       what: '--before not a run id', args: ['runs', '--before', v], says: /^error: --before takes a run id, got /,
     })),
+    ...['0', 'x', '1.5', '-1', '86401', ''].map((v) => ({
+      what: `--stale ${v || '(empty)'}`, args: ['status', '--stale', v], says: /^error: --stale takes whole seconds 1\.\.86400, got /,
+    })),
+    { what: '--check with a value', args: ['status', '--check=yes'] }, flag('status', '--json'),
     { what: 'no run id', args: ['show'] },
     ...['not-a-uuid', sql, `${unknownId}x`, ''].map((v) => ({ what: 'run id not a uuid', args: ['show', v] })),
     flag('show', unknownId),

@@ -1,0 +1,40 @@
+// `agent-kit status --check` as a monitor runs it, the built CLI on both stores: exit 0 while
+// nothing waits past --stale, exit 1 (the status on stdout, one line on stderr) once something
+// does, and the store untouched either way.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildCli, openCliStore, packageDir, run, type CliStore } from '../../../test/hostile/cli-kit.js';
+
+let bin: string;
+let store: CliStore;
+beforeAll(async () => {
+  [bin, store] = await Promise.all([buildCli(), openCliStore()]);
+}, 300_000);
+afterAll(async () => {
+  await store?.close();
+});
+
+const status = (...args: string[]) =>
+  run(process.execPath, [bin, 'status', ...args], { cwd: packageDir, env: store.env, timeoutMs: 60_000 });
+
+describe('agent-kit status --check', () => {
+  it('exits 0 while the one due job is younger than --stale, 1 once it is older, writing nothing', async () => {
+    const before = await store.snapshot();
+    const fresh = await status('--check');
+    expect([fresh.code, fresh.stderr]).toEqual([0, '']);
+    expect(fresh.stdout).toMatch(/^runs {6}1 queued, 0 running, 0 waiting for input, 0 waiting for takeover\n/);
+    expect(fresh.stdout).toMatch(/\njobs {6}1 job due, the oldest for \d+(\.\d)? s\n/);
+    expect(fresh.stdout).toMatch(/\nnothing needs attention\n$/);
+
+    // Alice's job has been due since the store was seeded; let a second pass for --stale 1.
+    await new Promise((r) => setTimeout(r, 1_100));
+    const stale = await status('--check', '--stale', '1');
+    expect(stale.code, stale.stderr).toBe(1);
+    expect(stale.stderr).toBe('error: 1 thing needs attention\n');
+    expect(stale.stdout).toMatch(/\nneeds attention:\n {2}- a job has been due for \d+(\.\d)? s: is a drain running /);
+
+    const json = await status('--json', '--stale', '1');
+    expect(json.code).toBe(0); // without --check, the status is an answer, not a verdict
+    expect(JSON.parse(json.stdout)).toMatchObject({ runs: { queued: 1 }, dueJobs: { count: 1 }, alerts: [{ kind: 'drain-behind' }] });
+    expect(await store.snapshot()).toEqual(before);
+  }, 120_000);
+});

@@ -1,0 +1,68 @@
+// `agent-kit status [--json] [--check] [--stale SECONDS]`: is work moving, and does anything need
+// a person? The runs in flight by status, the reaper's backlog (expired leases), the drains'
+// backlog (due jobs), the effects in doubt, and what to do about each that has waited too long.
+// With --check it exits 1 when anything needs attention, for a monitor or a cron health check.
+import { type Command, CommanderError } from 'commander';
+import { defaultStaleMs, readStoreStatus, statusAlerts, type StatusAlert, type StoreStatus } from '../../event-log/read-status.js';
+import type { Queryable } from '../../store/db.js';
+import { withDb } from '../main.js';
+
+export interface StatusOptions {
+  json?: boolean;
+  /** Exit 1 when anything needs attention. */
+  check?: boolean;
+  /** Seconds an expired lease or a due job may wait before it needs attention. */
+  stale?: number;
+}
+
+const maxStaleSeconds = 86_400;
+
+export function register(program: Command) {
+  program
+    .command('status')
+    .description('runs in flight, expired leases, due jobs and effects in doubt, and what needs attention')
+    .option('--json', 'print one JSON object instead of text')
+    .option('--check', 'exit 1 when anything needs attention (for a monitor)')
+    .option('--stale <seconds>', `how long an expired lease or a due job may wait (1..${maxStaleSeconds}, default ${defaultStaleMs / 1000})`,
+      (value) => {
+        const n = Number(value);
+        if (!/^\d+$/.test(value) || n < 1 || n > maxStaleSeconds) {
+          throw new CommanderError(2, 'agent-kit.invalidArgument', `--stale takes whole seconds 1..${maxStaleSeconds}, got "${value}"`);
+        }
+        return n;
+      })
+    .action(async (options: StatusOptions) => {
+      const { text, alerts } = await withDb((db) => formatStatusCommand(db, options));
+      process.stdout.write(text);
+      if (options.check && alerts.length > 0) {
+        const what = alerts.length === 1 ? '1 thing needs' : `${alerts.length} things need`;
+        throw new CommanderError(1, 'agent-kit.statusCheck', `${what} attention`);
+      }
+    });
+}
+
+/** The command's whole output for a store, and the alerts it found. */
+export async function formatStatusCommand(db: Queryable, options: StatusOptions): Promise<{ text: string; alerts: StatusAlert[] }> {
+  const status = await readStoreStatus(db);
+  const alerts = statusAlerts(status, (options.stale ?? defaultStaleMs / 1000) * 1000);
+  if (options.json) return { text: `${JSON.stringify({ ...status, alerts }, null, 2)}\n`, alerts };
+  return { text: formatStatus(status, alerts), alerts };
+}
+
+const count = (n: number, one: string, many = `${one}s`) => `${n.toLocaleString('en-US')} ${n === 1 ? one : many}`;
+const seconds = (ms: number) => (ms < 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 1000).toLocaleString('en-US')} s`);
+
+function formatStatus(status: StoreStatus, alerts: StatusAlert[]): string {
+  const { runs, expiredLeases, dueJobs, inDoubt } = status;
+  const lines = [
+    `runs      ${runs.queued} queued, ${runs.running} running, ${runs.waitingInput} waiting for input, `
+      + `${runs.waitingTakeover} waiting for takeover`,
+    `leases    ${expiredLeases.count === 0 ? 'none expired'
+      : `${count(expiredLeases.count, 'expired lease')}, the oldest ${seconds(expiredLeases.oldestMs ?? 0)} ago`}`,
+    `jobs      ${dueJobs.count === 0 ? 'none due'
+      : `${count(dueJobs.count, 'job')} due, the oldest for ${seconds(dueJobs.oldestMs ?? 0)}`}`,
+    `in doubt  ${inDoubt.effects === 0 ? 'no effects' : `${count(inDoubt.effects, 'effect')} in ${count(inDoubt.runs, 'run')}`}`,
+  ];
+  lines.push(alerts.length === 0 ? 'nothing needs attention' : 'needs attention:', ...alerts.map((a) => `  - ${a.message}`));
+  return `${lines.join('\n')}\n`;
+}

@@ -1,0 +1,103 @@
+// The store's status (`agent-kit status`), on both stores: runs in flight by status, expired
+// leases and due jobs with the age of the oldest on the database's clock, effects in doubt, and
+// the alerts for what has waited past `stale` or needs a verdict.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openTestDb } from '../../test/harness/test-db.js';
+import { formatStatusCommand } from '../cli/commands/status.js';
+import { beginSegment, claimRun, parkRun } from '../lease/lease.js';
+import { startTurn } from '../queue/start-turn.js';
+import { advanceFakeNow, setFakeNow } from '../store/clock.js';
+import type { Db } from '../store/db.js';
+import { readStoreStatus, statusAlerts } from './read-status.js';
+
+let db: Db;
+beforeAll(async () => {
+  db = await openTestDb();
+});
+afterAll(async () => {
+  await db.close();
+});
+
+async function claimed(text: string, leaseTtlMs: number) {
+  const turn = await startTurn(db, { ownerId: 'status', text });
+  const claim = await claimRun(db, { runId: turn.runId, owner: 'status-test', leaseTtlMs });
+  if (!claim.claimed) throw new Error(`not claimed: ${claim.reason}`);
+  await beginSegment(db, claim.lease, claim.run.partial);
+  return { turn, lease: claim.lease };
+}
+
+describe('readStoreStatus and statusAlerts', () => {
+  it('an empty store: nothing in flight, nothing needs attention', async () => {
+    const status = await readStoreStatus(db);
+    expect(status).toEqual({
+      at: expect.any(Date),
+      runs: { queued: 0, running: 0, waitingInput: 0, waitingTakeover: 0 },
+      expiredLeases: { count: 0, oldestMs: null }, dueJobs: { count: 0, oldestMs: null },
+      inDoubt: { effects: 0, runs: 0 },
+    });
+    expect(statusAlerts(status)).toEqual([]);
+    const { text, alerts } = await formatStatusCommand(db, {});
+    expect(alerts).toEqual([]);
+    expect(text).toBe([
+      'runs      0 queued, 0 running, 0 waiting for input, 0 waiting for takeover',
+      'leases    none expired', 'jobs      none due', 'in doubt  no effects', 'nothing needs attention', '',
+    ].join('\n'));
+  });
+
+  it('counts each status, the backlogs and the doubts, and alerts on what waited past stale', async () => {
+    const t0 = new Date('2030-01-01T00:00:00Z');
+    await setFakeNow(db, t0);
+    // Queued, due at once (a drain's job); and queued with a caller's head start (its job due in 5 s).
+    await startTurn(db, { ownerId: 'status', text: 'for a drain', jobDelayMs: 0 });
+    await startTurn(db, { ownerId: 'status', text: 'for the request', jobDelayMs: 5_000 });
+    const running = await claimed('running with a 60 s lease', 60_000);
+    const asking = await claimed('asks a question', 60_000);
+    expect(await parkRun(db, asking.lease, 'waiting_input', { id: 'q', kind: 'question', question: '?' })).toBe(true);
+    const handedOver = await claimed('handed to an operator', 60_000);
+    expect(await parkRun(db, handedOver.lease, 'waiting_takeover')).toBe(true);
+    for (const key of ['charge:1', 'charge:2']) {
+      await db.query(`insert into agent_kit_effects (run_id, key, status, fence, tool) values ($1, $2, 'in_doubt', $3, 'charge_card')`,
+        [running.turn.runId, key, running.lease.fence]);
+    }
+
+    const now = await readStoreStatus(db);
+    expect(now.at.toISOString()).toBe(t0.toISOString());
+    expect(now.runs).toEqual({ queued: 2, running: 1, waitingInput: 1, waitingTakeover: 1 });
+    expect(now.expiredLeases).toEqual({ count: 0, oldestMs: null });
+    expect(now.dueJobs).toEqual({ count: 1, oldestMs: 0 });
+    expect(now.inDoubt).toEqual({ effects: 2, runs: 1 });
+    expect(statusAlerts(now).map((a) => a.message)).toEqual([
+      '2 effects are in doubt in 1 run: list them with agent-kit runs --in-doubt, give each a verdict with agent-kit resolve-effect',
+    ]);
+
+    // 181 s on: the lease expired 121 s ago, the drain's job has been due 181 s, the other 176 s.
+    await advanceFakeNow(db, 181_000);
+    const later = await readStoreStatus(db);
+    expect(later.expiredLeases).toEqual({ count: 1, oldestMs: 121_000 });
+    expect(later.dueJobs).toEqual({ count: 2, oldestMs: 181_000 });
+    expect(statusAlerts(later).map((a) => a.kind)).toEqual(['reaper-behind', 'drain-behind', 'effects-in-doubt']);
+    expect(statusAlerts(later)[0]!.message).toBe('a lease expired 121 s ago and its run was not taken over: '
+      + 'is a reaper running (agent-kit worker, or the cron route /api/cron/reap)?');
+    expect(statusAlerts(later, 150_000).map((a) => a.kind)).toEqual(['drain-behind', 'effects-in-doubt']);
+    expect(statusAlerts(later, 181_000).map((a) => a.kind)).toEqual(['effects-in-doubt']);
+
+    const { text } = await formatStatusCommand(db, { stale: 150 });
+    expect(text).toBe([
+      'runs      2 queued, 1 running, 1 waiting for input, 1 waiting for takeover',
+      'leases    1 expired lease, the oldest 121 s ago',
+      'jobs      2 jobs due, the oldest for 181 s',
+      'in doubt  2 effects in 1 run',
+      'needs attention:',
+      '  - a job has been due for 181 s: is a drain running (agent-kit worker, or the cron route /api/cron/drain)?',
+      '  - 2 effects are in doubt in 1 run: list them with agent-kit runs --in-doubt, give each a verdict with agent-kit resolve-effect',
+      '',
+    ].join('\n'));
+    const json = JSON.parse((await formatStatusCommand(db, { json: true })).text) as Record<string, unknown>;
+    expect(json).toMatchObject({
+      runs: { queued: 2, running: 1, waitingInput: 1, waitingTakeover: 1 },
+      expiredLeases: { count: 1, oldestMs: 121_000 }, dueJobs: { count: 2, oldestMs: 181_000 },
+      inDoubt: { effects: 2, runs: 1 }, at: '2030-01-01T00:03:01.000Z',
+    });
+    expect((json.alerts as { kind: string }[]).map((a) => a.kind)).toEqual(['reaper-behind', 'drain-behind', 'effects-in-doubt']);
+  });
+});

@@ -1,0 +1,105 @@
+// What an operator (or a monitor) asks first: is work moving, and does anything need a person?
+// One statement of counts, each through a partial index that holds only the rows counted (the
+// runs not closed, the due jobs, the effects in doubt), so its cost follows the work in flight,
+// not the history. Ages are measured on the database's clock.
+import type { Queryable } from '../store/db.js';
+import { toNumber } from '../store/db.js';
+
+export interface StoreStatus {
+  /** The database's time when it was read. */
+  at: Date;
+  runs: { queued: number; running: number; waitingInput: number; waitingTakeover: number };
+  /** Running runs whose lease expired: the reaper's backlog, normally empty within a reap. */
+  expiredLeases: { count: number; oldestMs: number | null };
+  /** Jobs due now (a run waiting for a drain), and how long the oldest has been due. */
+  dueJobs: { count: number; oldestMs: number | null };
+  /** Effects nobody knows happened, and their runs: each needs an operator's verdict. */
+  inDoubt: { effects: number; runs: number };
+}
+
+/** Something in a StoreStatus that a person should look at, with what to do. */
+export interface StatusAlert {
+  kind: 'reaper-behind' | 'drain-behind' | 'effects-in-doubt';
+  message: string;
+}
+
+const statusSql = `
+select agent_kit_now() as at,
+  (select count(*) from agent_kit_runs where status = 'queued') as queued,
+  (select count(*) from agent_kit_runs where status = 'running') as running,
+  (select count(*) from agent_kit_runs where status = 'waiting_input') as waiting_input,
+  (select count(*) from agent_kit_runs where status = 'waiting_takeover') as waiting_takeover,
+  e.expired, e.oldest_expired_ms, j.due, j.oldest_due_ms, d.effects as in_doubt_effects, d.runs as in_doubt_runs
+from (
+  select count(*) as expired,
+    extract(epoch from agent_kit_now() - min(lease_expires_at)) * 1000 as oldest_expired_ms
+  from agent_kit_runs where status = 'running' and lease_expires_at <= agent_kit_now()
+) e, (
+  select count(*) as due, extract(epoch from agent_kit_now() - min(due_at)) * 1000 as oldest_due_ms
+  from agent_kit_jobs where due_at <= agent_kit_now()
+) j, (
+  select count(*) as effects, count(distinct run_id) as runs from agent_kit_effects where status = 'in_doubt'
+) d`;
+
+interface StatusRow {
+  at: Date; queued: unknown; running: unknown; waiting_input: unknown; waiting_takeover: unknown;
+  expired: unknown; oldest_expired_ms: unknown; due: unknown; oldest_due_ms: unknown;
+  in_doubt_effects: unknown; in_doubt_runs: unknown;
+}
+
+const orNull = (value: unknown) => (value === null || value === undefined ? null : Math.round(toNumber(value)));
+
+/** Read the store's status: counts of the runs in flight, the reaper's and the drains' backlogs, effects in doubt. */
+export async function readStoreStatus(db: Queryable): Promise<StoreStatus> {
+  const [row] = await db.query<StatusRow>(statusSql);
+  const r = row!;
+  return {
+    at: new Date(r.at),
+    runs: {
+      queued: toNumber(r.queued), running: toNumber(r.running),
+      waitingInput: toNumber(r.waiting_input), waitingTakeover: toNumber(r.waiting_takeover),
+    },
+    expiredLeases: { count: toNumber(r.expired), oldestMs: orNull(r.oldest_expired_ms) },
+    dueJobs: { count: toNumber(r.due), oldestMs: orNull(r.oldest_due_ms) },
+    inDoubt: { effects: toNumber(r.in_doubt_effects), runs: toNumber(r.in_doubt_runs) },
+  };
+}
+
+/** How long an expired lease or a due job may wait before it is news: a cron minute, twice. */
+export const defaultStaleMs = 120_000;
+
+/**
+ * What in `status` a person should act on. A lease expired longer than `staleMs` ago means no
+ * reaper has run since; a job due that long means no drain has taken it (a turn queued behind
+ * its thread's running turn is due again only when that turn's lease would expire, so a long turn
+ * does not count); an effect in doubt always waits for a verdict.
+ */
+export function statusAlerts(status: StoreStatus, staleMs = defaultStaleMs): StatusAlert[] {
+  const alerts: StatusAlert[] = [];
+  const seconds = (ms: number) => `${Math.round(ms / 1000)} s`;
+  const { expiredLeases, dueJobs, inDoubt } = status;
+  if (expiredLeases.oldestMs !== null && expiredLeases.oldestMs > staleMs) {
+    alerts.push({
+      kind: 'reaper-behind',
+      message: `a lease expired ${seconds(expiredLeases.oldestMs)} ago and its run was not taken over: is a reaper running `
+        + '(agent-kit worker, or the cron route /api/cron/reap)?',
+    });
+  }
+  if (dueJobs.oldestMs !== null && dueJobs.oldestMs > staleMs) {
+    alerts.push({
+      kind: 'drain-behind',
+      message: `a job has been due for ${seconds(dueJobs.oldestMs)}: is a drain running `
+        + '(agent-kit worker, or the cron route /api/cron/drain)?',
+    });
+  }
+  if (inDoubt.effects > 0) {
+    const effects = inDoubt.effects === 1 ? '1 effect is' : `${inDoubt.effects} effects are`;
+    const runs = inDoubt.runs === 1 ? '1 run' : `${inDoubt.runs} runs`;
+    alerts.push({
+      kind: 'effects-in-doubt',
+      message: `${effects} in doubt in ${runs}: list them with agent-kit runs --in-doubt, give each a verdict `
+        + 'with agent-kit resolve-effect',
+    });
+  }
+  return alerts;
+}
