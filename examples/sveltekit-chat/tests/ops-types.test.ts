@@ -1,11 +1,27 @@
 // Unit test of the operator page's tables: a run's effects cell says how many of its effects are
 // in doubt (a payment that may or may not have gone out), and says nothing more otherwise; an
 // effect an operator resolved shows the verdict in words; the URL keeps the filter, the page of
-// runs and the selection; the read tells a refused page cursor from a list it cannot read.
+// runs and the selection; the read tells a refused page cursor from a list it cannot read, and
+// the store's status line counts what is in flight.
 import { describe, expect, it } from 'vitest';
 import {
-  effectResultText, effectsCell, opsHref, opsPageSize, readOps, readOpsQuery, StaleRunsPageError,
+  effectResultText, effectsCell, opsHref, opsPageSize, readOps, readOpsQuery, StaleRunsPageError, statusLine,
+  type OpsStatus,
 } from '../src/lib/ops-types';
+
+describe('statusLine', () => {
+  it('counts each status, the expired leases, the due jobs and the effects in doubt, in words', () => {
+    const status: OpsStatus = {
+      runs: { queued: 2, running: 1, waitingInput: 0, waitingTakeover: 1 },
+      expiredLeases: { count: 1, oldestMs: 5 }, dueJobs: { count: 1, oldestMs: 9 },
+      inDoubt: { effects: 1, runs: 1 }, alerts: [],
+    };
+    expect(statusLine(status)).toBe(
+      '2 queued · 1 running · 0 waiting for input · 1 waiting for takeover · 1 expired lease · 1 job due · 1 effect in doubt');
+    expect(statusLine({ ...status, expiredLeases: { count: 0, oldestMs: null }, dueJobs: { count: 3, oldestMs: 1 },
+      inDoubt: { effects: 2, runs: 1 } })).toMatch(/ · 0 expired leases · 3 jobs due · 2 effects in doubt$/);
+  });
+});
 
 describe('effectsCell', () => {
   it('names the effects in doubt, and only when there are some', () => {
@@ -51,21 +67,41 @@ describe('the page URL', () => {
 
 describe('readOps', () => {
   const before = '5d0e8c2a-1b3f-4a6d-9c7e-2f4a6b8d0c1e';
-  /** A fetch that answers the run list with `status` and `body`, and records what it was asked. */
-  function fakeFetch(status: number, body: unknown) {
+  const storeStatus: OpsStatus = {
+    runs: { queued: 2, running: 1, waitingInput: 0, waitingTakeover: 0 },
+    expiredLeases: { count: 0, oldestMs: null }, dueJobs: { count: 1, oldestMs: 40 },
+    inDoubt: { effects: 1, runs: 1 }, alerts: [{ kind: 'effects-in-doubt', message: '1 effect is in doubt in 1 run' }],
+  };
+  /**
+   * A fetch that answers the run list with `status` and `body`, GET /api/status with
+   * `statusAnswer` (a thrown network error when null), and records what it was asked.
+   */
+  function fakeFetch(status: number, body: unknown, statusAnswer: [number, unknown] | null = [200, storeStatus]) {
     const asked: string[] = [];
     const fetchFn = (async (url: string) => {
       asked.push(url);
-      return new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
+      const json = (code: number, value: unknown) =>
+        new Response(JSON.stringify(value), { status: code, headers: { 'content-type': 'application/json' } });
+      if (url !== '/api/status') return json(status, body);
+      if (!statusAnswer) throw new TypeError('fetch failed');
+      return json(...statusAnswer);
     }) as typeof fetch;
     return { fetchFn, asked };
   }
 
-  it('asks for the page, the filter and fifty runs, and hands on the next page\'s cursor', async () => {
+  it('asks for the page, the filter and fifty runs, and the status; hands on the next page\'s cursor', async () => {
     const { fetchFn, asked } = fakeFetch(200, { runs: [], next: before });
     const data = await readOps(fetchFn, { selectedId: null, inDoubt: true, before });
-    expect(asked).toEqual([`/api/runs?limit=${opsPageSize}&inDoubt=1&before=${before}`]);
-    expect(data).toEqual({ runs: [], next: before, selected: null });
+    expect(asked).toEqual([`/api/runs?limit=${opsPageSize}&inDoubt=1&before=${before}`, '/api/status']);
+    expect(data).toEqual({ runs: [], next: before, selected: null, status: storeStatus });
+  });
+
+  it('shows the runs without the status when the status cannot be read', async () => {
+    for (const answer of [[503, { error: { code: 'STORE_UNAVAILABLE', message: 'x' } }] as [number, unknown], null]) {
+      const data = await readOps(fakeFetch(200, { runs: [], next: null }, answer).fetchFn,
+        { selectedId: null, inDoubt: false, before: null });
+      expect(data).toEqual({ runs: [], next: null, selected: null, status: null });
+    }
   });
 
   it('tells a refused page cursor from a list it cannot read', async () => {

@@ -136,6 +136,12 @@ describe.skipIf(!hasChromium)(`salvage in the browser${hasChromium ? '' : ` (ski
     await open(ops, `${server.baseUrl}/ops`);
     const listed = () => ops.getByTestId('run-row').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-run-id')));
     await expect.poll(listed).toEqual(expect.arrayContaining([midTransfer.runId, midTransfer.plainRunId]));
+    // Above the table, the store's status names it among what needs attention (ADR-0053).
+    const alerts = () => ops.getByTestId('status-alerts').locator('li').allInnerTexts(); // no waiting
+    await expect.poll(alerts, { timeout: 5_000 }).toEqual([
+      '1 effect is in doubt in 1 run: list them with agent-kit runs --in-doubt, give each a verdict with agent-kit resolve-effect',
+    ]);
+    await expect(ops.getByTestId('store-status').textContent()).resolves.toMatch(/ · 1 effect in doubt$/);
     await ops.getByLabel('Only runs with effects in doubt').check();
     await expect.poll(listed, { timeout: 5_000 }).toEqual([midTransfer.runId]);
     await ops.getByTestId('run-row').click();
@@ -151,6 +157,9 @@ describe.skipIf(!hasChromium)(`salvage in the browser${hasChromium ? '' : ` (ski
     await expect(ops.getByRole('button', { name: 'It did not happen' }).count()).resolves.toBe(0);
     await expect.poll(listed, { timeout: 5_000 }).toEqual([]);
     await ops.getByText('No run has an effect in doubt.').waitFor();
+    await expect.poll(alerts, { timeout: 5_000 }).toEqual([]);
+    await expect(ops.getByTestId('status-alerts').count()).resolves.toBe(0);
+    await expect(ops.getByTestId('store-status').textContent()).resolves.toMatch(/ · 0 effects in doubt$/);
     // Out of the list now, the run stays selected and described from its own read.
     await expect(ops.getByTestId('run-detail').textContent()).resolves.toMatch(/of\s+alice\s+·\s+turn 1/);
 

@@ -53,12 +53,34 @@ export interface OpsRunDetail {
   firstSeq: number | null;
 }
 
+/** GET /api/status (ADR-0053): the work in flight and what needs a person. */
+export interface OpsStatus {
+  runs: { queued: number; running: number; waitingInput: number; waitingTakeover: number };
+  expiredLeases: { count: number; oldestMs: number | null };
+  dueJobs: { count: number; oldestMs: number | null };
+  inDoubt: { effects: number; runs: number };
+  alerts: { kind: string; message: string }[];
+}
+
+/** The status in one line: "2 queued · 1 running · … · 0 effects in doubt". */
+export function statusLine(status: OpsStatus): string {
+  const n = (count: number, one: string, many = `${one}s`) => `${count} ${count === 1 ? one : many}`;
+  const { runs } = status;
+  return [
+    `${runs.queued} queued`, `${runs.running} running`, `${runs.waitingInput} waiting for input`,
+    `${runs.waitingTakeover} waiting for takeover`, n(status.expiredLeases.count, 'expired lease'),
+    n(status.dueJobs.count, 'job due', 'jobs due'), `${n(status.inDoubt.effects, 'effect')} in doubt`,
+  ].join(' · ');
+}
+
 export interface OpsData {
   runs: OpsRun[];
   /** The `before` of the next, older page of runs, or null when these are the oldest. */
   next: string | null;
   /** The run named by ?run=, or null when it is none, not a uuid, or not one the caller sees. */
   selected: OpsRunDetail | null;
+  /** The store's status, or null when it could not be read (the table still shows). */
+  status: OpsStatus | null;
 }
 
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -111,16 +133,18 @@ export async function readOps(fetchFn: typeof fetch, { selectedId, inDoubt, befo
   const params = new URLSearchParams({ limit: String(opsPageSize) });
   if (inDoubt) params.set('inDoubt', '1');
   if (before) params.set('before', before);
-  const [list, detail] = await Promise.all([
+  const [list, detail, statusResponse] = await Promise.all([
     fetchFn(`/api/runs?${params}`),
     selectedId && uuidPattern.test(selectedId) ? fetchFn(`/api/runs/${selectedId}`) : null,
+    fetchFn('/api/status').catch(() => null),
   ]);
   if (list.status === 400 && before) throw new StaleRunsPageError(before);
   if (!list.ok) throw new Error(`/api/runs answered ${list.status}`);
   const { runs, next } = (await list.json()) as { runs: OpsRun[]; next: string | null };
-  if (!detail?.ok) return { runs, next, selected: null };
+  const status = statusResponse?.ok ? ((await statusResponse.json()) as OpsStatus) : null;
+  if (!detail?.ok) return { runs, next, selected: null, status };
   // GET /api/runs/:id names the thread's owner beside the run, not in it; the page shows the
   // selected run from here when the list does not hold it (on another page).
   const read = (await detail.json()) as OpsRunDetail & { ownerId: string };
-  return { runs, next, selected: { ...read, run: { ...read.run, ownerId: read.ownerId } } };
+  return { runs, next, selected: { ...read, run: { ...read.run, ownerId: read.ownerId } }, status };
 }

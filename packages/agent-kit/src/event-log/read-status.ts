@@ -67,6 +67,8 @@ export async function readStoreStatus(db: Queryable): Promise<StoreStatus> {
 
 /** How long an expired lease or a due job may wait before it is news: a cron minute, twice. */
 export const defaultStaleMs = 120_000;
+/** The longest `stale` a caller may give, in seconds: a day. */
+export const maxStaleSeconds = 86_400;
 
 /**
  * What in `status` a person should act on. A lease expired longer than `staleMs` ago means no

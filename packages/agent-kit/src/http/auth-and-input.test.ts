@@ -117,6 +117,25 @@ describe('authentication and ownership', () => {
     // Released, the run continues in the background: the fake engine asks again and parks.
     expect(await statusOf(waiting.runId)).toBe('waiting_input');
   });
+
+  it("only an operator may read the store's status; a bad ?stale= is a 400", async () => {
+    const before = await countRows(t.db);
+    expect((await send('GET', '/api/status', { user: 'alice' })).status).toBe(403);
+    const response = await send('GET', '/api/status?stale=1', { user: 'ops', operator: true });
+    expect(response.status).toBe(200);
+    const status = await response.json();
+    expect(status).toMatchObject({
+      runs: { queued: expect.any(Number), running: expect.any(Number), waitingInput: 2, waitingTakeover: 0 },
+      expiredLeases: { count: 0, oldestMs: null }, inDoubt: { effects: 0, runs: 0 }, alerts: [],
+    });
+    expect(Date.parse(status.at)).not.toBeNaN();
+    for (const stale of ['0', 'x', '1.5', '86401', '-1', '', '1e3', '9999999']) {
+      const bad = await send('GET', `/api/status?stale=${stale}`, { user: 'ops', operator: true });
+      expect(bad.status, `?stale=${stale}`).toBe(400);
+      expect((await bad.json()).error.message).toMatch(/^invalid query parameter "stale": /);
+    }
+    expect(await countRows(t.db)).toEqual(before);
+  });
 });
 
 describe('input and cancel', () => {

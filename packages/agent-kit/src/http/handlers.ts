@@ -4,7 +4,7 @@
 import { createContext, guard, type HandlerDeps, type RouteHandler } from './context.js';
 import { createCronDrainHandler, createCronReapHandler } from './cron-handlers.js';
 import {
-  createRunsHandler, createRunHandler, createThreadHandler, createThreadsHandler,
+  createRunsHandler, createRunHandler, createStatusHandler, createThreadHandler, createThreadsHandler,
 } from './read-handlers.js';
 import {
   createRunCancelHandler, createRunInputHandler, createRunReleaseHandler, createRunResolveEffectHandler,
@@ -40,6 +40,7 @@ export function createHandlers(deps: HandlerDeps): Handlers {
     runTakeover: guard(ctx, createRunTakeoverHandler(ctx)),
     runRelease: guard(ctx, createRunReleaseHandler(ctx)),
     runResolveEffect: guard(ctx, createRunResolveEffectHandler(ctx)),
+    status: guard(ctx, createStatusHandler(ctx)),
     cronDrain: guard(ctx, createCronDrainHandler(ctx)),
     cronReap: guard(ctx, createCronReapHandler(ctx)),
   };

@@ -2,12 +2,13 @@
 // in detail. A thread or run the caller may not see is "not found", never "forbidden".
 import { z } from 'zod';
 import { listRunsPage, maxRunListSize, readRunDetail } from '../event-log/read-runs.js';
+import { defaultStaleMs, maxStaleSeconds, readStoreStatus, statusAlerts } from '../event-log/read-status.js';
 import {
   listThreadMessages, listThreadRuns, listThreadsPage, maxThreadItems, readThread,
 } from '../event-log/read-threads.js';
 import { maxTurnNo, readTurnPage } from '../event-log/turn-window.js';
 import { runStatuses } from '../lease/run-row.js';
-import { requireCaller, requireRunAccess, requireThreadAccess } from './auth.js';
+import { requireCaller, requireOperator, requireRunAccess, requireThreadAccess } from './auth.js';
 import type { HandlerContext, RouteHandler } from './context.js';
 import { HttpError, jsonResponse } from './http-error.js';
 import { idParam, parseWith, readIdParam, readLimit } from './request.js';
@@ -120,4 +121,23 @@ function withoutOperatorNote<T extends { result: unknown }>(effect: T): T {
   if (!result?.resolved || !('note' in result.resolved)) return effect;
   const { note: _note, ...resolved } = result.resolved;
   return { ...effect, result: { ...result, resolved } };
+}
+
+/** `?stale=`: whole seconds, 1..maxStaleSeconds. */
+const staleSeconds = z.string().regex(/^\d{1,6}$/, 'expected whole seconds')
+  .transform(Number).pipe(z.number().int().min(1).max(maxStaleSeconds));
+
+/**
+ * GET /api/status (operators): the runs in flight by status, expired leases, due jobs, effects
+ * in doubt, and `alerts` for what needs a person (ADR-0053); `?stale=SECONDS` (default 120) is
+ * how long an expired lease or a due job may wait before it does.
+ */
+export function createStatusHandler(ctx: HandlerContext): RouteHandler {
+  return async (request) => {
+    requireOperator(await requireCaller(ctx.authenticate, request));
+    const raw = new URL(request.url).searchParams.get('stale');
+    const staleMs = raw === null ? defaultStaleMs : parseWith(staleSeconds, raw, 'query parameter "stale"') * 1000;
+    const status = await readStoreStatus(ctx.rt.db);
+    return jsonResponse({ ...status, alerts: statusAlerts(status, staleMs) });
+  };
 }

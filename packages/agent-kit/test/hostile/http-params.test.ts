@@ -6,12 +6,13 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { maxRunListSize } from '../../src/event-log/read-runs.js';
+import { maxStaleSeconds } from '../../src/event-log/read-status.js';
 import { maxThreadItems } from '../../src/event-log/read-threads.js';
 import { runStatuses } from '../../src/lease/run-row.js';
 import { matchPath, routes } from '../../src/http/routes.js';
 import { notUuid } from './arbitraries.js';
 import {
-  expectNothingWritten, expectRefusal, hostileRuns, routeNamesIn, Tally, type HostileRequest, type Refusal,
+  expectNothingWritten, expectRefusal, hostileRuns, operatorName, routeNamesIn, Tally, type HostileRequest, type Refusal,
 } from './hostile-kit.js';
 import { maskIds, openHostileFixture, type HostileFixture } from './hostile-fixture.js';
 
@@ -196,6 +197,9 @@ describe('query parameters and cursors', () => {
       (v) => ['sse', 'ai-sdk'].includes(v)],
     ['GET /api/threads/:id/events', '?runId= (ai-sdk)', (v) => [`${events()}?format=ai-sdk&runId=${q(v)}`, {}],
       (v) => v === ''],
+    // Only an operator reads the status: as alice, any ?stale= is a 403 first (below).
+    ['GET /api/status', '?stale=', (v) => [`/api/status?stale=${q(v)}`, { user: operatorName }],
+      (v) => /^\d{1,6}$/.test(v) && isIntIn(v, maxStaleSeconds)],
   ];
 
   it('a bad limit, status, flag, cursor, page cursor, format or run id is a 400', async () => {
@@ -210,6 +214,12 @@ describe('query parameters and cursors', () => {
     for (const v of ['1', 'true']) {
       const path = `/api/threads?all=${v}`;
       await refused('GET /api/threads', '?all=1 without operator', 'GET', path, { user: 'alice' }, [403]);
+    }
+  });
+
+  it('the store status from a non-operator is a 403, whatever its ?stale=', async () => {
+    for (const path of ['/api/status', '/api/status?stale=60', '/api/status?stale=x']) {
+      await refused('GET /api/status', 'status without operator', 'GET', path, { user: 'alice' }, [403]);
     }
   });
 });

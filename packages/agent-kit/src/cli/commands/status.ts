@@ -3,7 +3,7 @@
 // backlog (due jobs), the effects in doubt, and what to do about each that has waited too long.
 // With --check it exits 1 when anything needs attention, for a monitor or a cron health check.
 import { type Command, CommanderError } from 'commander';
-import { defaultStaleMs, readStoreStatus, statusAlerts, type StatusAlert, type StoreStatus } from '../../event-log/read-status.js';
+import { defaultStaleMs, maxStaleSeconds, readStoreStatus, statusAlerts, type StatusAlert, type StoreStatus } from '../../event-log/read-status.js';
 import type { Queryable } from '../../store/db.js';
 import { withDb } from '../main.js';
 
@@ -14,8 +14,6 @@ export interface StatusOptions {
   /** Seconds an expired lease or a due job may wait before it needs attention. */
   stale?: number;
 }
-
-const maxStaleSeconds = 86_400;
 
 export function register(program: Command) {
   program
