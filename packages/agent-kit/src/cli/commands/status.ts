@@ -47,14 +47,15 @@ export async function formatStatusCommand(db: Queryable, options: StatusOptions)
   return { text: formatStatus(status, alerts), alerts };
 }
 
-const count = (n: number, one: string, many = `${one}s`) => `${n.toLocaleString('en-US')} ${n === 1 ? one : many}`;
-const seconds = (ms: number) => (ms < 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 1000).toLocaleString('en-US')} s`);
+const num = (n: number) => n.toLocaleString('en-US');
+const count = (n: number, one: string, many = `${one}s`) => `${num(n)} ${n === 1 ? one : many}`;
+const seconds = (ms: number) => (ms < 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${num(Math.round(ms / 1000))} s`);
 
 function formatStatus(status: StoreStatus, alerts: StatusAlert[]): string {
   const { runs, expiredLeases, dueJobs, inDoubt } = status;
   const lines = [
-    `runs      ${runs.queued} queued, ${runs.running} running, ${runs.waitingInput} waiting for input, `
-      + `${runs.waitingTakeover} waiting for takeover`,
+    `runs      ${num(runs.queued)} queued, ${num(runs.running)} running, ${num(runs.waitingInput)} waiting for input, `
+      + `${num(runs.waitingTakeover)} waiting for takeover`,
     `leases    ${expiredLeases.count === 0 ? 'none expired'
       : `${count(expiredLeases.count, 'expired lease')}, the oldest ${seconds(expiredLeases.oldestMs ?? 0)} ago`}`,
     `jobs      ${dueJobs.count === 0 ? 'none due'
