@@ -1,11 +1,14 @@
 // Starting turns on both stores: a retried POST (same client message id) never creates a second
 // run, with or without a thread; another owner's thread is not found; bad input writes nothing;
-// and on Postgres, starting a turn races a cancel on the same thread without deadlocking.
+// on Postgres, starting a turn races a cancel on the same thread without deadlocking; and a new
+// turn's user message and its run-queued are consecutive events however many writers share the
+// thread (the chat places a message by the event after it: thread-view.ts's held message).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestDb, onPostgres } from '../../test/harness/test-db.js';
 import { InvalidArgumentError, NotFoundError } from '../errors.js';
 import type { Db } from '../store/db.js';
-import { claimRun, parkRun } from '../lease/lease.js';
+import { readEvents } from '../event-log/read-events.js';
+import { beginSegment, claimRun, mirrorPartial, parkRun } from '../lease/lease.js';
 import { startTurn } from './start-turn.js';
 
 let db: Db;
@@ -66,6 +69,31 @@ describe.runIf(onPostgres)('lock order on Postgres', () => {
       ]);
       const errors = results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason));
       expect(errors.filter((e) => /deadlock/i.test(e))).toEqual([]);
+    }
+  });
+});
+
+describe('the events of a new turn', () => {
+  it("writes a new turn's message and its run-queued as consecutive events while others write the thread", async () => {
+    const first = await startTurn(db, { ownerId: 'ann', text: 'a long answer is streaming' });
+    const claim = await claimRun(db, { runId: first.runId, owner: 'w', leaseTtlMs: 60_000 });
+    if (!claim.claimed) throw new Error('claim');
+    await beginSegment(db, claim.lease, '');
+    // Twenty turns queued behind the streaming one, each racing the stream's deltas.
+    const started = await Promise.all(Array.from({ length: 20 }, async (_, i) => {
+      const [turn] = await Promise.all([
+        startTurn(db, { threadId: first.threadId, ownerId: 'ann', text: `queued ${i}` }),
+        mirrorPartial(db, claim.lease, `delta ${i} `), mirrorPartial(db, claim.lease, `more ${i} `),
+      ]);
+      return turn;
+    }));
+    const events = await readEvents(db, { threadId: first.threadId, limit: 1000 });
+    expect(events.filter((e) => e.type === 'text-delta')).toHaveLength(40);
+    for (const turn of started) {
+      const at = events.findIndex((e) => e.type === 'message' && e.runId === turn.runId);
+      expect(at, turn.runId).toBeGreaterThan(0);
+      expect([events[at]!.data.role, events[at + 1]!.type, events[at + 1]!.runId]).toEqual(['user', 'run-queued', turn.runId]);
+      expect(events[at + 1]!.seq).toBe(events[at]!.seq + 1);
     }
   });
 });
