@@ -70,6 +70,12 @@ export const defaultStaleMs = 120_000;
 /** The longest `stale` a caller may give, in seconds: a day. */
 export const maxStaleSeconds = 86_400;
 
+/** A `stale` given as text (`--stale`, `?stale=`): whole seconds 1..maxStaleSeconds, or null. */
+export function parseStaleSeconds(text: string): number | null {
+  const seconds = Number(text);
+  return /^\d{1,6}$/.test(text) && seconds >= 1 && seconds <= maxStaleSeconds ? seconds : null;
+}
+
 /**
  * What in `status` a person should act on. A lease expired longer than `staleMs` ago means no
  * reaper has run since; a job due that long means no drain has taken it (a turn queued behind

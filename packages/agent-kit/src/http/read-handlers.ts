@@ -2,7 +2,9 @@
 // in detail. A thread or run the caller may not see is "not found", never "forbidden".
 import { z } from 'zod';
 import { listRunsPage, maxRunListSize, readRunDetail } from '../event-log/read-runs.js';
-import { defaultStaleMs, maxStaleSeconds, readStoreStatus, statusAlerts } from '../event-log/read-status.js';
+import {
+  defaultStaleMs, maxStaleSeconds, parseStaleSeconds, readStoreStatus, statusAlerts,
+} from '../event-log/read-status.js';
 import {
   listThreadMessages, listThreadRuns, listThreadsPage, maxThreadItems, readThread,
 } from '../event-log/read-threads.js';
@@ -123,10 +125,6 @@ function withoutOperatorNote<T extends { result: unknown }>(effect: T): T {
   return { ...effect, result: { ...result, resolved } };
 }
 
-/** `?stale=`: whole seconds, 1..maxStaleSeconds. */
-const staleSeconds = z.string().regex(/^\d{1,6}$/, 'expected whole seconds')
-  .transform(Number).pipe(z.number().int().min(1).max(maxStaleSeconds));
-
 /**
  * GET /api/status (operators): the runs in flight by status, expired leases, due jobs, effects
  * in doubt, and `alerts` for what needs a person (ADR-0053); `?stale=SECONDS` (default 120) is
@@ -136,7 +134,11 @@ export function createStatusHandler(ctx: HandlerContext): RouteHandler {
   return async (request) => {
     requireOperator(await requireCaller(ctx.authenticate, request));
     const raw = new URL(request.url).searchParams.get('stale');
-    const staleMs = raw === null ? defaultStaleMs : parseWith(staleSeconds, raw, 'query parameter "stale"') * 1000;
+    const seconds = raw === null ? defaultStaleMs / 1000 : parseStaleSeconds(raw);
+    if (seconds === null) {
+      throw new HttpError('INVALID_ARGUMENT', `invalid query parameter "stale": expected whole seconds 1..${maxStaleSeconds}`);
+    }
+    const staleMs = seconds * 1000;
     const status = await readStoreStatus(ctx.rt.db);
     return jsonResponse({ ...status, alerts: statusAlerts(status, staleMs) });
   };

@@ -3,7 +3,7 @@
 // backlog (due jobs), the effects in doubt, and what to do about each that has waited too long.
 // With --check it exits 1 when anything needs attention, for a monitor or a cron health check.
 import { type Command, CommanderError } from 'commander';
-import { defaultStaleMs, maxStaleSeconds, readStoreStatus, statusAlerts, type StatusAlert, type StoreStatus } from '../../event-log/read-status.js';
+import { defaultStaleMs, maxStaleSeconds, parseStaleSeconds, readStoreStatus, statusAlerts, type StatusAlert, type StoreStatus } from '../../event-log/read-status.js';
 import type { Queryable } from '../../store/db.js';
 import { withDb } from '../main.js';
 
@@ -23,11 +23,11 @@ export function register(program: Command) {
     .option('--check', 'exit 1 when anything needs attention (for a monitor)')
     .option('--stale <seconds>', `how long an expired lease or a due job may wait (1..${maxStaleSeconds}, default ${defaultStaleMs / 1000})`,
       (value) => {
-        const n = Number(value);
-        if (!/^\d+$/.test(value) || n < 1 || n > maxStaleSeconds) {
+        const seconds = parseStaleSeconds(value);
+        if (seconds === null) {
           throw new CommanderError(2, 'agent-kit.invalidArgument', `--stale takes whole seconds 1..${maxStaleSeconds}, got "${value}"`);
         }
-        return n;
+        return seconds;
       })
     .action(async (options: StatusOptions) => {
       const { text, alerts } = await withDb((db) => formatStatusCommand(db, options));
