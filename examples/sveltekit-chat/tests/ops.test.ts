@@ -75,10 +75,11 @@ describe.skipIf(!hasChromium)(`the operator page${hasChromium ? '' : ` (skipped:
     for (const name of ['Take over', 'Release', 'Cancel', 'Kill segment (demo)']) {
       expect(await page.getByRole('button', { name }).isDisabled(), name).toBe(true);
     }
-    // The timeline's facts as text: the one segment, its owner and how it ended.
+    // The timeline's facts as text: the one segment, its owner and how it ended. The rows come
+    // from the thread's event stream, which the page opens after the run's detail has rendered.
     const rows = page.getByTestId('segment-row');
-    expect(await rows.count()).toBe(1);
-    await expect(rows.first().textContent()).resolves.toMatch(/^11.*closed: completed$/);
+    await expect.poll(() => rows.allTextContents(), { timeout: 10_000 })
+      .toEqual([expect.stringMatching(/^11.*closed: completed$/)]);
     await open(page, `${server.baseUrl}/ops?run=00000000-0000-4000-8000-000000000000`);
     await expect(page.getByTestId('run-not-found').textContent()).resolves.toContain('00000000-0000-4000-8000-000000000000');
     await page.close();

@@ -145,7 +145,8 @@ describe.skipIf(!hasChromium)(`takeover in the browser${hasChromium ? '' : ` (sk
     expect(await segments.nth(0).getAttribute('data-ended')).toBe('killed');
     expect(await segments.nth(0).getByTestId('kill-marker').count()).toBe(1);
     await expect(ops.getByTestId('segment-row').first().innerText()).resolves.toContain('killed: by operator (demo)');
-    expect(await segments.nth(1).getAttribute('data-ended')).toBe('closed');
+    // The polled table can say completed before the streamed timeline has the close event.
+    await expect.poll(() => segments.nth(1).getAttribute('data-ended'), { timeout: 10_000 }).toBe('closed');
     const ledger = ops.getByTestId('effects');
     await expect(ledger.textContent()).resolves.toContain('record_effect');
     await expect(ledger.textContent()).resolves.toContain('completed');
