@@ -27,7 +27,7 @@ const pinned = (name: string) => `${name}@${manifest.dependencies[name] ?? manif
 
 /** Files the examples import that the docs leave to the reader. */
 const fixtures: Record<string, string> = {
-  // operating.md's worker.ts: "the same object the web app passes".
+  // operating.md's runtime-options.ts imports the app's tools from here.
   'tools.ts': "import { sendInvoice } from './send-invoice.js';\n\nexport const tools = { send_invoice: sendInvoice };\n",
   // What SvelteKit generates for a +server.ts, reduced to what the examples use.
   'src/routes/api/chat/$types.d.ts':
