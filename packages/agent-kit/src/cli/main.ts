@@ -10,16 +10,19 @@ import type { MaintenanceOutcome } from '../store/pglite-maintenance.js';
 
 /**
  * Open the store from the environment, run `fn`, always close. The schema is checked first (a
- * store that was never migrated says "run `agent-kit migrate` first", not "relation does not
- * exist"), except for `migrate` itself (`anySchema`).
+ * server that was never migrated says "run `agent-kit migrate` first", not "relation does not
+ * exist"), except for `migrate` itself (`anySchema`). The embedded store is migrated first, as
+ * `createRuntime` migrates it for the commands that run turns: one process owns its folder, so
+ * `runs` on a fresh folder answers as `chat` does, instead of asking for a migrate `chat` skips.
  */
 export async function withDb<T>(fn: (db: Db) => Promise<T>, options: { anySchema?: boolean } = {}): Promise<T> {
-  const [{ configFromEnv }, { openDb }, { checkSchema }] = await Promise.all([
+  const [{ configFromEnv }, { openDb }, { checkSchema, migrate }] = await Promise.all([
     import('../config.js'), import('../store/open.js'), import('../store/migrate.js'),
   ]);
   const config = configFromEnv();
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, embedded: { onMaintenance } });
   try {
+    if (!options.anySchema && !config.databaseUrl) await migrate(db);
     if (!options.anySchema) await checkSchema(db);
     return await fn(db);
   } finally {

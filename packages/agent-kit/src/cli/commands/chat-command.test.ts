@@ -1,8 +1,9 @@
 // The real `agent-kit chat` (and its neighbours) as a person or a script meets them, on both
 // stores: a completed turn exits 0 with the reply on stdout; a turn the model fails exits 1 with
-// one line saying why (no provider stack trace); a malformed thread id is a usage error; a store
-// never migrated says to migrate; and, on Postgres, a worker running beside the command does not
-// take the turn from it (the reply still reaches the terminal).
+// one line saying why (no provider stack trace); a malformed thread id is a usage error; an
+// embedded store never migrated is migrated, a server never migrated says to migrate; and, on
+// Postgres, a worker running beside the command does not take the turn from it (the reply still
+// reaches the terminal).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -10,6 +11,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildCli, openCliStore, run, type CliStore } from '../../../test/hostile/cli-kit.js';
 import { onPostgres } from '../../../test/harness/test-db.js';
+import { createEmptyDatabase } from '../../../test/harness/empty-database.js';
+import { openDb } from '../../store/open.js';
 
 let bin: string;
 let store: CliStore;
@@ -77,21 +80,47 @@ describe('agent-kit chat', () => {
 });
 
 describe('commands on a store that was never migrated', () => {
-  it('say to run `agent-kit migrate` first instead of a missing relation', async () => {
+  it('migrate the embedded store first, as the commands that run turns do', async () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-kit-unmigrated-'));
     const env = { ...store.env, AGENT_KIT_DATA_DIR: dataDir, DATABASE_URL: '' };
     try {
-      for (const args of [['enqueue', 'hi'], ['runs'], ['show', '00000000-0000-4000-8000-000000000000']]) {
-        const result = await cli(args, env);
-        expect({ args, code: result.code, stderr: result.stderr.trim() }).toEqual({
-          args, code: 1, stderr: expect.stringMatching(/^agent-kit: Schema is at 0000; this agent-kit needs \d{4}\. Run `agent-kit migrate` first\.$/),
-        });
-      }
+      // A read first: it asked for a migrate that `chat` and `enqueue`'s neighbours never needed.
+      const runs = await cli(['runs'], env);
+      expect({ code: runs.code, stderr: runs.stderr }).toEqual({ code: 0, stderr: '' });
+      const enqueued = await cli(['enqueue', 'hi'], env);
+      expect(enqueued.code).toBe(0);
+      const { runId } = JSON.parse(enqueued.stdout) as { runId: string };
+      const listed = await cli(['runs', '--json'], env);
+      expect((JSON.parse(listed.stdout) as { id: string; status: string }[]).map((r) => [r.id, r.status]))
+        .toEqual([[runId, 'queued']]);
       const migrated = await cli(['migrate', '--to', '99'], env);
       expect(migrated.code).toBe(2);
       expect(migrated.stderr.trim()).toMatch(/^error: --to must be a migration number from 0 to \d+, got 99$/);
     } finally {
       fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it.runIf(onPostgres)('say to run `agent-kit migrate` first on a server, and create nothing', async () => {
+    const empty = await createEmptyDatabase();
+    const env = { ...store.env, DATABASE_URL: empty.url };
+    try {
+      for (const args of [['enqueue', 'hi'], ['runs'], ['status'], ['show', '00000000-0000-4000-8000-000000000000']]) {
+        const result = await cli(args, env);
+        expect({ args, code: result.code, stderr: result.stderr.trim() }).toEqual({
+          args, code: 1, stderr: expect.stringMatching(/^agent-kit: Schema is at 0000; this agent-kit needs \d{4}\. Run `agent-kit migrate` first\.$/),
+        });
+      }
+      const db = await openDb({ databaseUrl: empty.url });
+      try {
+        const rows = await db.query<{ name: string }>(
+          "select tablename as name from pg_tables where schemaname = 'public' and tablename like 'agent_kit_%'");
+        expect(rows).toEqual([]);
+      } finally {
+        await db.close();
+      }
+    } finally {
+      await empty.drop();
     }
   });
 });
