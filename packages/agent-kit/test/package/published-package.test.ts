@@ -152,7 +152,7 @@ describe.runIf(onPostgres)('the published package', () => {
     const names = docs.examples.map((e) => e.file);
     expect(new Set(names).size, names.join(', ')).toBe(names.length);
     for (const file of ['quickstart.ts', 'chat-and-cron.ts', 'turn-once.ts', 'queue-turns.ts', 'send-invoice.ts',
-      'server.ts', 'try-tool.ts', 'instructions.ts', 'worker.ts', 'src/lib/server/agent.ts']) {
+      'server.ts', 'try-tool.ts', 'instructions.ts', 'runtime-options.ts', 'worker.ts', 'src/lib/server/agent.ts']) {
       expect(names).toContain(file);
     }
   });
