@@ -2,11 +2,12 @@
 // in doubt (a payment that may or may not have gone out), and says nothing more otherwise; an
 // effect an operator resolved shows the verdict in words; the URL keeps the filter, the page of
 // runs and the selection; the read tells a refused page cursor from a list it cannot read, and
-// the store's status line counts what is in flight.
+// the store's status line counts what is in flight, and another says when a drain and a reaper
+// last looked.
 import { describe, expect, it } from 'vitest';
 import {
   effectResultText, effectsCell, opsHref, opsPageSize, readOps, readOpsQuery, StaleRunsPageError, statusLine,
-  type OpsStatus,
+  passesLine, type OpsStatus,
 } from '../src/lib/ops-types';
 
 describe('statusLine', () => {
@@ -14,12 +15,28 @@ describe('statusLine', () => {
     const status: OpsStatus = {
       runs: { queued: 2, running: 1, waitingInput: 0, waitingTakeover: 1 },
       expiredLeases: { count: 1, oldestMs: 5 }, dueJobs: { count: 1, oldestMs: 9 },
-      inDoubt: { effects: 1, runs: 1 }, alerts: [],
+      inDoubt: { effects: 1, runs: 1 }, lastPass: { drain: null, reap: null }, alerts: [],
     };
     expect(statusLine(status)).toBe(
       '2 queued · 1 running · 0 waiting for input · 1 waiting for takeover · 1 expired lease · 1 job due · 1 effect in doubt');
     expect(statusLine({ ...status, expiredLeases: { count: 0, oldestMs: null }, dueJobs: { count: 3, oldestMs: 1 },
       inDoubt: { effects: 2, runs: 1 } })).toMatch(/ · 0 expired leases · 3 jobs due · 2 effects in doubt$/);
+  });
+});
+
+describe('passesLine', () => {
+  it('says when a drain and a reaper last looked and whose they were, or that none is recorded', () => {
+    const status: OpsStatus = {
+      runs: { queued: 0, running: 0, waitingInput: 0, waitingTakeover: 0 },
+      expiredLeases: { count: 0, oldestMs: null }, dueJobs: { count: 0, oldestMs: null }, inDoubt: { effects: 0, runs: 0 },
+      lastPass: { drain: { agoMs: 2_600, owner: 'worker-a' }, reap: null }, alerts: [],
+    };
+    expect(passesLine(status)).toBe('Last looked: drain 3 s ago (worker-a) · reaper: none recorded');
+    const at = (agoMs: number) => passesLine({ ...status, lastPass: { drain: null, reap: { agoMs, owner: 'cron' } } });
+    expect([at(119_000), at(150_000), at(7_100_000), at(7_200_000)]).toEqual([
+      'Last looked: drain: none recorded · reaper 119 s ago (cron)', 'Last looked: drain: none recorded · reaper 3 min ago (cron)',
+      'Last looked: drain: none recorded · reaper 118 min ago (cron)', 'Last looked: drain: none recorded · reaper 2 h ago (cron)',
+    ]);
   });
 });
 
@@ -70,7 +87,8 @@ describe('readOps', () => {
   const storeStatus: OpsStatus = {
     runs: { queued: 2, running: 1, waitingInput: 0, waitingTakeover: 0 },
     expiredLeases: { count: 0, oldestMs: null }, dueJobs: { count: 1, oldestMs: 40 },
-    inDoubt: { effects: 1, runs: 1 }, alerts: [{ kind: 'effects-in-doubt', message: '1 effect is in doubt in 1 run' }],
+    inDoubt: { effects: 1, runs: 1 }, lastPass: { drain: { agoMs: 1_000, owner: 'w' }, reap: null },
+    alerts: [{ kind: 'effects-in-doubt', message: '1 effect is in doubt in 1 run' }],
   };
   /**
    * A fetch that answers the run list with `status` and `body`, GET /api/status with

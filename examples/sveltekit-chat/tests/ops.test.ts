@@ -68,6 +68,14 @@ describe.skipIf(!hasChromium)(`the operator page${hasChromium ? '' : ` (skipped:
     await page.close();
   });
 
+  it("says when the app's own worker last drained and reaped", async () => {
+    const page = await operator.newPage();
+    await open(page, `${server.baseUrl}/ops`);
+    await expect(page.getByTestId('store-passes').textContent())
+      .resolves.toMatch(/^Last looked: drain \d+ s ago \(worker-\S+\) · reaper \d+ s ago \(worker-\S+-reap\)$/);
+    await page.close();
+  });
+
   it('lists the segments as text, disables a finished run\'s controls, and names an unknown run', async () => {
     const page = await operator.newPage();
     await open(page, `${server.baseUrl}/ops?run=${runId}`);

@@ -94,6 +94,16 @@ create table agent_kit_migrations (
 );
 CREATE UNIQUE INDEX agent_kit_migrations_pkey ON agent_kit_migrations USING btree (version);
 
+-- table agent_kit_passes
+create table agent_kit_passes (
+  kind text not null,
+  at timestamp with time zone not null,
+  owner text not null,
+  constraint agent_kit_passes_kind_check CHECK (kind = ANY (ARRAY['drain'::text, 'reap'::text])),
+  constraint agent_kit_passes_pkey PRIMARY KEY (kind)
+);
+CREATE UNIQUE INDEX agent_kit_passes_pkey ON agent_kit_passes USING btree (kind);
+
 -- table agent_kit_runs
 create table agent_kit_runs (
   id uuid not null default gen_random_uuid(),

@@ -59,7 +59,14 @@ export interface OpsStatus {
   expiredLeases: { count: number; oldestMs: number | null };
   dueJobs: { count: number; oldestMs: number | null };
   inDoubt: { effects: number; runs: number };
+  /** The last look of a drain and of a reaper (recorded at most every 10 s per process). */
+  lastPass: { drain: OpsPass | null; reap: OpsPass | null };
   alerts: { kind: string; message: string }[];
+}
+
+export interface OpsPass {
+  agoMs: number;
+  owner: string;
 }
 
 /** The status in one line: "2 queued · 1 running · … · 0 effects in doubt". */
@@ -71,6 +78,15 @@ export function statusLine(status: OpsStatus): string {
     `${runs.waitingTakeover} waiting for takeover`, n(status.expiredLeases.count, 'expired lease'),
     n(status.dueJobs.count, 'job due', 'jobs due'), `${n(status.inDoubt.effects, 'effect')} in doubt`,
   ].join(' · ');
+}
+
+/** When a drain and a reaper last looked, and whose they were: "drain 3 s ago (w-1) · reaper: none recorded". */
+export function passesLine(status: OpsStatus): string {
+  const ago = (ms: number) => (ms < 120_000 ? `${Math.round(ms / 1000)} s` : ms < 7_200_000
+    ? `${Math.round(ms / 60_000)} min` : `${Math.round(ms / 3_600_000)} h`);
+  const one = (name: string, pass: OpsPass | null) =>
+    (pass === null ? `${name}: none recorded` : `${name} ${ago(pass.agoMs)} ago (${pass.owner})`);
+  return `Last looked: ${one('drain', status.lastPass.drain)} · ${one('reaper', status.lastPass.reap)}`;
 }
 
 export interface OpsData {

@@ -19,7 +19,7 @@ export {
   type RunSummary, type ListRunsOptions, type RunsPage, type EffectView, type StepView, type RunDetail,
 } from './read-runs.js';
 export {
-  readStoreStatus, statusAlerts, defaultStaleMs, maxStaleSeconds, type StoreStatus, type StatusAlert,
+  readStoreStatus, statusAlerts, defaultStaleMs, maxStaleSeconds, type StoreStatus, type StatusAlert, type LastPass,
 } from './read-status.js';
 export {
   readTurnPage, readTurnWindow, type TurnPage, type TurnWindow, type ReadTurnPageOptions,

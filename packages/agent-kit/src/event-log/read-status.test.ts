@@ -1,6 +1,7 @@
 // The store's status (`agent-kit status`), on both stores: runs in flight by status, expired
 // leases and due jobs with the age of the oldest on the database's clock, effects in doubt, and
-// the alerts for what has waited past `stale` or needs a verdict.
+// the alerts for what has waited past `stale` or needs a verdict; the drains' and reapers' last
+// passes, and what they make of an alert.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { formatStatusCommand } from '../cli/commands/status.js';
@@ -9,6 +10,10 @@ import { startTurn } from '../queue/start-turn.js';
 import { advanceFakeNow, setFakeNow } from '../store/clock.js';
 import type { Db } from '../store/db.js';
 import { readStoreStatus, statusAlerts } from './read-status.js';
+import { nullTurn, testRuntime } from '../../test/chaos/null-turn.js';
+import { drainQueue } from '../queue/drain-queue.js';
+import { passTiming } from '../queue/passes.js';
+import { reapExpiredRuns } from '../reaper/reap-expired-runs.js';
 
 let db: Db;
 beforeAll(async () => {
@@ -33,14 +38,15 @@ describe('readStoreStatus and statusAlerts', () => {
       at: expect.any(Date),
       runs: { queued: 0, running: 0, waitingInput: 0, waitingTakeover: 0 },
       expiredLeases: { count: 0, oldestMs: null }, dueJobs: { count: 0, oldestMs: null },
-      inDoubt: { effects: 0, runs: 0 },
+      inDoubt: { effects: 0, runs: 0 }, lastPass: { drain: null, reap: null },
     });
     expect(statusAlerts(status)).toEqual([]);
     const { text, alerts } = await formatStatusCommand(db, {});
     expect(alerts).toEqual([]);
     expect(text).toBe([
       'runs      0 queued, 0 running, 0 waiting for input, 0 waiting for takeover',
-      'leases    none expired', 'jobs      none due', 'in doubt  no effects', 'nothing needs attention', '',
+      'leases    none expired', 'jobs      none due', 'in doubt  no effects',
+      'drain     no pass recorded', 'reaper    no pass recorded', 'nothing needs attention', '',
     ].join('\n'));
   });
 
@@ -76,8 +82,8 @@ describe('readStoreStatus and statusAlerts', () => {
     expect(later.expiredLeases).toEqual({ count: 1, oldestMs: 121_000 });
     expect(later.dueJobs).toEqual({ count: 2, oldestMs: 181_000 });
     expect(statusAlerts(later).map((a) => a.kind)).toEqual(['reaper-behind', 'drain-behind', 'effects-in-doubt']);
-    expect(statusAlerts(later)[0]!.message).toBe('a lease expired 121 s ago and its run was not taken over: '
-      + 'is a reaper running (agent-kit worker, or the cron route /api/cron/reap)?');
+    expect(statusAlerts(later)[0]!.message).toBe('a lease expired 121 s ago and its run was not taken over, '
+      + 'and no reaper pass is recorded: is a reaper running (agent-kit worker, or the cron route /api/cron/reap)?');
     expect(statusAlerts(later, 150_000).map((a) => a.kind)).toEqual(['drain-behind', 'effects-in-doubt']);
     expect(statusAlerts(later, 181_000).map((a) => a.kind)).toEqual(['effects-in-doubt']);
 
@@ -87,8 +93,10 @@ describe('readStoreStatus and statusAlerts', () => {
       'leases    1 expired lease, the oldest 121 s ago',
       'jobs      2 jobs due, the oldest for 181 s',
       'in doubt  2 effects in 1 run',
+      'drain     no pass recorded',
+      'reaper    no pass recorded',
       'needs attention:',
-      '  - a job has been due for 181 s: is a drain running (agent-kit worker, or the cron route /api/cron/drain)?',
+      '  - a job has been due for 181 s, and no drain pass is recorded: is a drain running (agent-kit worker, or the cron route /api/cron/drain)?',
       '  - 2 effects are in doubt in 1 run: list them with agent-kit runs --in-doubt, give each a verdict with agent-kit resolve-effect',
       '',
     ].join('\n'));
@@ -99,5 +107,54 @@ describe('readStoreStatus and statusAlerts', () => {
       inDoubt: { effects: 2, runs: 1 }, at: '2030-01-01T00:03:01.000Z',
     });
     expect((json.alerts as { kind: string }[]).map((a) => a.kind)).toEqual(['reaper-behind', 'drain-behind', 'effects-in-doubt']);
+  });
+});
+
+describe('the last drain and reaper passes', () => {
+  let passDb: Db;
+  beforeAll(async () => {
+    passDb = await openTestDb();
+  });
+  afterAll(async () => {
+    passTiming.recordEveryMs = 10_000;
+    await passDb.close();
+  });
+
+  it('are recorded by drainQueue and reapExpiredRuns, at most every interval, and name what an alert waits for', async () => {
+    const rt = testRuntime(passDb);
+    const t0 = new Date('2030-02-01T00:00:00Z');
+    await setFakeNow(passDb, t0);
+    await drainQueue(rt, { owner: 'drain-a', runSegment: nullTurn() }); // an empty queue: one look
+    await reapExpiredRuns(rt, { owner: 'reaper-a' });
+    await advanceFakeNow(passDb, 30_000);
+    expect((await readStoreStatus(passDb)).lastPass).toEqual({
+      drain: { agoMs: 30_000, owner: 'drain-a' }, reap: { agoMs: 30_000, owner: 'reaper-a' },
+    });
+    // Within the interval, a runtime's next passes write nothing; another runtime's do.
+    await reapExpiredRuns(rt, { owner: 'reaper-b' });
+    expect((await readStoreStatus(passDb)).lastPass.reap).toEqual({ agoMs: 30_000, owner: 'reaper-a' });
+    await reapExpiredRuns(testRuntime(passDb), { owner: 'reaper-b' });
+    expect((await readStoreStatus(passDb)).lastPass.reap).toEqual({ agoMs: 0, owner: 'reaper-b' });
+    passTiming.recordEveryMs = 0;
+    await drainQueue(rt, { owner: 'drain-b', runSegment: nullTurn() });
+    expect((await readStoreStatus(passDb)).lastPass.drain).toEqual({ agoMs: 0, owner: 'drain-b' });
+
+    // A lease expired 121 s ago: the reaper looked 30 s ago (it runs, but did not hand the run
+    // back), then 200 s ago (none is running now).
+    const status = await readStoreStatus(passDb);
+    const expired = { ...status, expiredLeases: { count: 1, oldestMs: 121_000 } };
+    expect(statusAlerts({ ...expired, lastPass: { ...status.lastPass, reap: { agoMs: 30_000, owner: 'w-reap' } } })[0]!.message)
+      .toBe('a lease expired 121 s ago and its run was not taken over, though a reaper looked 30 s ago (w-reap): '
+        + 'see its log (its requeue failing, or a reconcile hook slow)');
+    expect(statusAlerts({ ...expired, lastPass: { ...status.lastPass, reap: { agoMs: 200_000, owner: 'w-reap' } } })[0]!.message)
+      .toBe('a lease expired 121 s ago and its run was not taken over; the last reaper pass was 200 s ago (w-reap): '
+        + 'is a reaper still running (agent-kit worker, or the cron route /api/cron/reap)?');
+    const due = { ...status, dueJobs: { count: 1, oldestMs: 181_000 } };
+    expect(statusAlerts(due).map((a) => a.message)).toEqual(['a job has been due for 181 s, though a drain looked 0 s ago '
+      + '(drain-b): see its log (every slot busy with long turns, or its claims failing)']);
+
+    await advanceFakeNow(passDb, 2_500);
+    const { text } = await formatStatusCommand(passDb, {});
+    expect(text.split('\n').slice(4, 6)).toEqual(['drain     last looked 2.5 s ago (drain-b)', 'reaper    last looked 2.5 s ago (reaper-b)']);
   });
 });

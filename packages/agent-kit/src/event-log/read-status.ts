@@ -15,6 +15,16 @@ export interface StoreStatus {
   dueJobs: { count: number; oldestMs: number | null };
   /** Effects nobody knows happened, and their runs: each needs an operator's verdict. */
   inDoubt: { effects: number; runs: number };
+  /**
+   * The last look of a drain and of a reaper, and whose it was; null when none is recorded. Each
+   * process records its passes at most every 10 s, so `agoMs` runs that much behind.
+   */
+  lastPass: { drain: LastPass | null; reap: LastPass | null };
+}
+
+export interface LastPass {
+  agoMs: number;
+  owner: string;
 }
 
 /** Something in a StoreStatus that a person should look at, with what to do. */
@@ -29,7 +39,11 @@ select agent_kit_now() as at,
   (select count(*) from agent_kit_runs where status = 'running') as running,
   (select count(*) from agent_kit_runs where status = 'waiting_input') as waiting_input,
   (select count(*) from agent_kit_runs where status = 'waiting_takeover') as waiting_takeover,
-  e.expired, e.oldest_expired_ms, j.due, j.oldest_due_ms, d.effects as in_doubt_effects, d.runs as in_doubt_runs
+  e.expired, e.oldest_expired_ms, j.due, j.oldest_due_ms, d.effects as in_doubt_effects, d.runs as in_doubt_runs,
+  (select extract(epoch from agent_kit_now() - at) * 1000 from agent_kit_passes where kind = 'drain') as drain_ago_ms,
+  (select owner from agent_kit_passes where kind = 'drain') as drain_owner,
+  (select extract(epoch from agent_kit_now() - at) * 1000 from agent_kit_passes where kind = 'reap') as reap_ago_ms,
+  (select owner from agent_kit_passes where kind = 'reap') as reap_owner
 from (
   select count(*) as expired,
     extract(epoch from agent_kit_now() - min(lease_expires_at)) * 1000 as oldest_expired_ms
@@ -45,6 +59,7 @@ interface StatusRow {
   at: Date; queued: unknown; running: unknown; waiting_input: unknown; waiting_takeover: unknown;
   expired: unknown; oldest_expired_ms: unknown; due: unknown; oldest_due_ms: unknown;
   in_doubt_effects: unknown; in_doubt_runs: unknown;
+  drain_ago_ms: unknown; drain_owner: string | null; reap_ago_ms: unknown; reap_owner: string | null;
 }
 
 const orNull = (value: unknown) => (value === null || value === undefined ? null : Math.round(toNumber(value)));
@@ -62,8 +77,12 @@ export async function readStoreStatus(db: Queryable): Promise<StoreStatus> {
     expiredLeases: { count: toNumber(r.expired), oldestMs: orNull(r.oldest_expired_ms) },
     dueJobs: { count: toNumber(r.due), oldestMs: orNull(r.oldest_due_ms) },
     inDoubt: { effects: toNumber(r.in_doubt_effects), runs: toNumber(r.in_doubt_runs) },
+    lastPass: { drain: lastPass(r.drain_ago_ms, r.drain_owner), reap: lastPass(r.reap_ago_ms, r.reap_owner) },
   };
 }
+
+const lastPass = (agoMs: unknown, owner: string | null): LastPass | null =>
+  owner === null ? null : { agoMs: Math.max(0, orNull(agoMs)!), owner };
 
 /** How long an expired lease or a due job may wait before it is news: a cron minute, twice. */
 export const defaultStaleMs = 120_000;
@@ -78,26 +97,27 @@ export function parseStaleSeconds(text: string): number | null {
 
 /**
  * What in `status` a person should act on. A lease expired longer than `staleMs` ago means no
- * reaper has run since; a job due that long means no drain has taken it (a turn queued behind
- * its thread's running turn is due again only when that turn's lease would expire, so a long turn
- * does not count); an effect in doubt always waits for a verdict.
+ * reaper has handed its run back; a job due that long means no drain has taken it (a turn queued
+ * behind its thread's running turn is due again only when that turn's lease would expire, so a
+ * long turn does not count); an effect in doubt always waits for a verdict. The last recorded
+ * passes say which it is: nothing running (no pass lately), or something running that does not
+ * get to it (a recent pass).
  */
 export function statusAlerts(status: StoreStatus, staleMs = defaultStaleMs): StatusAlert[] {
   const alerts: StatusAlert[] = [];
-  const seconds = (ms: number) => `${Math.round(ms / 1000)} s`;
-  const { expiredLeases, dueJobs, inDoubt } = status;
+  const { expiredLeases, dueJobs, inDoubt, lastPass } = status;
   if (expiredLeases.oldestMs !== null && expiredLeases.oldestMs > staleMs) {
     alerts.push({
       kind: 'reaper-behind',
-      message: `a lease expired ${seconds(expiredLeases.oldestMs)} ago and its run was not taken over: is a reaper running `
-        + '(agent-kit worker, or the cron route /api/cron/reap)?',
+      message: `a lease expired ${secondsText(expiredLeases.oldestMs)} ago and its run was not taken over`
+        + whyBehind(lastPass.reap, staleMs, 'reaper', 'reap', 'its requeue failing, or a reconcile hook slow'),
     });
   }
   if (dueJobs.oldestMs !== null && dueJobs.oldestMs > staleMs) {
     alerts.push({
       kind: 'drain-behind',
-      message: `a job has been due for ${seconds(dueJobs.oldestMs)}: is a drain running `
-        + '(agent-kit worker, or the cron route /api/cron/drain)?',
+      message: `a job has been due for ${secondsText(dueJobs.oldestMs)}`
+        + whyBehind(lastPass.drain, staleMs, 'drain', 'drain', 'every slot busy with long turns, or its claims failing'),
     });
   }
   if (inDoubt.effects > 0) {
@@ -110,4 +130,16 @@ export function statusAlerts(status: StoreStatus, staleMs = defaultStaleMs): Sta
     });
   }
   return alerts;
+}
+
+const secondsText = (ms: number) => `${Math.round(ms / 1000)} s`;
+
+/** Why a backlog waits, from the last pass of what should have taken it. */
+function whyBehind(pass: LastPass | null, staleMs: number, who: 'reaper' | 'drain', route: string, busy: string): string {
+  const start = `agent-kit worker, or the cron route /api/cron/${route}`;
+  if (pass === null) return `, and no ${who} pass is recorded: is a ${who} running (${start})?`;
+  if (pass.agoMs > staleMs) {
+    return `; the last ${who} pass was ${secondsText(pass.agoMs)} ago (${pass.owner}): is a ${who} still running (${start})?`;
+  }
+  return `, though a ${who} looked ${secondsText(pass.agoMs)} ago (${pass.owner}): see its log (${busy})`;
 }

@@ -9,6 +9,7 @@ import type { RunSegment, Runtime, SegmentOptions, SegmentOutcome } from '../tur
 import { ClaimPace } from './claim-pace.js';
 import { backoffMs, neverAborted, sleep } from './pace.js';
 import { settleJob, takeJobsForDrain, type SettleOutcome } from './jobs.js';
+import { recordPass } from './passes.js';
 
 export interface DrainOptions {
   /**
@@ -180,6 +181,7 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
       const idle = concurrency - inFlight.size;
       if (found < wanted && idle > 0) found += await takeRest(idle);
       takeFailures = 0;
+      await recordPass(rt, 'drain', ownerPrefix);
     } catch (raw) {
       report.errors++;
       takeFailures++;

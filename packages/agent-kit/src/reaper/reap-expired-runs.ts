@@ -11,6 +11,7 @@ import { coerceError, InvalidArgumentError } from '../errors.js';
 import { msInterval, salvageRun, type Lease } from '../lease/lease.js';
 import { toRun, type RunRow } from '../lease/run-row.js';
 import { enqueueRun } from '../queue/jobs.js';
+import { recordPass } from '../queue/passes.js';
 import { toNumber } from '../store/db.js';
 import type { Runtime } from '../turn/types.js';
 
@@ -91,6 +92,7 @@ export async function reapExpiredRuns(rt: Runtime, options: ReapOptions = {}): P
     [limit],
   );
   report.scanned = rows.length;
+  await recordPass(rt, 'reap', owner);
   const plain: ExpiredRun[] = [];
   const toSettle: ExpiredRun[] = [];
   for (const row of rows) {

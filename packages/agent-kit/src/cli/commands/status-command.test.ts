@@ -30,7 +30,8 @@ describe('agent-kit status --check', () => {
     const stale = await status('--check', '--stale', '1');
     expect(stale.code, stale.stderr).toBe(1);
     expect(stale.stderr).toBe('error: 1 thing needs attention\n');
-    expect(stale.stdout).toMatch(/\nneeds attention:\n {2}- a job has been due for \d+(\.\d)? s: is a drain running /);
+    expect(stale.stdout).toMatch(/\nneeds attention:\n {2}- a job has been due for \d+(\.\d)? s, and no drain pass is recorded: is a drain running /);
+    expect(stale.stdout).toMatch(/\ndrain {5}no pass recorded\nreaper {4}no pass recorded\n/);
 
     const json = await status('--json', '--stale', '1');
     expect(json.code).toBe(0); // without --check, the status is an answer, not a verdict

@@ -3,7 +3,7 @@
 // backlog (due jobs), the effects in doubt, and what to do about each that has waited too long.
 // With --check it exits 1 when anything needs attention, for a monitor or a cron health check.
 import { type Command, CommanderError } from 'commander';
-import { defaultStaleMs, maxStaleSeconds, parseStaleSeconds, readStoreStatus, statusAlerts, type StatusAlert, type StoreStatus } from '../../event-log/read-status.js';
+import { defaultStaleMs, maxStaleSeconds, parseStaleSeconds, readStoreStatus, statusAlerts, type LastPass, type StatusAlert, type StoreStatus } from '../../event-log/read-status.js';
 import type { Queryable } from '../../store/db.js';
 import { withDb } from '../main.js';
 
@@ -51,6 +51,8 @@ const num = (n: number) => n.toLocaleString('en-US');
 const count = (n: number, one: string, many = `${one}s`) => `${num(n)} ${n === 1 ? one : many}`;
 const seconds = (ms: number) => (ms < 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${num(Math.round(ms / 1000))} s`);
 
+const passText = (pass: LastPass | null) => (pass === null ? 'no pass recorded' : `last looked ${seconds(pass.agoMs)} ago (${pass.owner})`);
+
 function formatStatus(status: StoreStatus, alerts: StatusAlert[]): string {
   const { runs, expiredLeases, dueJobs, inDoubt } = status;
   const lines = [
@@ -61,6 +63,8 @@ function formatStatus(status: StoreStatus, alerts: StatusAlert[]): string {
     `jobs      ${dueJobs.count === 0 ? 'none due'
       : `${count(dueJobs.count, 'job')} due, the oldest for ${seconds(dueJobs.oldestMs ?? 0)}`}`,
     `in doubt  ${inDoubt.effects === 0 ? 'no effects' : `${count(inDoubt.effects, 'effect')} in ${count(inDoubt.runs, 'run')}`}`,
+    `drain     ${passText(status.lastPass.drain)}`,
+    `reaper    ${passText(status.lastPass.reap)}`,
   ];
   lines.push(alerts.length === 0 ? 'nothing needs attention' : 'needs attention:', ...alerts.map((a) => `  - ${a.message}`));
   return `${lines.join('\n')}\n`;
