@@ -1,6 +1,8 @@
 // Error classes that cross layers, and the one table mapping our SQLSTATEs to them.
 // Outcomes a caller branches on (a lost lease, a busy run) are return values, not errors.
 
+import { storableText } from './store/storable.js';
+
 /** Base class: every agent-kit error has a stable string `code`. */
 export class AgentKitError extends Error {
   readonly code: string = 'AGENT_KIT';
@@ -151,5 +153,8 @@ export function assert(condition: unknown, message: string): asserts condition {
 export function serializeError(raw: unknown): { name: string; code?: string; message: string; stack?: string } {
   const error = coerceError(raw);
   const code = (error as { code?: unknown }).code;
-  return { name: error.name, code: typeof code === 'string' ? code : undefined, message: error.message, stack: error.stack };
+  return {
+    name: storableText(error.name), code: typeof code === 'string' ? storableText(code) : undefined,
+    message: storableText(error.message), stack: error.stack === undefined ? undefined : storableText(error.stack),
+  };
 }

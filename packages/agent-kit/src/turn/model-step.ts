@@ -5,6 +5,7 @@ import {
   asSchema, streamText, tool, type LanguageModel, type ModelMessage, type TextStreamPart, type ToolSet,
 } from 'ai';
 import type { AgentTool } from '../model/index.js';
+import { storableText, StorableTextStream, storableValue } from '../store/storable.js';
 import type { ToolCall } from './journal.js';
 import type { StreamMirror } from './stream-mirror.js';
 
@@ -53,6 +54,11 @@ function declareTools(tools: Record<string, AgentTool<any, any>>): ToolSet {
   return set;
 }
 
+/** A tool call as the journal keeps it, its id, name and input made storable. */
+function storableCall(part: { toolCallId: string; toolName: string; input: unknown }): ToolCall {
+  return { toolCallId: storableText(part.toolCallId), toolName: storableText(part.toolName), input: storableValue(part.input) };
+}
+
 export async function runModelStep(options: ModelStepOptions): Promise<StepResult> {
   const controller = new AbortController();
   let stop: StepStop | undefined;
@@ -77,6 +83,9 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
   let stallTimer = setTimeout(checkStall, options.stallTimeoutMs);
 
   let text = options.prefix;
+  // What the model sends is made storable as it arrives (ADR-0056): streamed, written, replayed
+  // and journalled alike.
+  const deltas = new StorableTextStream();
   const toolCalls: ToolCall[] = [];
   let finishReason = 'unknown';
   try {
@@ -118,17 +127,17 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
       const part = next.value;
       lastPartAt = performance.now();
       if (part.type === 'text-delta') {
-        text += part.text;
-        options.mirror.push(part.text);
+        const delta = deltas.push(part.text);
+        text += delta;
+        options.mirror.push(delta);
       } else if (part.type === 'tool-call') {
-        toolCalls.push({ toolCallId: part.toolCallId, toolName: part.toolName, input: part.input });
+        toolCalls.push(storableCall(part));
       } else if (part.type === 'tool-error') {
         // The SDK could not parse the call's input; record the call so the model gets an error
         // result. For an unknown tool or bad input the SDK has already sent the call itself (as
         // an invalid tool-call): recording it twice gave it two results under one id.
-        if (!toolCalls.some((c) => c.toolCallId === part.toolCallId)) {
-          toolCalls.push({ toolCallId: part.toolCallId, toolName: part.toolName, input: part.input });
-        }
+        const call = storableCall(part);
+        if (!toolCalls.some((c) => c.toolCallId === call.toolCallId)) toolCalls.push(call);
       } else if (part.type === 'error') {
         throw part.error instanceof Error ? part.error : new Error(String(part.error));
       } else if (part.type === 'finish') {
@@ -137,6 +146,11 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
       if (stop) break;
     }
     if (stop || controller.signal.aborted) return { kind: 'stopped', reason: stop ?? 'lost', text };
+    const tail = deltas.end();
+    if (tail) {
+      text += tail;
+      options.mirror.push(tail);
+    }
     return { kind: 'done', text, toolCalls, finishReason };
   } catch (raw) {
     if (stop) return { kind: 'stopped', reason: stop, text };

@@ -1,0 +1,75 @@
+// storableText, storableValue and StorableTextStream on their own: which UTF-16 units are
+// replaced, that a clean value comes back as the same object, and that a surrogate pair split
+// between deltas is joined. The engine's use of them is tested in src/turn/unstorable-output.test.ts.
+import { describe, expect, it } from 'vitest';
+import { openTestDb } from '../../test/harness/test-db.js';
+import { storableText, StorableTextStream, storableValue } from './storable.js';
+
+const smile = '\u{1F600}'; // a surrogate pair: \uD83D\uDE00
+
+describe('storableText', () => {
+  it('replaces each NUL and unpaired surrogate by one U+FFFD, and keeps pairs', () => {
+    expect(storableText('a\u0000b')).toBe('a\uFFFDb');
+    expect(storableText('\uD800')).toBe('\uFFFD');
+    expect(storableText('x\uDC00\uD800y')).toBe('x\uFFFD\uFFFDy'); // low then high: both unpaired
+    expect(storableText(`${smile}\uD83D${smile}\uDE00`)).toBe(`${smile}\uFFFD${smile}\uFFFD`);
+    expect(storableText('\u0000\u0000')).toBe('\uFFFD\uFFFD');
+    const clean = `plain ${smile} text \\u0000 written out`;
+    expect(storableText(clean)).toBe(clean);
+    expect(storableText('a\u0000\uD800b')).toHaveLength('a\u0000\uD800b'.length);
+  });
+});
+
+describe('storableValue', () => {
+  it('returns a value with nothing to replace as the same object', () => {
+    const value = { text: `ok ${smile}`, list: [1, 'two', null], nested: { literal: '\\u0000 as text' } };
+    expect(storableValue(value)).toBe(value);
+    expect(storableValue(null)).toBe(null);
+    expect(storableValue(42)).toBe(42);
+  });
+
+  it('replaces in strings at any depth, in keys too, and leaves the rest of the value alone', () => {
+    const value = { 'k\u0000': ['a\uD800', { deep: 'b\u0000', n: 1, yes: true, none: null }], same: 'c' };
+    expect(storableValue(value)).toEqual({ 'k\uFFFD': ['a\uFFFD', { deep: 'b\uFFFD', n: 1, yes: true, none: null }], same: 'c' });
+    expect(storableValue('top\u0000')).toBe('top\uFFFD');
+  });
+
+  it('a value JSON cannot write is returned as it is', () => {
+    const cyclic: Record<string, unknown> = { text: 'a\u0000' };
+    cyclic.self = cyclic;
+    expect(storableValue(cyclic)).toBe(cyclic);
+    const big = { n: 10n };
+    expect(storableValue(big)).toBe(big);
+  });
+
+  it('what it returns, Postgres stores as it is (jsonb and text)', async () => {
+    const db = await openTestDb();
+    try {
+      const value = storableValue({ 'k\u0000': ['a\uD800', `${smile}\u0000`] });
+      const [row] = await db.query<{ value: unknown; text: string }>(
+        'select $1::jsonb as value, $2::text as text', [JSON.stringify(value), storableText('t\u0000\uDC00')]);
+      expect(row).toEqual({ value: { 'k\uFFFD': ['a\uFFFD', `${smile}\uFFFD`] }, text: 't\uFFFD\uFFFD' });
+    } finally {
+      await db.close();
+    }
+  });
+});
+
+describe('StorableTextStream', () => {
+  it('joins a surrogate pair split between two deltas', () => {
+    const stream = new StorableTextStream();
+    expect(stream.push('a\uD83D')).toBe('a');
+    expect(stream.push('\uDE00b')).toBe(`${smile}b`);
+    expect(stream.end()).toBe('');
+  });
+
+  it('a held high surrogate without its pair becomes U+FFFD, in the next delta or at the end', () => {
+    const stream = new StorableTextStream();
+    expect(stream.push('\uD83D')).toBe('');
+    expect(stream.push('x\u0000')).toBe('\uFFFDx\uFFFD');
+    expect(stream.push('y\uD800')).toBe('y');
+    expect(stream.end()).toBe('\uFFFD');
+    expect(stream.end()).toBe('');
+    expect(stream.push('')).toBe('');
+  });
+});

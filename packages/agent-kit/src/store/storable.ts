@@ -1,0 +1,76 @@
+// What Postgres can store. Its text and jsonb refuse U+0000 (22021, 22P05) and jsonb an unpaired
+// UTF-16 surrogate (22P02), and a model or a tool can produce either: a tool that reads a UTF-16
+// file or a binary page, a model that echoes one. Refused, such a value failed every attempt of
+// its turn, and a tool's side effect that had happened was left in doubt (ADR-0056). Whatever a
+// model or a tool hands the engine goes through here first, so what is stored, streamed, replayed
+// and given back to the model on a continuation is one and the same value. Each unstorable UTF-16
+// unit becomes U+FFFD, one unit for one, so lengths and offsets do not move.
+
+/** A NUL, a high surrogate not followed by a low one, or a low surrogate not after a high one. */
+// eslint-disable-next-line no-control-regex -- matching U+0000 is this pattern's purpose
+const unstorable = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+/**
+ * How JSON.stringify writes those: as escapes (a surrogate pair is written as itself), after an
+ * even number of backslashes (`\\u0000` is a backslash and the text "u0000").
+ */
+const unstorableEscape = /(?<!\\)(?:\\\\)*\\u(?:0000|d[89a-f][0-9a-f]{2})/i;
+const replacement = '\uFFFD';
+
+/** `text` with each NUL and unpaired surrogate replaced by U+FFFD. */
+export function storableText(text: string): string {
+  return text.replace(unstorable, replacement);
+}
+
+/**
+ * `value` as storable JSON: unchanged (the same object) when nothing in it needs replacing, else
+ * its JSON form with every string, keys included, made storable. A value JSON cannot write (a
+ * cycle, a BigInt) is returned as it is, to fail where it is written, as before.
+ */
+export function storableValue<T>(value: T): T {
+  if (typeof value === 'string') return storableText(value) as T;
+  if (value === null || typeof value !== 'object') return value;
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(value);
+  } catch {
+    return value;
+  }
+  if (json === undefined || !unstorableEscape.test(json)) return value;
+  return cleanJson(JSON.parse(json)) as T;
+}
+
+function cleanJson(value: unknown): unknown {
+  if (typeof value === 'string') return storableText(value);
+  if (Array.isArray(value)) return value.map(cleanJson);
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([key, item]) => [storableText(key), cleanJson(item)]));
+  }
+  return value;
+}
+
+/**
+ * A stream of text deltas made storable one at a time. A surrogate pair split between two deltas
+ * is kept: a delta's last unit, when a high surrogate, waits for the next delta.
+ */
+export class StorableTextStream {
+  private held = '';
+
+  /** The storable text of `delta`, less a high surrogate it ends with (held for the next). */
+  push(delta: string): string {
+    let text = this.held + delta;
+    this.held = '';
+    const last = text.charCodeAt(text.length - 1);
+    if (last >= 0xd800 && last <= 0xdbff) {
+      this.held = text.slice(-1);
+      text = text.slice(0, -1);
+    }
+    return storableText(text);
+  }
+
+  /** The stream ended: a high surrogate still held had no pair. */
+  end(): string {
+    const held = this.held;
+    this.held = '';
+    return held ? replacement : '';
+  }
+}
