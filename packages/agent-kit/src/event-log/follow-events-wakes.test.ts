@@ -220,10 +220,13 @@ describe('followEvents wakes', () => {
   });
 
   it('reads once per notification and polls no faster where notifications arrive', async () => {
-    const { db: counting, reads } = countingLogReads(db);
+    const { db: counting, reads, inFlight } = countingLogReads(db);
+    const untilNoRead = async () => { // turns of the event loop until no read was in flight for three
+      for (let quiet = 0; quiet < 3; quiet = inFlight() > 0 ? 0 : quiet + 1) {
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    };
     const turn = await startTurn(db, { ownerId: 'u1', text: 'heard' });
-    const follower = followEvents(counting, { threadId: turn.threadId, afterSeq: 2, pollIntervalMs: 2_000 });
-    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
     // A write and its NOTIFY, carrying the seq as a writing process's does (ADR-0031): a
     // notification that arrives after the read that found its event is no reason to read again.
     const write = async () => {
@@ -231,30 +234,43 @@ describe('followEvents wakes', () => {
         `select agent_kit__append_event($1, $2, 0, 'note', '{}') as seq`, [turn.threadId, turn.runId]);
       await db.query(`select pg_notify('agent_kit_events', $1 || ':' || $2)`, [turn.threadId, String(row!.seq)]);
     };
-    // A first event, heard, ends the quick polls of a viewer that joins a fresh thread (100,
-    // 200, 400 ms… after an empty poll; one of them fell among the counted reads under load).
-    const first = follower.next();
-    await write();
-    expect((await first).value).toMatchObject({ seq: 3 });
-    await sleep(100);
-    const readsAtStart = reads();
-    // Each write while the viewer waits for its next event, and only after the event before it
-    // arrived: the follower must not read an empty page before the notification wakes it.
-    for (let n = 0; n < 10; n++) {
-      const pending = follower.next();
+    // The follower's timers are fake throughout: no poll, quick (100, 200, 400 ms… for a thread
+    // written moments ago) or not, can fall among the counted reads however slow a write is on a
+    // loaded machine (one did, twice: 11 reads). So the first event can only come by a wake, and
+    // once it has, the LISTEN connection is up and its "look now" wake has been read: it cannot
+    // land among the counted reads either.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const follower = followEvents(counting, { threadId: turn.threadId, afterSeq: 2, pollIntervalMs: 2_000 });
+      const first = follower.next();
       await write();
-      expect((await pending).value).toMatchObject({ seq: 4 + n });
+      expect((await first).value).toMatchObject({ seq: 3 });
+      await untilNoRead();
+      const readsAtStart = reads();
+      // Each write while the viewer waits for its next event, and only after the event before it
+      // arrived: the follower must not read an empty page before the notification wakes it.
+      for (let n = 0; n < 10; n++) {
+        const pending = follower.next();
+        await untilNoRead();
+        await write();
+        expect((await pending).value).toMatchObject({ seq: 4 + n });
+      }
+      await untilNoRead();
+      const readsAtStop = reads();
+      // One read per notification: the page it returns ends the log, and the next read waits for
+      // the next notification instead of finding nothing (two reads per event before).
+      expect(readsAtStop - readsAtStart).toBe(10);
+      const idle = follower.next();
+      for (let ms = 0; ms < 1_200; ms += 50) { // under the 2 s poll: a woken viewer has no reason to read
+        await vi.advanceTimersByTimeAsync(50);
+        await untilNoRead();
+      }
+      expect(reads()).toBe(readsAtStop);
+      follower.close();
+      expect(await idle).toEqual({ value: undefined, done: true });
+    } finally {
+      vi.useRealTimers();
     }
-    await sleep(100);
-    const readsAtStop = reads();
-    // One read per notification: the page it returns ends the log, and the next read waits for
-    // the next notification instead of finding nothing (two reads per event before).
-    expect(readsAtStop - readsAtStart).toBe(10);
-    const idle = follower.next();
-    await sleep(1_200); // under the 2 s poll: a woken viewer has no reason to read
-    expect(reads()).toBe(readsAtStop);
-    follower.close();
-    expect(await idle).toEqual({ value: undefined, done: true });
   });
 
   it('does not read again for a notification of an event it has already read', async () => {
