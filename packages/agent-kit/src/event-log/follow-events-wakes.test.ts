@@ -7,7 +7,7 @@ import { openTestDb } from '../../test/harness/test-db.js';
 import { countingLogReads, withoutListen } from '../../test/harness/event-viewers.js';
 import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
-import { notifyThread } from '../store/notify-thread.js';
+import { eventsChannel, notifyThread } from '../store/notify-thread.js';
 import { hubTiming } from './event-hub.js';
 import { followEvents } from './follow-events.js';
 
@@ -226,7 +226,23 @@ describe('followEvents wakes', () => {
         await new Promise((resolve) => setImmediate(resolve));
       }
     };
-    const turn = await startTurn(db, { ownerId: 'u1', text: 'heard' });
+    // startTurn's NOTIFY ("thread:0", sent after it returns) must be out before the follower
+    // listens: heard late, it wakes the follower once more at any point of the count (15 reads
+    // where 14 were expected, in a full Postgres run). So wait until a listener of our own hears it.
+    const heard: string[] = [];
+    const untilHeard = async (payload: string) => {
+      for (let i = 0; i < 1_000 && !heard.includes(payload); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(heard).toContain(payload);
+    };
+    const stopListening = await db.listen(eventsChannel, (payload) => heard.push(payload));
+    let turn: Awaited<ReturnType<typeof startTurn>>;
+    try {
+      if (db.kind === 'pg') await untilHeard(''); // its connection is up (Db.listen says so with "")
+      turn = await startTurn(db, { ownerId: 'u1', text: 'heard' });
+      await untilHeard(`${turn.threadId}:0`);
+    } finally {
+      await stopListening();
+    }
     // A write and its NOTIFY, carrying the seq as a writing process's does (ADR-0031): a
     // notification that arrives after the read that found its event is no reason to read again.
     const write = async () => {
