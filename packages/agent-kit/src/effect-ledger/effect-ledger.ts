@@ -6,7 +6,7 @@ import type { Lease } from '../lease/lease.js';
 import type { Queryable } from '../store/db.js';
 import { toNumber } from '../store/db.js';
 import { notifyThread } from '../store/notify-thread.js';
-import { storableText, storableValue } from '../store/storable.js';
+import { storableResult, storableText } from '../store/storable.js';
 import type { AgentTool } from '../model/index.js';
 
 export type EffectStatus = 'started' | 'completed' | 'failed' | 'in_doubt';
@@ -139,7 +139,7 @@ export async function askReconcileHook(
       hookSignal.abort(new Error(`reconcile hook did not answer within ${timeoutMs} ms`));
       return { status: 'in_doubt', result: { reason: `reconcile hook did not answer within ${timeoutMs} ms`, key } };
     }
-    if (first.found.found) return { status: 'completed', result: storableValue(first.found.result) };
+    if (first.found.found) return { status: 'completed', result: storableResult(first.found.result) };
     // The hook looked and found nothing: the effect did not happen, but the tool may still be
     // running somewhere (a zombie); reporting in_doubt keeps us from running it a second time.
     return { status: 'in_doubt', result: { reason: 'not found by reconcile hook', key }, notFound: true };

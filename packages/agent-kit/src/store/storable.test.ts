@@ -1,9 +1,9 @@
-// storableText, storableValue and StorableTextStream on their own: which UTF-16 units are
-// replaced, that a clean value comes back as the same object, and that a surrogate pair split
-// between deltas is joined. The engine's use of them is tested in src/turn/unstorable-output.test.ts.
+// storableText, storableValue, storableResult and StorableTextStream on their own: which UTF-16
+// units are replaced, what a value's JSON form is (Dates, BigInts, cycles), and that a surrogate
+// pair split between deltas is joined. The engine's use of them is tested in src/turn/unstorable-output.test.ts.
 import { describe, expect, it } from 'vitest';
 import { openTestDb } from '../../test/harness/test-db.js';
-import { storableText, StorableTextStream, storableValue } from './storable.js';
+import { storableResult, storableText, StorableTextStream, storableValue } from './storable.js';
 
 const smile = '\u{1F600}'; // a surrogate pair: \uD83D\uDE00
 
@@ -21,10 +21,14 @@ describe('storableText', () => {
 });
 
 describe('storableValue', () => {
-  it('returns a value with nothing to replace as the same object', () => {
+  it('returns the JSON form of a value: what JSON.stringify writes, a BigInt as its digits', () => {
     const value = { text: `ok ${smile}`, list: [1, 'two', null], nested: { literal: '\\u0000 as text' } };
-    expect(storableValue(value)).toBe(value);
+    expect(storableValue(value)).toEqual(value);
+    expect(storableValue(value)).not.toBe(value); // a copy: what the engine keeps cannot change under it
+    expect(storableValue({ at: new Date(0), id: 10n, ids: [2n ** 64n], gone: undefined, f() {}, n: Number.NaN }))
+      .toEqual({ at: '1970-01-01T00:00:00.000Z', id: '10', ids: ['18446744073709551616'], n: null });
     expect(storableValue(null)).toBe(null);
+    expect(storableValue(undefined)).toBe(null);
     expect(storableValue(42)).toBe(42);
   });
 
@@ -34,12 +38,14 @@ describe('storableValue', () => {
     expect(storableValue('top\u0000')).toBe('top\uFFFD');
   });
 
-  it('a value JSON cannot write is returned as it is', () => {
+  it('throws for a value with no JSON form; storableResult says so instead', () => {
     const cyclic: Record<string, unknown> = { text: 'a\u0000' };
     cyclic.self = cyclic;
-    expect(storableValue(cyclic)).toBe(cyclic);
-    const big = { n: 10n };
-    expect(storableValue(big)).toBe(big);
+    expect(() => storableValue(cyclic)).toThrow(/circular/);
+    expect(storableResult(cyclic)).toEqual({
+      unstorable: expect.stringMatching(/^the tool ran, but what it returned has no JSON form to keep \(Converting circular structure to JSON\)$/),
+    });
+    expect(storableResult({ receipt: 'r\u0000', at: new Date(0) })).toEqual({ receipt: 'r\uFFFD', at: '1970-01-01T00:00:00.000Z' });
   });
 
   it('what it returns, Postgres stores as it is (jsonb and text)', async () => {

@@ -4,7 +4,8 @@
 // its turn, and a tool's side effect that had happened was left in doubt (ADR-0056). Whatever a
 // model or a tool hands the engine goes through here first, so what is stored, streamed, replayed
 // and given back to the model on a continuation is one and the same value. Each unstorable UTF-16
-// unit becomes U+FFFD, one unit for one, so lengths and offsets do not move.
+// unit becomes U+FFFD, one unit for one, so lengths and offsets do not move; a value becomes its
+// JSON form (a Date its ISO string, a BigInt its digits), which is what the journal gives back.
 
 /** A NUL, a high surrogate not followed by a low one, or a low surrogate not after a high one. */
 // eslint-disable-next-line no-control-regex -- matching U+0000 is this pattern's purpose
@@ -22,21 +23,35 @@ export function storableText(text: string): string {
 }
 
 /**
- * `value` as storable JSON: unchanged (the same object) when nothing in it needs replacing, else
- * its JSON form with every string, keys included, made storable. A value JSON cannot write (a
- * cycle, a BigInt) is returned as it is, to fail where it is written, as before.
+ * `value` in its JSON form, as it will be stored and as a continuation reads it back: what
+ * `JSON.stringify` makes of it (a Date becomes its ISO string, NaN null; undefined and functions
+ * go), a BigInt written as its digits, and every string, keys included, made storable. Throws
+ * for a value that has no JSON form (a cycle).
  */
-export function storableValue<T>(value: T): T {
-  if (typeof value === 'string') return storableText(value) as T;
-  if (value === null || typeof value !== 'object') return value;
+export function storableValue(value: unknown): unknown {
+  if (typeof value === 'string') return storableText(value);
   let json: string | undefined;
   try {
     json = JSON.stringify(value);
   } catch {
-    return value;
+    json = JSON.stringify(value, (_key, item: unknown) => (typeof item === 'bigint' ? item.toString() : item));
   }
-  if (json === undefined || !unstorableEscape.test(json)) return value;
-  return cleanJson(JSON.parse(json)) as T;
+  if (json === undefined) return null;
+  const parsed: unknown = JSON.parse(json);
+  return unstorableEscape.test(json) ? cleanJson(parsed) : parsed;
+}
+
+/**
+ * What a tool or a reconcile hook returned, as the effect's result: its storable JSON form, or,
+ * when it has none, a note saying so. The effect happened either way, and is recorded so.
+ */
+export function storableResult(value: unknown): unknown {
+  try {
+    return storableValue(value);
+  } catch (raw) {
+    const why = storableText(String(raw instanceof Error ? raw.message : raw).split('\n')[0]!);
+    return { unstorable: `the tool ran, but what it returned has no JSON form to keep (${why})` };
+  }
 }
 
 function cleanJson(value: unknown): unknown {

@@ -7,7 +7,7 @@ import { allOrNothing, type Interrupt, type Lease } from '../lease/lease.js';
 import type { AgentTool } from '../model/index.js';
 import type { Db, Queryable } from '../store/db.js';
 import { notifyThread } from '../store/notify-thread.js';
-import { storableText, storableValue } from '../store/storable.js';
+import { storableResult, storableText } from '../store/storable.js';
 import {
   commitStep, pendingToolCalls, type EffectStart, type StartedEffect, type Step, type StepCommit, type ToolCall, type ToolStep,
 } from './journal.js';
@@ -240,7 +240,7 @@ async function execute(tool: AgentTool<any, any>, input: unknown, key: string, s
   try {
     if (!tool.execute) return { kind: 'threw', message: `Tool "${tool.name}" cannot be executed.`, inDoubt: false };
     // Made storable before anything keeps it (ADR-0056): a refused result would lose an effect that happened.
-    return { kind: 'ok', value: storableValue((await tool.execute(input, { idempotencyKey: key, signal })) ?? null) };
+    return { kind: 'ok', value: storableResult((await tool.execute(input, { idempotencyKey: key, signal })) ?? null) };
   } catch (raw) {
     return { kind: 'threw', message: storableText(raw instanceof Error ? raw.message : String(raw)), inDoubt: isInDoubt(raw) };
   }

@@ -1,6 +1,7 @@
 // What Postgres cannot store, from a model or a tool (ADR-0056): a NUL or an unpaired UTF-16
 // surrogate in streamed text, a tool call's input, a tool's result or error, a reconcile hook's
-// answer or a provider's error. Each used to fail the segment at its first write, on every
+// answer or a provider's error; and a tool's result that is not plain JSON (a Date, a BigInt, a
+// cycle). Each used to fail the segment at its first write, on every
 // attempt, and a tool's result with one left its effect in doubt although it had happened. Now
 // each becomes U+FFFD where it enters the engine, and the turn completes on its first attempt
 // with the same text streamed, stored and given back to the model. On both stores.
@@ -105,6 +106,36 @@ describe('what Postgres cannot store, from a model or a tool', () => {
     const toolMessage = model.doStreamCalls[1]!.prompt.find((message) => message.role === 'tool');
     expect(toolMessage).toMatchObject({ content: [{ type: 'tool-result', output: { value: stored } }] });
     expect(JSON.stringify(model.doStreamCalls[1]!.prompt)).not.toMatch(unstorableEscape);
+  });
+
+  it('a tool\'s result that is not plain JSON (a Date, a BigInt as a database driver returns them, a cycle): recorded completed at once', async () => {
+    let calls = 0;
+    const cyclic: Record<string, unknown> = { id: 'o-1' };
+    cyclic.self = cyclic;
+    const lookUp: AgentTool<{ path: string }, unknown> = {
+      name: 'read_file',
+      description: 'Read a file.',
+      inputSchema: z.object({ path: z.string() }),
+      async execute() {
+        return [{ createdAt: new Date(0), id: 10n }, cyclic][calls++];
+      },
+    };
+    for (const expected of [
+      { createdAt: '1970-01-01T00:00:00.000Z', id: '10' },
+      { unstorable: expect.stringMatching(/^the tool ran, but what it returned has no JSON form to keep \(Converting circular/) },
+    ]) {
+      const model = new MockLanguageModelV3({ doStream: [calling('read_file', { path: 'x' }), answering(['Found it.'])] });
+      const { runId, run } = await turnOf(model, { read_file: lookUp });
+      // A Date made the model's next step refuse its prompt (the turn waited for the reaper and
+      // spent an attempt); a BigInt or a cycle failed the record of an effect that had happened.
+      expect(run).toMatchObject({ status: 'completed', attempts: 1, text: 'Found it.' });
+      const effects = await db.query<{ status: string; result: unknown }>(
+        'select status, result from agent_kit_effects where run_id = $1', [runId]);
+      expect(effects).toEqual([{ status: 'completed', result: expected }]);
+      const toolMessage = model.doStreamCalls[1]!.prompt.find((message) => message.role === 'tool');
+      expect(toolMessage).toMatchObject({ content: [{ type: 'tool-result', output: { value: expected } }] });
+    }
+    expect(calls).toBe(2);
   });
 
   it('a tool\'s thrown error: recorded failed with the message the model is told', async () => {
