@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { buildRunTimeline, segmentKilledEventType } from '../src/lib/run-timeline';
 import {
-  announceEvent, applyEvent, emptyThreadView, inDoubtNotices, openRun, runBadge, type RunItem, type WireEvent,
+  announceEvent, applyEvent, emptyThreadView, inDoubtNotices, openRun, retryNotice, runBadge, type RunItem, type WireEvent,
 } from '../src/lib/thread-view';
 import { sidebarThreads, type ThreadLink } from '../src/lib/sidebar';
 
@@ -44,6 +44,28 @@ describe('the thread view', () => {
     expect(run.text).toBe('one two three ');
     expect(run.resumedAfterCrash).toBe(true);
     expect(run.attempt).toBe(2);
+  });
+
+  it('says the model is busy while the run waits to retry, until the run goes on', () => {
+    const refused = { name: 'AI_APICallError', message: 'Rate limit reached', statusCode: 429 };
+    const log = makeLog([
+      ['message', 0, { role: 'user', text: 'hi', messageId: 'm1', runId }],
+      ['run-queued', 0, { runId, turnNo: 1 }],
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1, owner: 'a' }],
+      ['model-retry', 1, { stepNo: 0, retry: 1, of: 5, delayMs: 1_000, error: refused }],
+      ['model-retry', 1, { stepNo: 0, retry: 2, of: 5, delayMs: 2_400, error: { name: 'Error', message: 'overloaded' } }],
+      ['text-delta', 1, { text: 'one ' }],
+      ['run-closed', 1, { status: 'completed', text: 'one ', partial: false }],
+    ]);
+    // After each event from the segment's start on.
+    const notices = log.slice(2).map((_, index) => retryNotice(fold(log.slice(0, index + 3)).items[1] as RunItem));
+    expect(notices).toEqual([
+      null,
+      "The model's provider is busy (429): trying again in 1 s (1 of 5).",
+      "The model's provider is busy: trying again in 2 s (2 of 5).",
+      null,
+      null,
+    ]);
   });
 
   it('applies each seq once, so a duplicate or early event from a second stream changes nothing', () => {

@@ -33,6 +33,14 @@ describe('configFromEnv', () => {
     expect(refused({ AGENT_KIT_INVOCATION_BUDGET: '-5' })).toMatch(/at least 1 s/);
   });
 
+  it('reads the model retries, 0 to 20, and leaves them unset by default', () => {
+    expect(configFromEnv({ AGENT_KIT_MODEL_RETRIES: '0' }).modelRetries).toBe(0);
+    expect(configFromEnv({ AGENT_KIT_MODEL_RETRIES: '8' }).modelRetries).toBe(8);
+    expect(configFromEnv({})).not.toHaveProperty('modelRetries');
+    expect(refused({ AGENT_KIT_MODEL_RETRIES: '21' })).toMatch(/^AGENT_KIT_MODEL_RETRIES: .*20.* \(got "21"\)$/);
+    expect(refused({ AGENT_KIT_MODEL_RETRIES: '1.5' })).toMatch(/^AGENT_KIT_MODEL_RETRIES: .* \(got "1.5"\)$/);
+  });
+
   it('trims the cron secret, wants 16 characters, and never prints it', () => {
     const secret = 'abcdefghijklmnopqrstuvwxyz012345';
     expect(configFromEnv({ CRON_SECRET: `${secret}\n` }).cronSecret).toBe(secret);

@@ -16,6 +16,11 @@ export interface AgentKitConfig {
   leaseTtlMs: number;
   /** Crash budget: segments since the last voluntary hand-off before the reaper salvages. */
   maxRunAttempts: number;
+  /**
+   * Retries of a model request its provider refused for now (a rate limit, an overload), per
+   * model step, before the segment fails and the attempt is spent; default 5 (ADR-0057).
+   */
+  modelRetries?: number;
   /** Bearer secret for the cron routes. */
   cronSecret?: string;
 }
@@ -37,6 +42,7 @@ const envSchema = z.object({
   AGENT_KIT_INVOCATION_BUDGET: seconds(1).optional(),
   AGENT_KIT_LEASE_TTL: seconds(0.1).optional(),
   AGENT_KIT_MAX_RUN_ATTEMPTS: z.coerce.number().int().min(1).max(100).optional(),
+  AGENT_KIT_MODEL_RETRIES: z.coerce.number().int().min(0).max(20).optional(),
   // Compared with what a scheduler sends after Bearer, trimmed: stray spaces or a newline from a
   // secrets file would otherwise never match. Short secrets are guessable.
   CRON_SECRET: z.string().trim().min(16, 'must be at least 16 characters (e.g. `openssl rand -hex 32`)').optional(),
@@ -74,6 +80,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentKitCon
     invocationBudgetMs,
     leaseTtlMs,
     maxRunAttempts: e.AGENT_KIT_MAX_RUN_ATTEMPTS ?? defaultMaxRunAttempts,
+    ...(e.AGENT_KIT_MODEL_RETRIES === undefined ? {} : { modelRetries: e.AGENT_KIT_MODEL_RETRIES }),
     cronSecret: e.CRON_SECRET,
   };
 }

@@ -68,6 +68,8 @@ export interface RunItem {
   inDoubt: InDoubtEffect[];
   /** Set when the run closed: final, and whether the text was salvaged from a dead run. */
   closed: { status: string; partial: boolean; cancelled: boolean } | null;
+  /** The model's provider refused its request for now and the run waits to ask again (ADR-0057). */
+  retrying: { retry: number; of: number; delayMs: number; statusCode: number | null } | null;
 }
 
 export type Item = UserItem | RunItem;
@@ -136,7 +138,7 @@ function ensureRun(view: ThreadView, runId: string): RunItem {
   const run: RunItem = {
     kind: 'run', key: `run-${runId}`, runId, status: 'queued', text: '', attempt: 0, fence: 0,
     resumedAfterCrash: false, pending: null, answered: [], tools: [], cancelRequested: false,
-    takeoverRequested: false, inDoubt: [], closed: null,
+    takeoverRequested: false, inDoubt: [], closed: null, retrying: null,
   };
   view.items.push(run);
   return run;
@@ -210,6 +212,7 @@ function applyInOrder(view: ThreadView, event: WireEvent) {
       // Attempts count claims since the last voluntary hand-off (a park, a slice), so attempt 2
       // means the previous segment died; fence 2 with attempt 1 is a resume after a question.
       run.resumedAfterCrash ||= run.attempt > 1;
+      run.retrying = null;
       run.status = 'running';
       run.takeoverRequested = false;
       break;
@@ -217,6 +220,7 @@ function applyInOrder(view: ThreadView, event: WireEvent) {
     case 'text-delta': {
       const run = findRun(view, runId);
       if (run && !run.closed) run.text += str(data.text);
+      if (run) run.retrying = null;
       break;
     }
     default:
@@ -241,7 +245,15 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
   const run = findRun(view, runId);
   if (!run) return;
   const { data } = event;
+  // Any later event of the run means the wait for a retry is over.
+  run.retrying = null;
   switch (event.type) {
+    case 'model-retry': {
+      const refusal = (data.error ?? {}) as Record<string, unknown>;
+      const statusCode = typeof refusal.statusCode === 'number' ? refusal.statusCode : null;
+      run.retrying = { retry: num(data.retry, 1), of: num(data.of, 1), delayMs: num(data.delayMs, 0), statusCode };
+      break;
+    }
     case 'input-requested':
       run.pending = {
         id: str(data.id), kind: data.kind === 'approval' ? 'approval' : 'question', question: str(data.question),
@@ -370,6 +382,15 @@ export function runBadge(run: RunItem): string | null {
   if (run.cancelRequested) return 'cancelling';
   if (run.status === 'queued') return 'queued';
   return null;
+}
+
+/** What the person chatting reads while the run waits to ask its model again, or null. */
+export function retryNotice(run: RunItem): string | null {
+  if (!run.retrying || run.closed) return null;
+  const { retry, of, delayMs, statusCode } = run.retrying;
+  const seconds = Math.max(1, Math.round(delayMs / 1000));
+  return `The model's provider is busy${statusCode === null ? '' : ` (${statusCode})`}: ` +
+    `trying again in ${seconds} s (${retry} of ${of}).`;
 }
 
 /** Whether an earlier turn of the thread is still open, so `run` waits for it (ADR-0001). */

@@ -1,6 +1,7 @@
 // The scripted model: a deterministic, offline LanguageModelV3 that the AI SDK drives like any
 // provider. What it says comes from planScriptedStep; this file owns pacing, streaming and abort.
 
+import { APICallError } from 'ai';
 import { ModelConfigError } from './model-config-error.js';
 import type {
   LanguageModelV3,
@@ -12,6 +13,7 @@ import type {
   ModelUsage,
 } from './provider-types.js';
 import {
+  hashFnv1a,
   messageText,
   planScriptedStep,
   splitReplyTokens,
@@ -25,6 +27,15 @@ const defaultTokens = 40; // a few lines of text: long enough to kill a run mid-
 const tokensMax = 100_000; // bounds one reply's memory and time
 const delayMsMax = 60_000; // a longer per-token pause is a configuration mistake
 const yieldEveryTokens = 64; // with no delay, still let other microtasks in during long replies
+
+/**
+ * Tag in the last user message: the model refuses each request it has not seen before, once, as a
+ * rate-limited provider does (429, retry after `scriptedBusyRetryMs`). The engine waits and asks
+ * again (ADR-0057), so the turn completes a second later. Seen requests are remembered per model.
+ */
+export const scriptedBusyTag = '#busy';
+export const scriptedBusyRetryMs = 1_000;
+const busySeenMax = 10_000;
 
 export type ScriptedModelOptions = {
   /** Words per reply; default `AGENT_KIT_SCRIPTED_TOKENS` or 40. */
@@ -77,6 +88,8 @@ class ScriptedLanguageModel implements LanguageModelV3 {
   readonly provider = scriptedProviderId;
   readonly modelId = 'scripted';
   readonly supportedUrls: Record<string, RegExp[]> = {};
+  /** Requests refused for #busy: each is refused once. */
+  private readonly refused = new Set<number>();
 
   constructor(
     readonly tokens: number,
@@ -85,6 +98,7 @@ class ScriptedLanguageModel implements LanguageModelV3 {
 
   async doGenerate(options: ModelCallOptions): Promise<ModelGenerateResult> {
     options.abortSignal?.throwIfAborted();
+    this.refuseIfBusy(options.prompt);
     const step = planScriptedStep(options.prompt, this.tokens);
     if (step.kind === 'text' && this.delayMs > 0) {
       // Same wall time as streaming the remainder, so timeouts behave alike in both modes.
@@ -106,12 +120,28 @@ class ScriptedLanguageModel implements LanguageModelV3 {
 
   async doStream(options: ModelCallOptions): Promise<ModelStreamResult> {
     options.abortSignal?.throwIfAborted();
+    this.refuseIfBusy(options.prompt);
     const step = planScriptedStep(options.prompt, this.tokens);
     const stop = new AbortController();
     const signal = options.abortSignal ? AbortSignal.any([options.abortSignal, stop.signal])
       : stop.signal;
     const parts = this.streamParts(step, options.prompt, signal);
     return { stream: toReadableStream(parts, stop, options.abortSignal) };
+  }
+
+  /** For #busy: a 429 the first time this request is seen. */
+  private refuseIfBusy(prompt: ModelPrompt): void {
+    const last = prompt.filter((message) => message.role === 'user').at(-1);
+    if (!last || !messageText(last).includes(scriptedBusyTag)) return;
+    const request = hashFnv1a(`${prompt.length}\u0000${prompt.map(messageText).join('\u0000')}`);
+    if (this.refused.has(request)) return;
+    if (this.refused.size >= busySeenMax) this.refused.clear();
+    this.refused.add(request);
+    throw new APICallError({
+      message: `the scripted model is busy (${scriptedBusyTag}): try again in ${scriptedBusyRetryMs} ms`,
+      url: 'scripted://agent-kit', requestBodyValues: {}, statusCode: 429, isRetryable: true,
+      responseHeaders: { 'retry-after-ms': String(scriptedBusyRetryMs) },
+    });
   }
 
   private async *streamParts(step: ScriptedStep, prompt: ModelPrompt,

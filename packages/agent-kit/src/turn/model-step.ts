@@ -16,7 +16,8 @@ export type StepStop = 'lost' | 'cancel' | 'takeover' | 'store-error' | 'deadlin
 export type StepResult =
   | { kind: 'done'; text: string; toolCalls: ToolCall[]; finishReason: string }
   | { kind: 'stopped'; reason: StepStop; text: string }
-  | { kind: 'error'; error: Error; text: string };
+  /** `produced`: text or a tool call arrived before the error (a refused request has none). */
+  | { kind: 'error'; error: Error; text: string; produced: boolean };
 
 export interface ModelStepOptions {
   model: LanguageModel;
@@ -86,6 +87,7 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
   // What the model sends is made storable as it arrives (ADR-0056): streamed, written, replayed
   // and journalled alike.
   const deltas = new StorableTextStream();
+  let produced = false;
   const toolCalls: ToolCall[] = [];
   let finishReason = 'unknown';
   try {
@@ -126,6 +128,7 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
       if (next.done) break;
       const part = next.value;
       lastPartAt = performance.now();
+      if (part.type === 'text-delta' || part.type === 'tool-call' || part.type === 'tool-error') produced = true;
       if (part.type === 'text-delta') {
         const delta = deltas.push(part.text);
         text += delta;
@@ -154,7 +157,7 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
     return { kind: 'done', text, toolCalls, finishReason };
   } catch (raw) {
     if (stop) return { kind: 'stopped', reason: stop, text };
-    return { kind: 'error', error: raw instanceof Error ? raw : new Error(String(raw)), text };
+    return { kind: 'error', error: raw instanceof Error ? raw : new Error(String(raw)), text, produced };
   } finally {
     clearTimeout(deadlineTimer);
     clearTimeout(stallTimer);

@@ -6,7 +6,7 @@ import { assert, coerceError, serializeError, StoreUnavailableError } from '../e
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
-  closeRun, parkRun, renewLease, requestInput, salvageRun, type Interrupt, type Lease, type ParkStatus,
+  appendEvent, closeRun, parkRun, renewLease, requestInput, salvageRun, type Interrupt, type Lease, type ParkStatus,
 } from '../lease/lease.js';
 import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
@@ -15,6 +15,7 @@ import {
   pendingToolCalls,
   type StartedEffect, type Step,
 } from './journal.js';
+import { describeRefusal, isRetryableModelError, retryDelayMs } from './model-retry.js';
 import { runModelStep, type StepStop } from './model-step.js';
 import { defaultTurnSettings, type TurnSettings } from './settings.js';
 import { StreamMirror } from './stream-mirror.js';
@@ -45,7 +46,8 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
   const startedAtMs = options.preClaimed?.sentAtMs ?? Date.now();
   const budgetMs = options.budgetMs ?? rt.config.invocationBudgetMs;
   const leaseTtlMs = Math.min(options.leaseTtlMs ?? rt.config.leaseTtlMs, budgetMs);
-  const settings = { ...defaultTurnSettings(budgetMs), ...rt.turnSettings };
+  const fromConfig = rt.config.modelRetries === undefined ? {} : { modelRetries: rt.config.modelRetries };
+  const settings = { ...defaultTurnSettings(budgetMs), ...fromConfig, ...rt.turnSettings };
   const claim = options.preClaimed?.claim
     ?? await claimSegment(rt.db, { runId: options.runId, owner: options.owner, leaseTtlMs, budgetMs, historyTurns: rt.historyTurns });
   if (!claim.claimed) return { kind: 'not-claimed', reason: claim.reason };
@@ -130,6 +132,7 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
 
   let started: StartedEffect | undefined; // the first tool call's effect, started by the step's commit
   let system: string | undefined; // the instructions, read before this segment's first model step
+  let retries = 0; // of the current model step, refused by its provider for now
   for (;;) {
     if (pendingToolCalls(journal).length > 0) {
       const settled = await settleToolCalls(
@@ -159,12 +162,18 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
       model, system, messages: buildMessages(history, journal), tools: rt.tools, prefix, mirror: s.mirror,
       segmentSignal: s.signal, stopAtMs: s.stopAtMs, stallTimeoutMs: s.settings.stallTimeoutMs,
     });
-    prefix = '';
     if (result.kind === 'stopped') return handleStop(s, result.reason, model);
     if (result.kind === 'error') {
       const stopped = await s.mirror.flush();
-      return stopped ? handleStop(s, stopped, model) : failSegment(s, result.error);
+      if (stopped) return handleStop(s, stopped, model);
+      if (result.produced) return failSegment(s, result.error);
+      const retry = await waitToRetry(s, result.error, ++retries, journal.length);
+      if (retry === 'lost') return lost(s);
+      if (retry === 'no') return failSegment(s, result.error);
+      continue; // the same step again, from the same prefix, after the boundary checks
     }
+    prefix = '';
+    retries = 0;
     const taken = await s.mirror.takeForCommit();
     if ('stopped' in taken) return handleStop(s, taken.stopped, model);
 
@@ -190,6 +199,57 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
     // Not closed: the turn goes on, or a pending cancel/takeover kept the close (migration 0012).
     s.interrupt = committed.interrupt;
   }
+}
+
+/**
+ * A model request its provider refused for now, before any output (ADR-0057): wait as it asks,
+ * or back off, then ask again, while this segment has time for the wait and a step after it.
+ * The wait is a `model-retry` event in the thread's log. It ends early for a lost lease or a
+ * stop signal, and for a cancel or takeover, read from the run every second meanwhile.
+ */
+async function waitToRetry(s: Segment, error: Error, retry: number, stepNo: number): Promise<'retry' | 'no' | 'lost'> {
+  if (retry > s.settings.modelRetries || !isRetryableModelError(error)) return 'no';
+  const delayMs = retryDelayMs(error, retry);
+  if (Date.now() + delayMs >= s.stopAtMs - s.settings.sliceMarginMs) return 'no';
+  const refusal = describeRefusal(error);
+  s.rt.log?.({ msg: 'model retry', runId: s.lease.runId, fence: s.lease.fence, stepNo, retry, delayMs, error: refusal.message });
+  const data = { stepNo, retry, of: s.settings.modelRetries, delayMs, error: refusal };
+  if ((await appendEvent(s.rt.db, s.lease, 'model-retry', data)) === null) return 'lost';
+  const until = Date.now() + delayMs;
+  for (let left = delayMs; left > 0 && !stopping(s) && !s.interrupt; left = until - Date.now()) {
+    await sleepUnlessStopped(s, Math.min(left, interruptPollMs));
+    if (until - Date.now() > 0 && !stopping(s)) s.interrupt = await readInterrupt(s);
+  }
+  return 'retry';
+}
+
+/** How often a segment waiting to retry looks for a cancel or a takeover. */
+const interruptPollMs = 1_000;
+
+function stopping(s: Segment): boolean {
+  return s.signal.aborted || Boolean(s.options.stopSignal?.aborted);
+}
+
+function sleepUnlessStopped(s: Segment, ms: number): Promise<void> {
+  const signals = [s.signal, s.options.stopSignal].filter((signal) => signal !== undefined);
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      for (const signal of signals) signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    for (const signal of signals) signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/** A cancel or takeover requested of the run this segment holds (null once the fence moved on). */
+async function readInterrupt(s: Segment): Promise<Interrupt> {
+  const [row] = await s.rt.db.query<{ interrupt: Interrupt }>(
+    `select case when cancel_requested_at is not null then 'cancel'
+                 when takeover_requested_at is not null then 'takeover' end as interrupt
+     from agent_kit_runs where id = $1 and fence = $2`, [s.lease.runId, s.lease.fence]);
+  return row?.interrupt ?? null;
 }
 
 /**

@@ -16,6 +16,11 @@ export interface TurnSettings {
   continueMidStep: boolean;
   /** The most a tool's reconcile hook may take (capped at what is left); then in doubt. ADR-0041. */
   reconcileTimeoutMs: number;
+  /**
+   * Retries of a model request its provider refused for now (rate limit, overload), per step,
+   * waiting as it asks or backing off from 1 s; the segment's deadline permitting. ADR-0057.
+   */
+  modelRetries: number;
 }
 
 /** Defaults scaled to the budget, so a short test budget still leaves time to work. */
@@ -28,5 +33,8 @@ export function defaultTurnSettings(budgetMs: number): TurnSettings {
     maxSteps: 16,
     continueMidStep: true,
     reconcileTimeoutMs: defaultReconcileTimeoutMs,
+    // Backoff of 1, 2, 4, 8 and 16 s (with jitter): a provider's burst of refusals of about half
+    // a minute, or five Retry-Afters, before the attempt is spent.
+    modelRetries: 5,
   };
 }

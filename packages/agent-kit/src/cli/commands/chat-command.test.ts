@@ -36,15 +36,28 @@ describe('agent-kit chat', () => {
   });
 
   it('exits 1 with one line when the model fails, and prints no provider stack trace', async () => {
-    // A provider on a closed port: the call fails at once, the segment records the failure.
-    const env = { ...store.env, AGENT_KIT_MODEL: 'openai-compatible:nothing', OPENAI_BASE_URL: 'http://127.0.0.1:1/v1', OPENAI_API_KEY: 'k' };
+    // A provider on a closed port: the call fails at once, and is asked again once (a refused
+    // connection may be a provider restarting, ADR-0057); then the segment records the failure.
+    const env = {
+      ...store.env, AGENT_KIT_MODEL: 'openai-compatible:nothing', OPENAI_BASE_URL: 'http://127.0.0.1:1/v1', OPENAI_API_KEY: 'k',
+      AGENT_KIT_MODEL_RETRIES: '1',
+    };
     const result = await cli(['chat', 'this will fail'], env);
     expect(result.code).toBe(1); // 0 before: the command set an exit code that main then replaced
     const lines = result.stderr.trim().split('\n');
     expect(lines[0]).toMatch(/^thread \S+ · run \S+$/);
+    expect(lines[1]).toMatch(/^\[model refused: Cannot connect to API: .*; retry 1 of 1 in [01]\.\d s\]$/);
     expect(lines.at(-1)).toMatch(/^error: run \S+ did not finish here \(.*"kind":"stopped".*\); the drain will continue it$/);
-    expect(lines.length).toBeLessThanOrEqual(3); // ~50 lines of the AI SDK's console.error before
+    expect(lines.length).toBeLessThanOrEqual(4); // ~50 lines of the AI SDK's console.error before
     expect(result.stderr).not.toContain('APICallError');
+  });
+
+  it('says so when the model is busy, waits, and finishes the turn', async () => {
+    // #busy: the scripted model answers its first request with a 429 and "retry after 1 s".
+    const result = await cli(['chat', 'are you there #busy']);
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toMatch(/^thread \S+ · run \S+\n\[model refused: 429 the scripted model is busy \(#busy\): try again in 1000 ms; retry 1 of 5 in 1\.0 s\]\n$/);
+    expect(result.stdout.trim().split(' ').length).toBeGreaterThan(3);
   });
 
   it('refuses a malformed --thread as a usage error, writing nothing', async () => {

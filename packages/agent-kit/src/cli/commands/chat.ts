@@ -59,6 +59,12 @@ async function printRun(events: AsyncIterable<{ runId: string | null; type: stri
       shown += delta;
     } else if (event.type === 'tool-result') {
       process.stderr.write(`\n[tool ${String(event.data.toolName)}: ${String(event.data.outcome)}]\n`);
+    } else if (event.type === 'model-retry') {
+      const d = event.data;
+      const refusal = (d.error ?? {}) as { message?: unknown; statusCode?: unknown };
+      const status = typeof refusal.statusCode === 'number' ? `${refusal.statusCode} ` : '';
+      process.stderr.write(`[model refused: ${status}${String(refusal.message)}; retry ${String(d.retry)} of ${String(d.of)}` +
+        ` in ${(Number(d.delayMs) / 1000).toFixed(1)} s]\n`);
     } else if (event.type === 'input-requested') {
       const d = event.data;
       process.stderr.write(d.kind === 'approval'

@@ -1,0 +1,185 @@
+// A model request its provider refused for now (ADR-0057): the wait (the provider's Retry-After,
+// else backoff with jitter), and the segment that waits and asks again instead of failing, on
+// both stores. Three 429s in a row used to end a turn within a second, every attempt spent.
+import { APICallError, simulateReadableStream } from 'ai';
+import { MockLanguageModelV3 } from 'ai/test';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openTestDb } from '../../test/harness/test-db.js';
+import { makeRuntime } from '../../test/harness/turn-kit.js';
+import { startTurn } from '../queue/start-turn.js';
+import type { Db } from '../store/db.js';
+import { isRetryableModelError, maxRetryAfterMs, retryDelayMs } from './model-retry.js';
+import { newOwner } from './runtime.js';
+import { runSegment } from './run-segment.js';
+import type { TurnSettings } from './settings.js';
+
+let db: Db;
+beforeAll(async () => {
+  db = await openTestDb();
+});
+afterAll(async () => {
+  await db.close();
+});
+
+function refusal(statusCode: number, headers: Record<string, string> = {}) {
+  return new APICallError({
+    message: statusCode === 429 ? 'Rate limit reached' : `HTTP ${statusCode}`, url: 'http://provider.test/v1/chat',
+    requestBodyValues: {}, statusCode, responseHeaders: headers,
+  });
+}
+
+describe('retryDelayMs', () => {
+  it('backs off from 1 s, doubling to 30 s, with jitter between half and all of it', () => {
+    const error = refusal(429);
+    expect([1, 2, 3, 6, 10].map((retry) => retryDelayMs(error, retry, () => 0))).toEqual([500, 1_000, 2_000, 15_000, 15_000]);
+    expect([1, 2, 3, 6, 10].map((retry) => retryDelayMs(error, retry, () => 1))).toEqual([1_000, 2_000, 4_000, 30_000, 30_000]);
+  });
+
+  it('waits as long as the provider asks, up to a minute', () => {
+    expect(retryDelayMs(refusal(429, { 'retry-after-ms': '1500' }), 1)).toBe(1_500);
+    expect(retryDelayMs(refusal(429, { 'Retry-After': '2' }), 4)).toBe(2_000);
+    expect(retryDelayMs(refusal(503, { 'retry-after': '120' }), 1)).toBe(maxRetryAfterMs);
+    expect(retryDelayMs(refusal(503, { 'retry-after': new Date(Date.now() - 5_000).toUTCString() }), 1)).toBe(0);
+    const inTenSeconds = retryDelayMs(refusal(503, { 'retry-after': new Date(Date.now() + 10_000).toUTCString() }), 1);
+    expect(inTenSeconds).toBeGreaterThan(8_000);
+    expect(inTenSeconds).toBeLessThanOrEqual(10_000);
+    // Unreadable: our own backoff.
+    expect(retryDelayMs(refusal(429, { 'retry-after': 'soon' }), 1, () => 1)).toBe(1_000);
+    // The provider's error wrapped in another keeps its headers.
+    expect(retryDelayMs(new Error('wrapped', { cause: refusal(429, { 'retry-after-ms': '700' }) }), 1)).toBe(700);
+  });
+
+  it('retries what the AI SDK marks retryable (429, 5xx, timeouts), not a bad request', () => {
+    expect([408, 409, 429, 500, 503, 529].map((code) => isRetryableModelError(refusal(code)))).toEqual([true, true, true, true, true, true]);
+    expect([400, 401, 404].map((code) => isRetryableModelError(refusal(code)))).toEqual([false, false, false]);
+    expect(isRetryableModelError(new Error('plain'))).toBe(false);
+  });
+});
+
+const usage = {
+  inputTokens: { total: 1, noCache: 1, cacheRead: undefined, cacheWrite: undefined },
+  outputTokens: { total: 1, text: 1, reasoning: undefined },
+};
+type Part = Parameters<typeof simulateReadableStream>[0]['chunks'][number];
+const answer = (text: string, extra: unknown[] = []) => ({
+  stream: simulateReadableStream({ chunks: [
+    { type: 'text-start', id: 't' }, { type: 'text-delta', id: 't', delta: text }, ...extra, { type: 'text-end', id: 't' },
+    { type: 'finish', finishReason: { unified: 'stop', raw: undefined }, usage },
+  ] as Part[] }),
+}) as never;
+
+/** A model whose provider refuses the first `refusals` requests with `error`, then answers. */
+function refusingModel(refusals: number, error: () => Error) {
+  let calls = 0;
+  const model = new MockLanguageModelV3({
+    doStream: async () => {
+      calls += 1;
+      if (calls <= refusals) throw error();
+      return answer('Here it is.');
+    },
+  });
+  return { model, calls: () => calls };
+}
+
+async function segmentOf(model: MockLanguageModelV3, options: {
+  settings?: Partial<TurnSettings>; budgetMs?: number; stopSignal?: AbortSignal; during?: (runId: string) => Promise<void>;
+} = {}) {
+  const rt = makeRuntime(db, { model, settings: options.settings, config: { invocationBudgetMs: options.budgetMs ?? 60_000 } });
+  const { runId } = await startTurn(db, { ownerId: 'alice', text: 'hello' });
+  const startedAt = Date.now();
+  const segment = runSegment(rt, { runId, owner: newOwner('retry'), stopSignal: options.stopSignal });
+  await options.during?.(runId);
+  const outcome = await segment;
+  const tookMs = Date.now() - startedAt;
+  const [run] = await db.query<{ status: string; attempts: number; last_error: { message?: string } | null }>(
+    'select status, attempts, last_error from agent_kit_runs where id = $1', [runId]);
+  const retries = await db.query<{ data: Record<string, unknown> }>(
+    `select data from agent_kit_thread_events where run_id = $1 and type = 'model-retry' order by seq`, [runId]);
+  return { runId, outcome, run: run!, retries: retries.map((r) => r.data), tookMs };
+}
+
+async function untilRetryEvent(runId: string) {
+  for (let i = 0; i < 500; i++) {
+    const [row] = await db.query<{ n: number }>(
+      `select count(*)::int as n from agent_kit_thread_events where run_id = $1 and type = 'model-retry'`, [runId]);
+    if (row!.n > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error('no model-retry event');
+}
+
+describe('a segment whose model request is refused for now', () => {
+  it('waits as the provider asks and asks again: the turn completes on its first attempt', async () => {
+    const { model, calls } = refusingModel(3, () => refusal(429, { 'retry-after-ms': '20' }));
+    const { outcome, run, retries } = await segmentOf(model);
+    expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
+    expect(run).toMatchObject({ status: 'completed', attempts: 1, last_error: null });
+    expect(calls()).toBe(4);
+    expect(retries).toEqual([1, 2, 3].map((retry) => ({
+      stepNo: 0, retry, of: 5, delayMs: 20, error: { name: 'AI_APICallError', message: 'Rate limit reached', statusCode: 429 },
+    })));
+  });
+
+  it('does not retry a request the provider rejected (400): the segment fails as before', async () => {
+    const { model, calls } = refusingModel(1, () => refusal(400));
+    const { outcome, run, retries } = await segmentOf(model);
+    expect(outcome).toMatchObject({ kind: 'stopped', reason: 'HTTP 400' });
+    expect(run).toMatchObject({ status: 'running', attempts: 1, last_error: { message: 'HTTP 400' } });
+    expect([calls(), retries.length]).toEqual([1, 0]);
+  });
+
+  it('fails the segment once its retries are spent, with the last refusal as the run\'s error', async () => {
+    const { model, calls } = refusingModel(10, () => refusal(529, { 'retry-after-ms': '5' }));
+    const { outcome, run, retries } = await segmentOf(model, { settings: { modelRetries: 2 } });
+    expect(outcome).toMatchObject({ kind: 'stopped', reason: 'HTTP 529' });
+    expect(run).toMatchObject({ attempts: 1, last_error: { message: 'HTTP 529' } });
+    expect([calls(), retries.map((r) => r.retry)]).toEqual([3, [1, 2]]);
+  });
+
+  it('does not retry once the model has streamed part of its answer', async () => {
+    const model = new MockLanguageModelV3({
+      doStream: [answer('Half', [{ type: 'error', error: refusal(503) }]), answer('never asked')],
+    });
+    const { outcome, retries } = await segmentOf(model);
+    expect(outcome).toMatchObject({ kind: 'stopped', reason: 'HTTP 503' });
+    expect([model.doStreamCalls.length, retries.length]).toEqual([1, 0]);
+  });
+
+  it('does not wait past its slice margin: a wait that does not fit fails the segment at once', async () => {
+    const { model, calls } = refusingModel(1, () => refusal(429, { 'retry-after': '30' }));
+    const { outcome, retries, tookMs } = await segmentOf(model, { budgetMs: 20_000 });
+    expect(outcome).toMatchObject({ kind: 'stopped', reason: 'Rate limit reached' });
+    expect([calls(), retries.length]).toEqual([1, 0]);
+    expect(tookMs).toBeLessThan(20_000);
+  });
+
+  it('a cancel requested while it waits closes the run, without waiting out the delay', async () => {
+    const { model, calls } = refusingModel(1, () => refusal(429, { 'retry-after': '30' }));
+    const { outcome, run, tookMs } = await segmentOf(model, {
+      during: async (runId) => {
+        await untilRetryEvent(runId);
+        await db.query('select agent_kit_request_cancel($1)', [runId]);
+      },
+    });
+    expect(outcome).toMatchObject({ kind: 'closed', status: 'aborted' });
+    expect(run.status).toBe('aborted');
+    expect(calls()).toBe(1);
+    expect(tookMs).toBeLessThan(15_000); // read within a second of the request, not after 30 s
+  });
+
+  it('a stop signal while it waits parks the run for the next segment, its attempt given back', async () => {
+    const { model, calls } = refusingModel(1, () => refusal(429, { 'retry-after': '30' }));
+    const stop = new AbortController();
+    const { outcome, run, tookMs } = await segmentOf(model, {
+      stopSignal: stop.signal,
+      during: async (runId) => {
+        await untilRetryEvent(runId);
+        stop.abort();
+      },
+    });
+    expect(outcome).toMatchObject({ kind: 'parked', status: 'queued' });
+    expect(run).toMatchObject({ status: 'queued', attempts: 0 });
+    expect(calls()).toBe(1);
+    expect(tookMs).toBeLessThan(15_000);
+  });
+});

@@ -1,0 +1,58 @@
+// When to ask a model again after its provider refused a request for now (ADR-0057): a rate
+// limit (429), an overload (529, 503), a timeout or a lost connection, which the AI SDK marks
+// `isRetryable`. The segment waits here and asks again, within its deadline, instead of spending
+// one of the run's attempts per refusal: three refusals in a second used to end the turn.
+import { storableText } from '../store/storable.js';
+
+/** The longest wait for one retry: a provider's Retry-After up to this, our own backoff less. */
+export const maxRetryAfterMs = 60_000;
+const firstBackoffMs = 1_000;
+const maxBackoffMs = 30_000;
+
+/** The provider says it may work later (APICallError or GatewayError with isRetryable). */
+export function isRetryableModelError(error: unknown): boolean {
+  return (error as { isRetryable?: unknown } | null)?.isRetryable === true;
+}
+
+/**
+ * How long to wait before retry number `retry` (1 for the first): what the provider asked for in
+ * `retry-after-ms` or `retry-after` (seconds or an HTTP date), up to a minute; otherwise
+ * exponential backoff from 1 s, doubling to at most 30 s, with jitter (half to all of it) so runs
+ * refused together do not come back together.
+ */
+export function retryDelayMs(error: unknown, retry: number, random: () => number = Math.random): number {
+  const asked = retryAfterMs(error);
+  if (asked !== undefined) return asked;
+  const backoff = Math.min(maxBackoffMs, firstBackoffMs * 2 ** (retry - 1));
+  return Math.round(backoff * (0.5 + random() / 2));
+}
+
+function retryAfterMs(error: unknown): number | undefined {
+  const headers = responseHeaders(error);
+  if (!headers) return undefined;
+  const header = (name: string) => Object.entries(headers).find(([key]) => key.toLowerCase() === name)?.[1];
+  let ms: number | undefined;
+  const inMs = header('retry-after-ms');
+  if (inMs !== undefined && inMs.trim() !== '' && Number.isFinite(Number(inMs))) ms = Number(inMs);
+  const after = header('retry-after');
+  if (ms === undefined && after !== undefined && after.trim() !== '') {
+    ms = Number.isFinite(Number(after)) ? Number(after) * 1_000 : Date.parse(after) - Date.now();
+  }
+  if (ms === undefined || Number.isNaN(ms)) return undefined;
+  return Math.round(Math.min(maxRetryAfterMs, Math.max(0, ms)));
+}
+
+/** The response headers of an APICallError, or of the one it wraps. */
+function responseHeaders(error: unknown): Record<string, string> | undefined {
+  for (let e = error, depth = 0; e && typeof e === 'object' && depth < 3; e = (e as { cause?: unknown }).cause, depth++) {
+    const headers = (e as { responseHeaders?: unknown }).responseHeaders;
+    if (headers && typeof headers === 'object') return headers as Record<string, string>;
+  }
+  return undefined;
+}
+
+/** What a model-retry event and the log say about the refusal. */
+export function describeRefusal(error: Error): { name: string; message: string; statusCode?: number } {
+  const statusCode = (error as { statusCode?: unknown }).statusCode;
+  return { name: storableText(error.name), message: storableText(error.message), ...(typeof statusCode === 'number' ? { statusCode } : {}) };
+}
