@@ -173,23 +173,6 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await page.close();
   });
 
-  it('says the model is busy while the turn waits to ask it again, then streams the reply', async () => {
-    const page = await alice.newPage();
-    await open(page, `${server.baseUrl}/`);
-    // #busy: the scripted model refuses the request once, as a rate-limited provider does (429,
-    // retry after 1 s); the turn waits and asks again instead of failing (ADR-0057).
-    const message = `are you there #busy ${Date.now()}`;
-    await sendChat(page, message);
-    const notice = page.getByTestId('model-retry');
-    await notice.waitFor();
-    expect(await notice.textContent()).toBe("The model's provider is busy (429): trying again in 1 s (1 of 5).");
-    await waitForRunStatus(page, 'completed');
-    expect(await notice.count()).toBe(0);
-    expect((await lastRunText(page)).trim()).toBe(expectedReply(message));
-    expect(await page.getByTestId('run').last().getAttribute('data-attempt')).toBe('1');
-    await page.close();
-  });
-
   it('cancels a running turn from the page and marks it cancelled', async () => {
     const page = await alice.newPage();
     await open(page, `${server.baseUrl}/`);
@@ -444,4 +427,22 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
       expect(response.status).toBe(401);
     }
   });
+
+  it('says the model is busy while the turn waits to ask it again, then streams the reply', async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    // #busy: the scripted model refuses the request once, as a rate-limited provider does (429,
+    // retry after 1 s); the turn waits and asks again instead of failing (ADR-0057).
+    const message = `are you there #busy ${Date.now()}`;
+    await sendChat(page, message);
+    const notice = page.getByTestId('model-retry');
+    await notice.waitFor();
+    expect(await notice.textContent()).toBe("The model's provider is busy (429): trying again in 1 s (1 of 5).");
+    await waitForRunStatus(page, 'completed');
+    expect(await notice.count()).toBe(0);
+    expect((await lastRunText(page)).trim()).toBe(expectedReply(message));
+    expect(await page.getByTestId('run').last().getAttribute('data-attempt')).toBe('1');
+    await page.close();
+  });
+
 });
