@@ -18,10 +18,15 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 const backoffBaseMs = 100; // a dropped connection usually comes back within a few hundred ms
 const backoffMaxMs = 5_000; // a Postgres restart takes seconds; polling faster only adds load
 
-/** Delay before retry number `failures` (1, 2, …): doubling from 100 ms up to 5 s, times 0.5–1. */
-export function backoffMs(failures: number): number {
-  const ceiling = Math.min(backoffMaxMs, backoffBaseMs * 2 ** Math.max(0, failures - 1));
-  return Math.round(ceiling * (0.5 + Math.random() / 2));
+/**
+ * Delay before retry number `failures` (1, 2, …): doubling from `baseMs` (100 ms) up to `maxMs`
+ * (5 s), times 0.5–1.
+ */
+export function backoffMs(
+  failures: number, baseMs = backoffBaseMs, maxMs = backoffMaxMs, random: () => number = Math.random,
+): number {
+  const ceiling = Math.min(maxMs, baseMs * 2 ** Math.max(0, failures - 1));
+  return Math.round(ceiling * (0.5 + random() / 2));
 }
 
 /** A signal that never aborts, for callers that pass none. */

@@ -2,6 +2,7 @@
 // limit (429), an overload (529, 503), a timeout or a lost connection, which the AI SDK marks
 // `isRetryable`. The segment waits here and asks again, within its deadline, instead of spending
 // one of the run's attempts per refusal: three refusals in a second used to end the turn.
+import { backoffMs } from '../queue/pace.js';
 import { storableText } from '../store/storable.js';
 
 /** The longest wait for one retry: a provider's Retry-After up to this, our own backoff less. */
@@ -21,10 +22,7 @@ export function isRetryableModelError(error: unknown): boolean {
  * refused together do not come back together.
  */
 export function retryDelayMs(error: unknown, retry: number, random: () => number = Math.random): number {
-  const asked = retryAfterMs(error);
-  if (asked !== undefined) return asked;
-  const backoff = Math.min(maxBackoffMs, firstBackoffMs * 2 ** (retry - 1));
-  return Math.round(backoff * (0.5 + random() / 2));
+  return retryAfterMs(error) ?? backoffMs(retry, firstBackoffMs, maxBackoffMs, random);
 }
 
 function retryAfterMs(error: unknown): number | undefined {

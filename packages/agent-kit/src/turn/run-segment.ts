@@ -3,6 +3,7 @@
 // turn ends, waits, slices at its deadline, or loses the lease — writing nothing after a loss.
 import type { ModelMessage } from 'ai';
 import { assert, coerceError, serializeError, StoreUnavailableError } from '../errors.js';
+import { sleep } from '../queue/pace.js';
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
@@ -231,16 +232,8 @@ function stopping(s: Segment): boolean {
 }
 
 function sleepUnlessStopped(s: Segment, ms: number): Promise<void> {
-  const signals = [s.signal, s.options.stopSignal].filter((signal) => signal !== undefined);
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      for (const signal of signals) signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    for (const signal of signals) signal.addEventListener('abort', done, { once: true });
-  });
+  const { stopSignal } = s.options;
+  return sleep(ms, stopSignal ? AbortSignal.any([s.signal, stopSignal]) : s.signal);
 }
 
 /** A cancel or takeover requested of the run this segment holds (null once the fence moved on). */
