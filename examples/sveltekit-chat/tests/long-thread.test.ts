@@ -84,6 +84,46 @@ describe.skipIf(!hasChromium)(`a long thread${hasChromium ? '' : ` (skipped: ${s
     await page.close();
   });
 
+  it("keeps the conversation's end in view when the thread list is taller than the conversation", async () => {
+    // The page's end is then the list's, not the conversation's: the chat measured that, and
+    // opened a short thread scrolled past its composer, and stopped following its replies.
+    const carol = await signIn(browser, server.baseUrl, 'carol');
+    let shortThread: string | undefined;
+    for (let thread = 1; thread <= 24; thread++) {
+      const response = await carol.request.post(`${server.baseUrl}/api/chat`, {
+        data: { message: `carol's thread ${thread}`, clientMessageId: crypto.randomUUID() },
+      });
+      expect(response.status()).toBe(200);
+      await response.body();
+      shortThread = response.headers()['x-agent-kit-thread-id'];
+    }
+    const page = await carol.newPage();
+    await page.setViewportSize({ width: 900, height: 420 });
+    await open(page, `${server.baseUrl}/t/${shortThread}`);
+    await waitForRunStatus(page, 'completed');
+    const layout = () => page.evaluate(() => {
+      const rect = (selector: string) => document.querySelector(selector)!.getBoundingClientRect();
+      return { list: rect('aside').height, conversation: rect('section.main').height, composer: rect('form.composer').bottom,
+        view: window.innerHeight };
+    });
+    const composerInView = async () => {
+      const { composer, view } = await layout();
+      return composer <= view && composer > 0;
+    };
+    const opened = await layout();
+    expect(opened.list).toBeGreaterThan(opened.view + opened.conversation); // the case under test
+    expect(await composerInView()).toBe(true);
+    for (let turn = 1; turn <= 4; turn++) {
+      await sendChat(page, `carol says ${turn}`);
+      await page.locator('[data-testid="run"][data-status="completed"]').nth(turn).waitFor();
+      await expect.poll(composerInView, { timeout: 3_000, interval: 50 }).toBe(true);
+    }
+    const grown = await layout();
+    expect(grown.conversation).toBeGreaterThan(grown.view); // it was followed past the window's height
+    expect(grown.list).toBeGreaterThan(grown.conversation);
+    await carol.close();
+  });
+
   it('says when the earlier turns could not be read, and reads them on a second try', async () => {
     const page = await alice.newPage();
     await open(page, `${server.baseUrl}/t/${threadId}`);
