@@ -101,6 +101,8 @@ export interface ReconcileOptions {
    * verdict is given, so the effect stays `started` for whoever holds the run next.
    */
   signal?: AbortSignal;
+  /** The most of a hook's answer kept (see storableResult); default defaultMaxToolResultBytes. */
+  maxResultBytes?: number;
 }
 
 /**
@@ -139,7 +141,7 @@ export async function askReconcileHook(
       hookSignal.abort(new Error(`reconcile hook did not answer within ${timeoutMs} ms`));
       return { status: 'in_doubt', result: { reason: `reconcile hook did not answer within ${timeoutMs} ms`, key } };
     }
-    if (first.found.found) return { status: 'completed', result: storableResult(first.found.result) };
+    if (first.found.found) return { status: 'completed', result: storableResult(first.found.result, options.maxResultBytes) };
     // The hook looked and found nothing: the effect did not happen, but the tool may still be
     // running somewhere (a zombie); reporting in_doubt keeps us from running it a second time.
     return { status: 'in_doubt', result: { reason: 'not found by reconcile hook', key }, notFound: true };

@@ -3,7 +3,7 @@
 // pair split between deltas is joined. The engine's use of them is tested in src/turn/unstorable-output.test.ts.
 import { describe, expect, it } from 'vitest';
 import { openTestDb } from '../../test/harness/test-db.js';
-import { storableResult, storableText, StorableTextStream, storableValue } from './storable.js';
+import { storableMessage, storableResult, storableText, StorableTextStream, storableValue } from './storable.js';
 
 const smile = '\u{1F600}'; // a surrogate pair: \uD83D\uDE00
 
@@ -58,6 +58,46 @@ describe('storableValue', () => {
     } finally {
       await db.close();
     }
+  });
+});
+
+describe('storableResult over its bound', () => {
+  const bytesOf = (value: unknown) => Buffer.byteLength(JSON.stringify(value));
+
+  it('keeps a result of exactly the bound whole, and one byte more as its head', () => {
+    const text = 'a'.repeat(98); // JSON text: 100 bytes with its quotes
+    expect(storableResult(text, 100)).toBe(text);
+    const cut = storableResult(`${text}a`, 100) as { truncated: string; head: string };
+    expect(cut.truncated).toBe("the tool's result was 101 bytes, over the 100 kept: this is the first 0 characters of its text, cut");
+    expect(storableResult({ n: 1 }, 7)).toEqual({ n: 1 });
+  });
+
+  it('bounds the head by its escaped size: quotes, backslashes and control characters count as stored', () => {
+    for (const unit of ['"', '\\', '\u0001', 'é', smile]) {
+      const text = unit.repeat(5_000);
+      const cut = storableResult(text, 4_096) as { truncated: string; head: string };
+      expect(bytesOf(cut)).toBeLessThanOrEqual(4_096);
+      expect(text.startsWith(cut.head)).toBe(true);
+      expect(bytesOf(cut.head)).toBeGreaterThan(4_096 - 512 - 12); // within a unit's escape of the budget
+    }
+  });
+
+  it('never ends the head between the halves of a surrogate pair', () => {
+    for (let pad = 0; pad < 8; pad++) {
+      const cut = storableResult(`${'x'.repeat(pad)}${smile.repeat(3_000)}`, 2_048) as { head: string };
+      expect(storableText(cut.head)).toBe(cut.head);
+      expect(cut.head.length).toBeGreaterThan(pad);
+    }
+  });
+
+  it("cuts a value's JSON text, and a message with a note of its size", () => {
+    const cut = storableResult({ rows: Array.from({ length: 500 }, (_, id) => ({ id })) }, 1_024) as { truncated: string; head: string };
+    expect(cut.truncated).toMatch(/of its JSON text, cut$/);
+    expect(cut.head.startsWith('{"rows":[{"id":0},{"id":1},')).toBe(true);
+    expect(storableMessage('short\u0000', 1_024)).toBe('short\uFFFD');
+    const message = storableMessage('e'.repeat(3_000), 1_024);
+    expect(message).toMatch(/^e+ … \(cut: the message was 3000 bytes\)$/);
+    expect(Buffer.byteLength(message)).toBeLessThanOrEqual(1_024);
   });
 });
 

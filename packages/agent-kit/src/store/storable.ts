@@ -23,6 +23,17 @@ export function storableText(text: string): string {
 }
 
 /**
+ * The most of a tool's result (its JSON text, in UTF-8 bytes) that is kept: 1 MiB, about 250,000
+ * tokens, past any model's use of one result. A larger result is kept as its head (ADR-0058): it
+ * is stored three times (ledger, journal, event log), replayed to every viewer and sent back to
+ * the model, and past jsonb's limit (~255 MB) its record would fail with the effect done.
+ */
+export const defaultMaxToolResultBytes = 1024 * 1024;
+
+/** Room the note of a cut result takes, besides its head. */
+const noteBytes = 512;
+
+/**
  * `value` in its JSON form, as it will be stored and as a continuation reads it back: what
  * `JSON.stringify` makes of it (a Date becomes its ISO string, NaN null; undefined and functions
  * go), a BigInt written as its digits, and every string, keys included, made storable. Throws
@@ -30,27 +41,71 @@ export function storableText(text: string): string {
  */
 export function storableValue(value: unknown): unknown {
   if (typeof value === 'string') return storableText(value);
+  return fromJson(jsonText(value));
+}
+
+/** JSON.stringify's text of `value`, BigInts as digits; `null` for none. Throws on a cycle. */
+function jsonText(value: unknown): string {
   let json: string | undefined;
   try {
     json = JSON.stringify(value);
   } catch {
     json = JSON.stringify(value, (_key, item: unknown) => (typeof item === 'bigint' ? item.toString() : item));
   }
-  if (json === undefined) return null;
+  return json ?? 'null';
+}
+
+function fromJson(json: string): unknown {
   const parsed: unknown = JSON.parse(json);
   return unstorableEscape.test(json) ? cleanJson(parsed) : parsed;
 }
 
 /**
  * What a tool or a reconcile hook returned, as the effect's result: its storable JSON form, or,
- * when it has none, a note saying so. The effect happened either way, and is recorded so.
+ * when it has none, a note saying so. The effect happened either way, and is recorded so. A
+ * result whose JSON text is over `maxBytes` (UTF-8) becomes `{ truncated, head }`: a note with
+ * its size, and its first part (a string's own text, another value's JSON text) within the bound.
  */
-export function storableResult(value: unknown): unknown {
+export function storableResult(value: unknown, maxBytes = defaultMaxToolResultBytes): unknown {
+  let json: string;
   try {
-    return storableValue(value);
+    json = typeof value === 'string' ? JSON.stringify(storableText(value)) : jsonText(value);
   } catch (raw) {
     const why = storableText(String(raw instanceof Error ? raw.message : raw).split('\n')[0]!);
     return { unstorable: `the tool ran, but what it returned has no JSON form to keep (${why})` };
+  }
+  const bytes = Buffer.byteLength(json);
+  if (bytes <= maxBytes) return fromJson(json);
+  const text = typeof value === 'string' ? storableText(value) : json;
+  const head = headWithin(text, Math.max(0, maxBytes - noteBytes));
+  const what = typeof value === 'string' ? 'text' : 'JSON text';
+  const truncated = `the tool's result was ${bytes} bytes, over the ${maxBytes} kept: this is the first ${head.length} characters of its ${what}, cut`;
+  return { truncated, head };
+}
+
+/**
+ * A thrown error's message as kept: storable, and over `maxBytes` its head with a note.
+ */
+export function storableMessage(message: string, maxBytes = defaultMaxToolResultBytes): string {
+  const text = storableText(message);
+  if (Buffer.byteLength(text) <= maxBytes) return text;
+  return `${headWithin(text, Math.max(0, maxBytes - noteBytes))} … (cut: the message was ${Buffer.byteLength(text)} bytes)`;
+}
+
+/**
+ * The longest start of `text` whose JSON string (quoted, escaped) is within `budget` UTF-8
+ * bytes, never ending between the two halves of a surrogate pair. A few passes: each shrinks the
+ * cut by the ratio it was over.
+ */
+function headWithin(text: string, budget: number): string {
+  let units = Math.min(text.length, budget);
+  for (;;) {
+    let head = text.slice(0, units);
+    const last = head.charCodeAt(head.length - 1);
+    if (last >= 0xd800 && last <= 0xdbff) head = head.slice(0, -1);
+    const size = Buffer.byteLength(JSON.stringify(head));
+    if (size <= budget || head.length === 0) return head;
+    units = Math.min(head.length - 1, Math.floor((head.length * budget) / size));
   }
 }
 

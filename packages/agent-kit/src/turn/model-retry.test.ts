@@ -1,9 +1,10 @@
 // A model request its provider refused for now (ADR-0057): the wait (the provider's Retry-After,
 // else backoff with jitter), and the segment that waits and asks again instead of failing, on
 // both stores. Three 429s in a row used to end a turn within a second, every attempt spent.
-import { APICallError, simulateReadableStream } from 'ai';
+import { APICallError } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { answering } from '../../test/harness/mock-streams.js';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { makeRuntime } from '../../test/harness/turn-kit.js';
 import { startTurn } from '../queue/start-turn.js';
@@ -56,17 +57,7 @@ describe('retryDelayMs', () => {
   });
 });
 
-const usage = {
-  inputTokens: { total: 1, noCache: 1, cacheRead: undefined, cacheWrite: undefined },
-  outputTokens: { total: 1, text: 1, reasoning: undefined },
-};
-type Part = Parameters<typeof simulateReadableStream>[0]['chunks'][number];
-const answer = (text: string, extra: unknown[] = []) => ({
-  stream: simulateReadableStream({ chunks: [
-    { type: 'text-start', id: 't' }, { type: 'text-delta', id: 't', delta: text }, ...extra, { type: 'text-end', id: 't' },
-    { type: 'finish', finishReason: { unified: 'stop', raw: undefined }, usage },
-  ] as Part[] }),
-}) as never;
+const answer = (text: string, extra: unknown[] = []) => answering([text], extra);
 
 /** A model whose provider refuses the first `refusals` requests with `error`, then answers. */
 function refusingModel(refusals: number, error: () => Error) {

@@ -101,6 +101,7 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
     // lease, or reached with no time left, stays `started` for the next segment.
     const settled = await reconcileDeadEffects(rt.db, lease, rt.tools, {
       timeoutMs: s.settings.reconcileTimeoutMs, signal: s.signal, stopAtMs: s.stopAtMs,
+      maxResultBytes: s.settings.maxToolResultBytes,
     });
     if (settled === null || s.signal.reason === 'lost') return lost(s);
     if (settled.unsettled > 0) {
@@ -139,7 +140,8 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
       const settled = await settleToolCalls(
         {
           db: rt.db, lease, tools: rt.tools, signal: s.signal, stopAtMs: s.stopAtMs,
-          reconcileTimeoutMs: s.settings.reconcileTimeoutMs, sliceDue: () => sliceDue(s),
+          reconcileTimeoutMs: s.settings.reconcileTimeoutMs, maxResultBytes: s.settings.maxToolResultBytes,
+          sliceDue: () => sliceDue(s),
         },
         journal, started, s.interrupt,
       );

@@ -1,5 +1,6 @@
 // Tunables of the turn engine, each with the reason for its default.
 import { defaultReconcileTimeoutMs } from '../effect-ledger/index.js';
+import { defaultMaxToolResultBytes } from '../store/storable.js';
 
 export interface TurnSettings {
   /** Mirror batching: at most 1000/mirrorIntervalMs writes per second per run. 100 ms → ≤ 10/s. */
@@ -21,6 +22,11 @@ export interface TurnSettings {
    * waiting as it asks or backing off from 1 s; the segment's deadline permitting. ADR-0057.
    */
   modelRetries: number;
+  /**
+   * The most of a tool's result kept, in UTF-8 bytes of its JSON text (and of a thrown message);
+   * a larger one is kept as its head with a note of its size. ADR-0058.
+   */
+  maxToolResultBytes: number;
 }
 
 /** Defaults scaled to the budget, so a short test budget still leaves time to work. */
@@ -36,5 +42,6 @@ export function defaultTurnSettings(budgetMs: number): TurnSettings {
     // Backoff of 1, 2, 4, 8 and 16 s (with jitter): a provider's burst of refusals of about half
     // a minute, or five Retry-Afters, before the attempt is spent.
     modelRetries: 5,
+    maxToolResultBytes: defaultMaxToolResultBytes,
   };
 }

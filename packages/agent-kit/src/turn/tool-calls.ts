@@ -7,7 +7,7 @@ import { allOrNothing, type Interrupt, type Lease } from '../lease/lease.js';
 import type { AgentTool } from '../model/index.js';
 import type { Db, Queryable } from '../store/db.js';
 import { notifyThread } from '../store/notify-thread.js';
-import { storableResult, storableText } from '../store/storable.js';
+import { storableMessage, storableResult } from '../store/storable.js';
 import {
   commitStep, pendingToolCalls, type EffectStart, type StartedEffect, type Step, type StepCommit, type ToolCall, type ToolStep,
 } from './journal.js';
@@ -21,6 +21,8 @@ export interface ToolContext {
   stopAtMs: number;
   /** The most a reconcile hook is given (default: the ledger's, 10 s), within stopAtMs. */
   reconcileTimeoutMs?: number;
+  /** The most of a tool's result (or thrown message) kept; default the storable module's 1 MiB. */
+  maxResultBytes?: number;
   /**
    * True once the segment should slice rather than start more work (too little time left, or
    * asked to stop): no new effect is started then; the next segment starts it with a full budget.
@@ -213,7 +215,7 @@ async function runEffect(
   // The tool's signal also aborts at the segment's deadline: its result would be dropped, so
   // its work should stop (the effect stays `started` for the next owner to reconcile).
   const deadline = new AbortController();
-  const ran = await beforeDeadline(ctx, () => execute(tool, input, key, AbortSignal.any([ctx.signal, deadline.signal])));
+  const ran = await beforeDeadline(ctx, () => execute(tool, input, key, AbortSignal.any([ctx.signal, deadline.signal]), ctx.maxResultBytes));
   if (ran === 'deadline') {
     deadline.abort(new Error('the segment reached its deadline while the tool ran'));
     return { kind: 'stopped', reason: 'deadline during tool' };
@@ -231,18 +233,21 @@ async function runEffect(
 
 /** A reconcile hook asked during a segment: its timeout, within the segment's deadline and signal. */
 function hookOptions(ctx: ToolContext) {
-  return { signal: ctx.signal, timeoutMs: ctx.reconcileTimeoutMs, stopAtMs: ctx.stopAtMs };
+  return { signal: ctx.signal, timeoutMs: ctx.reconcileTimeoutMs, stopAtMs: ctx.stopAtMs, maxResultBytes: ctx.maxResultBytes };
 }
 
 type Execution = { kind: 'ok'; value: unknown } | { kind: 'threw'; message: string; inDoubt: boolean };
 
-async function execute(tool: AgentTool<any, any>, input: unknown, key: string, signal: AbortSignal): Promise<Execution> {
+async function execute(
+  tool: AgentTool<any, any>, input: unknown, key: string, signal: AbortSignal, maxBytes?: number,
+): Promise<Execution> {
   try {
     if (!tool.execute) return { kind: 'threw', message: `Tool "${tool.name}" cannot be executed.`, inDoubt: false };
     // Made storable before anything keeps it (ADR-0056): a refused result would lose an effect that happened.
-    return { kind: 'ok', value: storableResult((await tool.execute(input, { idempotencyKey: key, signal })) ?? null) };
+    return { kind: 'ok', value: storableResult((await tool.execute(input, { idempotencyKey: key, signal })) ?? null, maxBytes) };
   } catch (raw) {
-    return { kind: 'threw', message: storableText(raw instanceof Error ? raw.message : String(raw)), inDoubt: isInDoubt(raw) };
+    const message = storableMessage(raw instanceof Error ? raw.message : String(raw), maxBytes);
+    return { kind: 'threw', message, inDoubt: isInDoubt(raw) };
   }
 }
 

@@ -5,10 +5,10 @@
 // attempt, and a tool's result with one left its effect in doubt although it had happened. Now
 // each becomes U+FFFD where it enters the engine, and the turn completes on its first attempt
 // with the same text streamed, stored and given back to the model. On both stores.
-import { simulateReadableStream } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { answering, calling } from '../../test/harness/mock-streams.js';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { makeRuntime } from '../../test/harness/turn-kit.js';
 import { askReconcileHook } from '../effect-ledger/index.js';
@@ -25,30 +25,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await db.close();
 });
-
-const usage = {
-  inputTokens: { total: 1, noCache: 1, cacheRead: undefined, cacheWrite: undefined },
-  outputTokens: { total: 1, text: 1, reasoning: undefined },
-};
-type Part = Parameters<typeof simulateReadableStream>[0]['chunks'][number];
-
-function answering(deltas: string[]) {
-  const parts = [
-    { type: 'text-start', id: 't' },
-    ...deltas.map((delta) => ({ type: 'text-delta', id: 't', delta })),
-    { type: 'text-end', id: 't' },
-    { type: 'finish', finishReason: { unified: 'stop', raw: undefined }, usage },
-  ];
-  return { stream: simulateReadableStream({ chunks: parts as Part[] }) } as never;
-}
-
-function calling(toolName: string, input: unknown) {
-  const parts = [
-    { type: 'tool-call', toolCallId: 'call-1', toolName, input: JSON.stringify(input) },
-    { type: 'finish', finishReason: { unified: 'tool-calls', raw: undefined }, usage },
-  ];
-  return { stream: simulateReadableStream({ chunks: parts as Part[] }) } as never;
-}
 
 async function turnOf(model: MockLanguageModelV3, tools: Record<string, AgentTool<any, any>> = {}) {
   const rt = makeRuntime(db, { model, tools });

@@ -3,20 +3,17 @@
 // plays the same part again; and a model that retries a call whose result was an error.
 import type { LanguageModelV3 } from '../../src/model/index.js';
 import type { ModelStreamPart } from '../../src/model/provider-types.js';
+import { mockUsage } from './mock-streams.js';
 
 export type PlayedStep = { calls: Array<{ id: string; name: string; input: unknown }> } | { text: string };
 
-const usage = {
-  inputTokens: { total: 1, noCache: 1, cacheRead: undefined, cacheWrite: undefined },
-  outputTokens: { total: 1, text: 1, reasoning: undefined },
-};
 
 function partsOf(step: PlayedStep): ModelStreamPart[] {
   const body = 'calls' in step
     ? step.calls.map((c) => ({ type: 'tool-call', toolCallId: c.id, toolName: c.name, input: JSON.stringify(c.input) }))
     : [{ type: 'text-start', id: 't' }, { type: 'text-delta', id: 't', delta: step.text }, { type: 'text-end', id: 't' }];
   const finishReason = 'calls' in step ? { unified: 'tool-calls', raw: 'tool_calls' } : { unified: 'stop', raw: 'stop' };
-  return [{ type: 'stream-start', warnings: [] }, ...body, { type: 'finish', finishReason, usage }] as ModelStreamPart[];
+  return [{ type: 'stream-start', warnings: [] }, ...body, { type: 'finish', finishReason, usage: mockUsage }] as ModelStreamPart[];
 }
 
 export type PromptMessage = { role: string; content: unknown };
