@@ -445,4 +445,22 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await page.close();
   });
 
+  it('says the model is busy when its reply is cut midway, then goes on from the same word', async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    // #overload: the scripted model stops halfway with a 529 (retry after 1 s); the turn asks
+    // again with the half as the reply's start, in the same segment (ADR-0059).
+    const message = `go on #overload ${Date.now()}`;
+    await sendChat(page, message);
+    const notice = page.getByTestId('model-retry');
+    await notice.waitFor();
+    expect(await notice.textContent()).toBe("The model's provider is busy (529): trying again in 1 s (1 of 5).");
+    const half = expectedReply(message).split(' ').slice(0, replyTokens / 2).join(' ');
+    expect((await lastRunText(page)).trim()).toBe(half); // what it had, kept while it waits
+    await waitForRunStatus(page, 'completed');
+    expect(await notice.count()).toBe(0);
+    expect((await lastRunText(page)).trim()).toBe(expectedReply(message));
+    expect(await page.getByTestId('run').last().getAttribute('data-attempt')).toBe('1');
+    await page.close();
+  });
 });

@@ -38,6 +38,25 @@ const userPrompt = (...texts: string[]): ModelPrompt =>
   texts.map((text) => ({ role: 'user', content: [{ type: 'text', text }] }));
 
 describe('scripted model through the AI SDK', () => {
+  it('#overload cuts the reply halfway with a 529 once per turn, and continues the half when asked again', async () => {
+    const model = createScriptedModel({ tokens: 10 });
+    const prompt = userPrompt('go on #overload');
+    const reply = scriptedReplyText(['go on #overload'], 10);
+    const first = await readAll((await model.doStream({ prompt })).stream);
+    const half = first.flatMap((part) => (part.type === 'text-delta' ? [part.delta] : [])).join('');
+    expect(half).toBe(reply.split(' ').slice(0, 5).map((word) => `${word} `).join(''));
+    expect(first.at(-1)).toMatchObject({ type: 'error', error: { statusCode: 529, isRetryable: true,
+      responseHeaders: { 'retry-after-ms': '1000' } } });
+    // Asked again with the half as the assistant's prefill: the rest, then finish.
+    const prefilled: ModelPrompt = [...prompt, { role: 'assistant', content: [{ type: 'text', text: half }] }];
+    const second = await readAll((await model.doStream({ prompt: prefilled })).stream);
+    expect(half + second.flatMap((part) => (part.type === 'text-delta' ? [part.delta] : [])).join('')).toBe(reply);
+    expect(second.at(-1)).toMatchObject({ type: 'finish' });
+    // The turn was cut once: the same request again streams whole.
+    const again = await readAll((await model.doStream({ prompt })).stream);
+    expect(again.some((part) => part.type === 'error')).toBe(false);
+  });
+
   it('streams the deterministic reply with the configured token count', async () => {
     const model = createScriptedModel({ tokens: 17 });
     const result = streamText({ model, prompt: 'hello there' });

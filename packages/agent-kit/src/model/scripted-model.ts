@@ -37,6 +37,14 @@ export const scriptedBusyTag = '#busy';
 export const scriptedBusyRetryMs = 1_000;
 const busySeenMax = 10_000;
 
+/**
+ * Tag in the last user message: the reply stops halfway with a 529 "overloaded" error part, as a
+ * provider's stream can, once per turn. The engine waits and asks again with the half as the
+ * assistant's prefill (ADR-0059), and the model goes on from there. Keyed on the prompt before
+ * its prefill, so the continuation is not cut again.
+ */
+export const scriptedOverloadTag = '#overload';
+
 export type ScriptedModelOptions = {
   /** Words per reply; default `AGENT_KIT_SCRIPTED_TOKENS` or 40. */
   tokens?: number;
@@ -88,8 +96,9 @@ class ScriptedLanguageModel implements LanguageModelV3 {
   readonly provider = scriptedProviderId;
   readonly modelId = 'scripted';
   readonly supportedUrls: Record<string, RegExp[]> = {};
-  /** Requests refused for #busy: each is refused once. */
+  /** Requests refused for #busy, and turns cut for #overload: each once. */
   private readonly refused = new Set<number>();
+  private readonly overloaded = new Set<number>();
 
   constructor(
     readonly tokens: number,
@@ -155,14 +164,32 @@ class ScriptedLanguageModel implements LanguageModelV3 {
       yield { type: 'text-start', id: 'text-0' };
       let index = 0;
       const startedAtMs = performance.now();
-      for (const delta of splitReplyTokens(step.remainder)) {
+      const deltas = splitReplyTokens(step.remainder);
+      const cutAt = this.overloadAt(prompt, deltas.length);
+      for (const delta of deltas) {
         await this.pace(index, startedAtMs, signal);
+        if (index === cutAt) {
+          yield { type: 'error', error: overloadError() };
+          return;
+        }
         yield { type: 'text-delta', id: 'text-0', delta };
         index += 1;
       }
       yield { type: 'text-end', id: 'text-0' };
     }
     yield { type: 'finish', finishReason: finishReasonOf(step), usage: usageOf(prompt, step) };
+  }
+
+  /** For #overload: where this turn's reply is cut (half of it), the first time only; else -1. */
+  private overloadAt(prompt: ModelPrompt, tokens: number): number {
+    const last = prompt.filter((message) => message.role === 'user').at(-1);
+    if (tokens < 2 || !last || !messageText(last).includes(scriptedOverloadTag)) return -1;
+    const asked = prompt.at(-1)?.role === 'assistant' ? prompt.slice(0, -1) : prompt; // less the prefill
+    const turn = hashFnv1a(`${asked.length}\u0000${asked.map(messageText).join('\u0000')}`);
+    if (this.overloaded.has(turn)) return -1;
+    if (this.overloaded.size >= busySeenMax) this.overloaded.clear();
+    this.overloaded.add(turn);
+    return Math.floor(tokens / 2);
   }
 
   /**
@@ -180,6 +207,14 @@ class ScriptedLanguageModel implements LanguageModelV3 {
     }
     signal.throwIfAborted();
   }
+}
+
+function overloadError(): APICallError {
+  return new APICallError({
+    message: `the scripted model is overloaded (${scriptedOverloadTag}): try again in ${scriptedBusyRetryMs} ms`,
+    url: 'scripted://agent-kit', requestBodyValues: {}, statusCode: 529, isRetryable: true,
+    responseHeaders: { 'retry-after-ms': String(scriptedBusyRetryMs) },
+  });
 }
 
 /**

@@ -127,9 +127,42 @@ describe('a segment whose model request is refused for now', () => {
     expect([calls(), retries.map((r) => r.retry)]).toEqual([3, [1, 2]]);
   });
 
-  it('does not retry once the model has streamed part of its answer', async () => {
+  it('refused after part of its answer, a model that continues a prefill goes on from that text, in the same segment', async () => {
+    const model = new MockLanguageModelV3({
+      provider: 'anthropic.messages', // continues an assistant prefill (supportsPrefill)
+      doStream: [
+        answering(['Half', ' of it'], [{ type: 'error', error: refusal(529, { 'retry-after-ms': '5' }) }]),
+        answering([', and the rest.']),
+      ],
+    });
+    const { runId, outcome, run, retries } = await segmentOf(model);
+    expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
+    expect(run).toMatchObject({ status: 'completed', attempts: 1 });
+    expect(retries).toEqual([{ stepNo: 0, retry: 1, of: 5, delayMs: 5, error: { name: 'AI_APICallError', message: 'HTTP 529', statusCode: 529 } }]);
+    // Asked again with what was streamed as the assistant's prefill; viewers got each word once.
+    expect(model.doStreamCalls[1]!.prompt.at(-1)).toMatchObject({ role: 'assistant', content: [{ type: 'text', text: 'Half of it' }] });
+    const [message] = await db.query<{ text: string }>(
+      `select m.content->>'text' as text from agent_kit_runs r join agent_kit_messages m on m.id = r.message_id where r.id = $1`, [runId]);
+    expect(message!.text).toBe('Half of it, and the rest.');
+    const deltas = await db.query<{ text: string }>(
+      `select data->>'text' as text from agent_kit_thread_events where run_id = $1 and type = 'text-delta' order by seq`, [runId]);
+    expect(deltas.map((d) => d.text).join('')).toBe('Half of it, and the rest.');
+  });
+
+  it('refused after part of its answer, a model without prefill is not asked again here: the takeover redoes the step', async () => {
     const model = new MockLanguageModelV3({
       doStream: [answer('Half', [{ type: 'error', error: refusal(503) }]), answer('never asked')],
+    });
+    const { outcome, retries } = await segmentOf(model);
+    expect(outcome).toMatchObject({ kind: 'stopped', reason: 'HTTP 503' });
+    expect([model.doStreamCalls.length, retries.length]).toEqual([1, 0]);
+  });
+
+  it('refused after a tool call, it is not asked again, prefill or not', async () => {
+    const model = new MockLanguageModelV3({
+      provider: 'anthropic.messages',
+      doStream: [answer('Let me look', [{ type: 'tool-call', toolCallId: 'c1', toolName: 'record_effect', input: '{}' },
+        { type: 'error', error: refusal(503) }]), answer('never asked')],
     });
     const { outcome, retries } = await segmentOf(model);
     expect(outcome).toMatchObject({ kind: 'stopped', reason: 'HTTP 503' });

@@ -16,8 +16,11 @@ export type StepStop = 'lost' | 'cancel' | 'takeover' | 'store-error' | 'deadlin
 export type StepResult =
   | { kind: 'done'; text: string; toolCalls: ToolCall[]; finishReason: string }
   | { kind: 'stopped'; reason: StepStop; text: string }
-  /** `produced`: text or a tool call arrived before the error (a refused request has none). */
-  | { kind: 'error'; error: Error; text: string; produced: boolean };
+  /**
+   * `produced`: what arrived before the error: nothing (a refused request), only text (which a
+   * model that continues a prefill can go on from), or a tool call.
+   */
+  | { kind: 'error'; error: Error; text: string; produced: 'nothing' | 'text' | 'tool-calls' };
 
 export interface ModelStepOptions {
   model: LanguageModel;
@@ -87,7 +90,7 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
   // What the model sends is made storable as it arrives (ADR-0056): streamed, written, replayed
   // and journalled alike.
   const deltas = new StorableTextStream();
-  let produced = false;
+  let produced: 'nothing' | 'text' | 'tool-calls' = 'nothing';
   const toolCalls: ToolCall[] = [];
   let finishReason = 'unknown';
   try {
@@ -128,7 +131,8 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
       if (next.done) break;
       const part = next.value;
       lastPartAt = performance.now();
-      if (part.type === 'text-delta' || part.type === 'tool-call' || part.type === 'tool-error') produced = true;
+      if (part.type === 'tool-call' || part.type === 'tool-error') produced = 'tool-calls';
+      else if (part.type === 'text-delta' && produced === 'nothing') produced = 'text';
       if (part.type === 'text-delta') {
         const delta = deltas.push(part.text);
         text += delta;

@@ -120,7 +120,7 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
   if (s.run.cancelRequestedAt) return close(s, 'aborted', { text: s.run.partial, cancelled: true });
   if (s.run.takeoverRequestedAt) return park(s, 'waiting_takeover');
 
-  let prefix = continuationPrefix(s, journal, supportsPrefill(model as { provider: string }));
+  let prefix = continuationPrefix(s, journal, model);
   s.startText = committedText(journal) + prefix;
   let history = freshHistory;
   if (!history) {
@@ -169,11 +169,17 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
     if (result.kind === 'error') {
       const stopped = await s.mirror.flush();
       if (stopped) return handleStop(s, stopped, model);
-      if (result.produced) return failSegment(s, result.error);
+      // Refused after some of its text (an overload mid-stream): a model that continues a
+      // prefill goes on from that text, here as after a takeover (ADR-0059); one that cannot
+      // would redo the step, which a takeover does with viewers told to replace the text.
+      if (result.produced === 'tool-calls' || (result.produced === 'text' && !continuesMidStep(s, model))) {
+        return failSegment(s, result.error);
+      }
       const retry = await waitToRetry(s, result.error, ++retries, journal.length);
       if (retry === 'lost') return lost(s);
       if (retry === 'no') return failSegment(s, result.error);
-      continue; // the same step again, from the same prefix, after the boundary checks
+      prefix = result.text; // what was streamed of this step (the same prefix when nothing was)
+      continue; // the same step again, after the boundary checks
     }
     prefix = '';
     retries = 0;
@@ -262,11 +268,16 @@ async function instructionsFor(rt: Runtime, turn: TurnContext): Promise<string> 
 }
 
 /** Mid-step continuation: the dead segment's mirrored text past the committed steps, if usable. */
-function continuationPrefix(s: Segment, journal: Step[], prefillSupported: boolean): string {
-  if (!s.settings.continueMidStep || !prefillSupported) return '';
+function continuationPrefix(s: Segment, journal: Step[], model: unknown): string {
+  if (!continuesMidStep(s, model)) return '';
   if (pendingToolCalls(journal).length > 0 || isTurnFinished(journal)) return '';
   const committed = committedText(journal);
   return s.run.partial.startsWith(committed) ? s.run.partial.slice(committed.length) : '';
+}
+
+/** A step cut mid-stream goes on from its text: the setting allows it and the model continues a prefill. */
+function continuesMidStep(s: Segment, model: unknown): boolean {
+  return s.settings.continueMidStep && supportsPrefill(model as { provider: string });
 }
 
 /**
@@ -303,7 +314,7 @@ async function handleStop(s: Segment, reason: StepStop, model: unknown): Promise
     case 'deadline':
       // With prefill the next segment continues from the mirrored text, so a mid-step cut is a
       // slice (voluntary, progress kept). Without it the step is redone: let the lease run out.
-      if (s.settings.continueMidStep && supportsPrefill(model as { provider: string })) {
+      if (continuesMidStep(s, model)) {
         const stopped = await s.mirror.flush();
         if (stopped) return handleStop(s, stopped, model);
         return park(s, 'queued');

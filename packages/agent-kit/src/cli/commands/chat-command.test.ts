@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildCli, openCliStore, run, type CliStore } from '../../../test/hostile/cli-kit.js';
 import { onPostgres } from '../../../test/harness/test-db.js';
 import { createEmptyDatabase } from '../../../test/harness/empty-database.js';
+import { scriptedReplyText } from '../../model/index.js';
 import { openDb } from '../../store/open.js';
 
 let bin: string;
@@ -58,6 +59,15 @@ describe('agent-kit chat', () => {
     expect(result.code, result.stderr).toBe(0);
     expect(result.stderr).toMatch(/^thread \S+ · run \S+\n\[model refused: 429 the scripted model is busy \(#busy\): try again in 1000 ms; retry 1 of 5 in 1\.0 s\]\n$/);
     expect(result.stdout.trim().split(' ').length).toBeGreaterThan(3);
+  });
+
+  it('says so when the model is overloaded mid-reply, and the reply goes on from where it was cut', async () => {
+    // #overload: the scripted model stops halfway with a 529; asked again, it continues the half.
+    const message = 'tell me more #overload';
+    const result = await cli(['chat', message]);
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toMatch(/^thread \S+ · run \S+\n\n\[model refused: 529 the scripted model is overloaded \(#overload\): try again in 1000 ms; retry 1 of 5 in 1\.0 s\]\n$/);
+    expect(result.stdout).toBe(`${scriptedReplyText([message], 40)}\n`); // each word once, none lost
   });
 
   it('refuses a malformed --thread as a usage error, writing nothing', async () => {

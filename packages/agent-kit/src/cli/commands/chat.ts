@@ -63,7 +63,8 @@ async function printRun(events: AsyncIterable<{ runId: string | null; type: stri
       const d = event.data;
       const refusal = (d.error ?? {}) as { message?: unknown; statusCode?: unknown };
       const status = typeof refusal.statusCode === 'number' ? `${refusal.statusCode} ` : '';
-      process.stderr.write(`[model refused: ${status}${String(refusal.message)}; retry ${String(d.retry)} of ${String(d.of)}` +
+      const lead = shown === '' || shown.endsWith('\n') ? '' : '\n'; // refused mid-reply: on a line of its own
+      process.stderr.write(`${lead}[model refused: ${status}${String(refusal.message)}; retry ${String(d.retry)} of ${String(d.of)}` +
         ` in ${(Number(d.delayMs) / 1000).toFixed(1)} s]\n`);
     } else if (event.type === 'input-requested') {
       const d = event.data;
