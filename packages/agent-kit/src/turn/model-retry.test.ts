@@ -4,12 +4,14 @@
 import { APICallError } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startAnthropicStub } from '../../test/harness/anthropic-stub.js';
 import { answering } from '../../test/harness/mock-streams.js';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { makeRuntime } from '../../test/harness/turn-kit.js';
+import { resolveModel, type LanguageModelV3 } from '../model/index.js';
 import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
-import { isRetryableModelError, maxRetryAfterMs, retryDelayMs } from './model-retry.js';
+import { isRetryableModelError, maxRetryAfterMs, retryDelayMs, streamError } from './model-retry.js';
 import { newOwner } from './runtime.js';
 import { runSegment } from './run-segment.js';
 import type { TurnSettings } from './settings.js';
@@ -72,7 +74,7 @@ function refusingModel(refusals: number, error: () => Error) {
   return { model, calls: () => calls };
 }
 
-async function segmentOf(model: MockLanguageModelV3, options: {
+async function segmentOf(model: LanguageModelV3, options: {
   settings?: Partial<TurnSettings>; budgetMs?: number; stopSignal?: AbortSignal; during?: (runId: string) => Promise<void>;
 } = {}) {
   const rt = makeRuntime(db, { model, settings: options.settings, config: { invocationBudgetMs: options.budgetMs ?? 60_000 } });
@@ -147,6 +149,39 @@ describe('a segment whose model request is refused for now', () => {
     const deltas = await db.query<{ text: string }>(
       `select data->>'text' as text from agent_kit_thread_events where run_id = $1 and type = 'text-delta' order by seq`, [runId]);
     expect(deltas.map((d) => d.text).join('')).toBe('Half of it, and the rest.');
+  });
+
+  it("Anthropic's overloaded_error in the middle of a stream (a local Messages API): asked again from the text, then completed", async () => {
+    const stub = await startAnthropicStub([
+      { text: ['Hello', ' from'], error: { type: 'overloaded_error', message: 'Overloaded' } },
+      { text: [' the stub.'] },
+    ]);
+    try {
+      const model = resolveModel('anthropic:claude-stub', { ANTHROPIC_API_KEY: 'k', ANTHROPIC_BASE_URL: stub.baseURL });
+      const { runId, outcome, run, retries } = await segmentOf(model, { settings: { modelRetries: 1 } });
+      expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
+      expect(run).toMatchObject({ status: 'completed', attempts: 1 });
+      expect(retries).toMatchObject([{ retry: 1, of: 1, error: { name: 'ModelStreamError', message: 'overloaded_error: Overloaded', statusCode: 529 } }]);
+      expect(stub.received).toHaveLength(2);
+      expect(stub.received[1]!.messages.at(-1)).toMatchObject({ role: 'assistant', content: [{ type: 'text', text: 'Hello from' }] });
+      const [message] = await db.query<{ text: string }>(
+        `select m.content->>'text' as text from agent_kit_runs r join agent_kit_messages m on m.id = r.message_id where r.id = $1`, [runId]);
+      expect(message!.text).toBe('Hello from the stub.');
+    } finally {
+      await stub.close();
+    }
+  });
+
+  it('a stream error part says what the provider sent, and is retryable only for an overload, a rate limit or a server error', () => {
+    expect(streamError({ type: 'overloaded_error', message: 'Overloaded' })).toMatchObject({
+      name: 'ModelStreamError', message: 'overloaded_error: Overloaded', statusCode: 529, isRetryable: true });
+    expect(streamError({ type: 'invalid_request_error', message: 'prompt is too long' })).toMatchObject({
+      message: 'invalid_request_error: prompt is too long', isRetryable: false });
+    expect(streamError({ message: 'slow down', type: 'tokens', code: 'rate_limit_exceeded' })).toMatchObject({ statusCode: 429, isRetryable: true });
+    expect(streamError({ type: 'constructor', message: 'x' })).toMatchObject({ isRetryable: false });
+    expect(streamError('socket hang up').message).toBe('"socket hang up"');
+    const error = new Error('kept');
+    expect(streamError(error)).toBe(error);
   });
 
   it('refused after part of its answer, a model without prefill is not asked again here: the takeover redoes the step', async () => {

@@ -10,6 +10,39 @@ export const maxRetryAfterMs = 60_000;
 const firstBackoffMs = 1_000;
 const maxBackoffMs = 30_000;
 
+/**
+ * A stream's error part as an Error. Providers send what their API put in the stream: Anthropic
+ * `{ type: 'overloaded_error', message: 'Overloaded' }` (its 529, mid-stream), OpenAI
+ * `{ type: 'server_error', message, code }`; an Error is kept as it is. Made into a
+ * ModelStreamError with the message and the type, retryable (and given the status the same
+ * error has as a response) when the type says the provider may work later (ADR-0059).
+ */
+export function streamError(raw: unknown): Error {
+  if (raw instanceof Error) return raw;
+  const body = raw !== null && typeof raw === 'object' ? raw as { type?: unknown; message?: unknown; code?: unknown } : {};
+  const type = typeof body.type === 'string' ? body.type : undefined;
+  const message = typeof body.message === 'string' ? body.message : JSON.stringify(raw) ?? String(raw);
+  const code = typeof body.code === 'string' ? body.code : undefined;
+  const statusCode = statusOfStreamError.get(type ?? '') ?? statusOfStreamError.get(code ?? '');
+  return new ModelStreamError(type ? `${type}: ${message}` : message, type, statusCode);
+}
+
+/** Stream error types a provider sends for what, as a response, is a retryable status. */
+const statusOfStreamError = new Map([
+  ['overloaded_error', 529], ['rate_limit_error', 429], ['api_error', 500], ['timeout_error', 504], // Anthropic
+  ['server_error', 500], ['rate_limit_exceeded', 429], // OpenAI (a type, or a code)
+]);
+
+/** An error part of a model's stream; retryable when its type is in statusOfStreamError. */
+export class ModelStreamError extends Error {
+  override readonly name = 'ModelStreamError';
+  readonly isRetryable: boolean;
+  constructor(message: string, readonly type: string | undefined, readonly statusCode: number | undefined) {
+    super(message);
+    this.isRetryable = statusCode !== undefined;
+  }
+}
+
 /** The provider says it may work later (APICallError or GatewayError with isRetryable). */
 export function isRetryableModelError(error: unknown): boolean {
   return (error as { isRetryable?: unknown } | null)?.isRetryable === true;

@@ -7,6 +7,7 @@ import {
 import type { AgentTool } from '../model/index.js';
 import { storableText, StorableTextStream, storableValue } from '../store/storable.js';
 import type { ToolCall } from './journal.js';
+import { streamError } from './model-retry.js';
 import type { StreamMirror } from './stream-mirror.js';
 
 type StreamPart = TextStreamPart<ToolSet>;
@@ -146,7 +147,7 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
         const call = storableCall(part);
         if (!toolCalls.some((c) => c.toolCallId === call.toolCallId)) toolCalls.push(call);
       } else if (part.type === 'error') {
-        throw part.error instanceof Error ? part.error : new Error(String(part.error));
+        throw streamError(part.error);
       } else if (part.type === 'finish') {
         finishReason = part.finishReason;
       }

@@ -1,8 +1,7 @@
 // A local OpenAI-compatible chat-completions server (node:http on 127.0.0.1, SSE): it records
 // each request and streams three words, or a tool call to record_effect when the conversation
 // says "use the tool". The real providers (openai, openai-compatible) are tested against it.
-import { createServer, type IncomingMessage } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { serveStub } from './provider-stub.js';
 
 export type StubBody = { model: string; stream: boolean; messages: { role: string; content: unknown }[] };
 export type StubRequest = { url: string; authorization: string | undefined; body: StubBody };
@@ -38,35 +37,18 @@ function replyEvents(body: StubBody): string[] {
   return [...events, `data: ${JSON.stringify(usage)}\n\n`, 'data: [DONE]\n\n'];
 }
 
-async function readBody(request: IncomingMessage): Promise<string> {
-  let text = '';
-  for await (const piece of request) text += String(piece);
-  return text;
-}
-
 export async function startOpenAiStub(): Promise<OpenAiStub> {
   const received: StubRequest[] = [];
-  const server = createServer((request, response) => {
-    void (async () => {
-      const body = JSON.parse(await readBody(request)) as StubBody;
-      received.push({ url: request.url ?? '', authorization: request.headers.authorization, body });
-      if (request.method !== 'POST' || request.url !== '/v1/chat/completions' || !body.stream) {
-        response.writeHead(404, { 'content-type': 'application/json' });
-        response.end(JSON.stringify({ error: { message: `stub has no ${request.url}` } }));
-        return;
-      }
-      response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-      for (const event of replyEvents(body)) response.write(event);
-      response.end();
-    })();
+  const server = await serveStub<StubBody>((request, body, response) => {
+    received.push({ url: request.url ?? '', authorization: request.headers.authorization, body });
+    if (request.method !== 'POST' || request.url !== '/v1/chat/completions' || !body.stream) {
+      response.writeHead(404, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ error: { message: `stub has no ${request.url}` } }));
+      return;
+    }
+    response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    for (const event of replyEvents(body)) response.write(event);
+    response.end();
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
-    received,
-    async close() {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
+  return { ...server, received };
 }
