@@ -201,4 +201,24 @@ describe.skipIf(!hasChromium)(`the operator page${hasChromium ? '' : ` (skipped:
     await expect(rows.first().textContent()).resolves.toMatch(/closed: completed$/);
     await page.close();
   });
+
+  it('marks on the timeline where a segment waited for a model that refused it', async () => {
+    const bob = await signIn(browser, server.baseUrl, 'bob'); // alice's threads are counted above
+    const chat = await bob.newPage();
+    await open(chat, `${server.baseUrl}/`);
+    const threadId = await sendChat(chat, 'are you there #busy');
+    await waitForRunStatus(chat, 'completed');
+    const response = await chat.request.get(`${server.baseUrl}/api/threads/${threadId}`);
+    const busyRun = ((await response.json()) as { runs: { id: string }[] }).runs[0]!.id;
+    await bob.close();
+    const page = await operator.newPage();
+    await open(page, `${server.baseUrl}/ops?run=${busyRun}`);
+    const marker = page.getByTestId('retry-marker');
+    await marker.waitFor();
+    await expect(marker.locator('title').textContent()).resolves
+      .toMatch(/^model refused \(429\): retry 1 of 5 in 1\.0 s — the scripted model is busy/);
+    await expect.poll(() => page.getByTestId('segment-row').allTextContents(), { timeout: 10_000 })
+      .toEqual([expect.stringMatching(/closed: completed$/)]); // one segment: the wait spent no attempt
+    await page.close();
+  });
 });

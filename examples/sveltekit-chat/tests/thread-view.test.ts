@@ -280,6 +280,20 @@ describe('the run timeline', () => {
     expect(buildRunTimeline(killedOnly, runId, t0 + 9000, false).bars[0]).toMatchObject({ endedAs: 'killed' });
   });
 
+  it('marks where a segment waited for a refused model request', () => {
+    const retried = makeLog([
+      ...crashedThenResumedSpecs.slice(0, 3),
+      ['model-retry', 1, { stepNo: 0, retry: 1, of: 5, delayMs: 1000, error: { name: 'AI_APICallError', message: 'Rate limit reached', statusCode: 429 } }],
+      ['text-delta', 1, { text: 'one ' }],
+      ['run-closed', 1, { status: 'completed', text: 'one ', partial: false }],
+    ]);
+    const timeline = buildRunTimeline(retried, runId, t0 + 9000, false);
+    expect(timeline.bars.map((bar) => [bar.fence, bar.endedAs])).toEqual([[1, 'closed']]);
+    expect(timeline.bars[0]!.markers).toEqual([
+      { atMs: t0 + 3000, kind: 'retry', label: 'model refused (429): retry 1 of 5 in 1.0 s — Rate limit reached' },
+    ]);
+  });
+
   it('extends a live segment to now, and calls it lost once its lease is gone', () => {
     const events = crashedThenResumed.slice(0, 4);
     const live = buildRunTimeline(events, runId, t0 + 9000, true);

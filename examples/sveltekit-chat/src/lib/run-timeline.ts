@@ -15,7 +15,7 @@ export type SegmentEnd = 'closed' | 'parked' | 'failed' | 'lost' | 'killed' | 'l
 
 export interface TimelineMarker {
   atMs: number;
-  kind: 'tool' | 'question' | 'step' | 'intent' | 'kill';
+  kind: 'tool' | 'question' | 'step' | 'intent' | 'kill' | 'retry';
   label: string;
 }
 
@@ -69,6 +69,12 @@ function segmentMarker(event: WireEvent, atMs: number): TimelineMarker | null {
   }
   if (event.type === segmentKilledEventType) {
     return { atMs, kind: 'kill', label: `killed by ${killerOf(event)} (demo)` };
+  }
+  if (event.type === 'model-retry') {
+    const error = (data.error ?? {}) as { statusCode?: unknown; message?: unknown };
+    const status = typeof error.statusCode === 'number' ? ` (${error.statusCode})` : '';
+    const waitS = (Number(data.delayMs ?? 0) / 1000).toFixed(1);
+    return { atMs, kind: 'retry', label: `model refused${status}: retry ${String(data.retry)} of ${String(data.of)} in ${waitS} s — ${String(error.message ?? '')}` };
   }
   if (event.type === 'step-finished') {
     const calls = Array.isArray(data.toolCalls) ? data.toolCalls.length : 0;
