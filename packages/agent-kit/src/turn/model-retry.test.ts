@@ -151,26 +151,30 @@ describe('a segment whose model request is refused for now', () => {
     expect(deltas.map((d) => d.text).join('')).toBe('Half of it, and the rest.');
   });
 
-  it("Anthropic's overloaded_error in the middle of a stream (a local Messages API): asked again from the text, then completed", async () => {
-    const stub = await startAnthropicStub([
-      { text: ['Hello', ' from'], error: { type: 'overloaded_error', message: 'Overloaded' } },
-      { text: [' the stub.'] },
-    ]);
-    try {
-      const model = resolveModel('anthropic:claude-stub', { ANTHROPIC_API_KEY: 'k', ANTHROPIC_BASE_URL: stub.baseURL });
-      const { runId, outcome, run, retries } = await segmentOf(model, { settings: { modelRetries: 1 } });
-      expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
-      expect(run).toMatchObject({ status: 'completed', attempts: 1 });
-      expect(retries).toMatchObject([{ retry: 1, of: 1, error: { name: 'ModelStreamError', message: 'overloaded_error: Overloaded', statusCode: 529 } }]);
-      expect(stub.received).toHaveLength(2);
-      expect(stub.received[1]!.messages.at(-1)).toMatchObject({ role: 'assistant', content: [{ type: 'text', text: 'Hello from' }] });
-      const [message] = await db.query<{ text: string }>(
-        `select m.content->>'text' as text from agent_kit_runs r join agent_kit_messages m on m.id = r.message_id where r.id = $1`, [runId]);
-      expect(message!.text).toBe('Hello from the stub.');
-    } finally {
-      await stub.close();
-    }
-  });
+  for (const [cut, first, refusal] of [
+    ["Anthropic's overloaded_error", { text: ['Hello', ' from'], error: { type: 'overloaded_error', message: 'Overloaded' } },
+      { name: 'ModelStreamError', message: 'overloaded_error: Overloaded', statusCode: 529 }],
+    ['a connection dropped', { text: ['Hello', ' from'], drop: true },
+      { name: 'AI_APICallError', message: 'Failed to process successful response' }],
+  ] as const) {
+    it(`${cut} in the middle of a stream (a local Messages API): asked again from the text, then completed`, async () => {
+      const stub = await startAnthropicStub([first, { text: [' the stub.'] }]);
+      try {
+        const model = resolveModel('anthropic:claude-stub', { ANTHROPIC_API_KEY: 'k', ANTHROPIC_BASE_URL: stub.baseURL });
+        const { runId, outcome, run, retries } = await segmentOf(model, { settings: { modelRetries: 1 } });
+        expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
+        expect(run).toMatchObject({ status: 'completed', attempts: 1 });
+        expect(retries).toMatchObject([{ retry: 1, of: 1, error: refusal }]);
+        expect(stub.received).toHaveLength(2);
+        expect(stub.received[1]!.messages.at(-1)).toMatchObject({ role: 'assistant', content: [{ type: 'text', text: 'Hello from' }] });
+        const [message] = await db.query<{ text: string }>(
+          `select m.content->>'text' as text from agent_kit_runs r join agent_kit_messages m on m.id = r.message_id where r.id = $1`, [runId]);
+        expect(message!.text).toBe('Hello from the stub.');
+      } finally {
+        await stub.close();
+      }
+    });
+  }
 
   it('a stream error part says what the provider sent, and is retryable only for an overload, a rate limit or a server error', () => {
     expect(streamError({ type: 'overloaded_error', message: 'Overloaded' })).toMatchObject({

@@ -6,8 +6,11 @@ import { serveStub } from './provider-stub.js';
 
 export type AnthropicBody = { model: string; stream: boolean; messages: { role: string; content: unknown }[] };
 
-/** One reply: its text pieces, then `end_turn`, or the error event `{ type, message }`. */
-export type AnthropicReply = { text: string[]; error?: { type: string; message: string } };
+/**
+ * One reply: its text pieces, then `end_turn`; or the error event `{ type, message }`; or, with
+ * `drop`, the connection closed after the pieces, as a network cut does.
+ */
+export type AnthropicReply = { text: readonly string[]; error?: { type: string; message: string }; drop?: true };
 
 export interface AnthropicStub {
   /** The base URL to give the provider (ANTHROPIC_BASE_URL): `http://127.0.0.1:PORT/v1`. */
@@ -48,7 +51,12 @@ export async function startAnthropicStub(replies: AnthropicReply[]): Promise<Ant
       return;
     }
     response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-    for (const event of replyEvents(reply, received.length)) response.write(event);
+    const events = replyEvents(reply, received.length);
+    if (reply.drop) {
+      response.write(events.slice(0, 2 + reply.text.length).join(''), () => response.socket?.destroy());
+      return;
+    }
+    for (const event of events) response.write(event);
     response.end();
   });
   return { ...server, received };

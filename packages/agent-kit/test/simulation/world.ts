@@ -3,6 +3,7 @@
 // tools behind a scheduler gate (with injected failures and hangs), so a kill can land before or
 // after a side effect. Fault decisions are drawn when the gate or the stream is reached, in an
 // order that only the schedule decides.
+import { APICallError } from 'ai';
 import { createScriptedModel, demoTools, type AgentTool, type LanguageModelV3 } from '../../src/model/index.js';
 import type { Runtime } from '../../src/turn/types.js';
 import { makeRuntime } from '../harness/turn-kit.js';
@@ -24,7 +25,11 @@ export interface FaultSource {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-/** The scripted model, each text token delayed on (virtual) timers; may error or hang mid-stream. */
+/**
+ * The scripted model, each text token delayed on (virtual) timers; may error or hang mid-stream.
+ * Half the errors (those drawn at an even part) are an overload the engine asks again after
+ * (ADR-0057, ADR-0059): before any text, mid-text with and without prefill, and after a tool call.
+ */
 export function simulatedModel(inner: LanguageModelV3, profile: Profile, faults: FaultSource): LanguageModelV3 {
   return {
     specificationVersion: 'v3',
@@ -42,7 +47,7 @@ export function simulatedModel(inner: LanguageModelV3, profile: Profile, faults:
         async pull(controller) {
           if (fault.kind !== 'none' && parts === fault.afterParts) {
             if (fault.kind === 'error') {
-              controller.error(new Error('simulated provider error mid-stream'));
+              controller.error(fault.afterParts % 2 === 0 ? simulatedOverload() : new Error('simulated provider error mid-stream'));
               return;
             }
             // A hung provider: nothing more until the engine gives up on it (stall or deadline).
@@ -68,6 +73,13 @@ export function simulatedModel(inner: LanguageModelV3, profile: Profile, faults:
       return { ...result, stream };
     },
   };
+}
+
+function simulatedOverload(): APICallError {
+  return new APICallError({
+    message: 'simulated overload', url: 'sim://model', requestBodyValues: {}, statusCode: 529, isRetryable: true,
+    responseHeaders: { 'retry-after-ms': '200' },
+  });
 }
 
 /** Demo tools whose execute waits at a scheduler gate, where a fault may be injected. */
