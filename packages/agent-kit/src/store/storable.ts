@@ -67,18 +67,28 @@ function fromJson(json: string): unknown {
  * its size, and its first part (a string's own text, another value's JSON text) within the bound.
  */
 export function storableResult(value: unknown, maxBytes = defaultMaxToolResultBytes): unknown {
+  if (typeof value === 'string') {
+    const text = storableText(value);
+    // A UTF-16 unit is at most 6 bytes stored (an escape); only a long text is measured.
+    if (text.length * 6 + 2 <= maxBytes) return text;
+    const bytes = Buffer.byteLength(JSON.stringify(text));
+    return bytes <= maxBytes ? text : cut(text, 'text', bytes, maxBytes);
+  }
   let json: string;
   try {
-    json = typeof value === 'string' ? JSON.stringify(storableText(value)) : jsonText(value);
+    json = jsonText(value);
   } catch (raw) {
     const why = storableText(String(raw instanceof Error ? raw.message : raw).split('\n')[0]!);
     return { unstorable: `the tool ran, but what it returned has no JSON form to keep (${why})` };
   }
-  const bytes = Buffer.byteLength(json);
-  if (bytes <= maxBytes) return fromJson(json);
-  const text = typeof value === 'string' ? storableText(value) : json;
+  // JSON text is escaped already: a unit is at most 3 bytes of UTF-8.
+  const bytes = json.length * 3 <= maxBytes ? json.length : Buffer.byteLength(json);
+  return bytes <= maxBytes ? fromJson(json) : cut(json, 'JSON text', bytes, maxBytes);
+}
+
+/** A result over its bound: a note of its size, and its head within the bound. */
+function cut(text: string, what: string, bytes: number, maxBytes: number): { truncated: string; head: string } {
   const head = headWithin(text, Math.max(0, maxBytes - noteBytes));
-  const what = typeof value === 'string' ? 'text' : 'JSON text';
   const truncated = `the tool's result was ${bytes} bytes, over the ${maxBytes} kept: this is the first ${head.length} characters of its ${what}, cut`;
   return { truncated, head };
 }
