@@ -41,6 +41,14 @@ describe('configFromEnv', () => {
     expect(refused({ AGENT_KIT_MODEL_RETRIES: '1.5' })).toMatch(/^AGENT_KIT_MODEL_RETRIES: .* \(got "1.5"\)$/);
   });
 
+  it('reads the bound on a tool result in bytes, 4 KiB to 100 MB, and leaves it unset by default', () => {
+    expect(configFromEnv({ AGENT_KIT_MAX_TOOL_RESULT_BYTES: '65536' }).maxToolResultBytes).toBe(65_536);
+    expect(configFromEnv({})).not.toHaveProperty('maxToolResultBytes');
+    expect(refused({ AGENT_KIT_MAX_TOOL_RESULT_BYTES: '1024' })).toBe('AGENT_KIT_MAX_TOOL_RESULT_BYTES: must be at least 4096 bytes (got "1024")');
+    expect(refused({ AGENT_KIT_MAX_TOOL_RESULT_BYTES: '300000000' })).toMatch(/at most 100000000 bytes/);
+    expect(refused({ AGENT_KIT_MAX_TOOL_RESULT_BYTES: '1MB' })).toMatch(/expected a number of bytes/);
+  });
+
   it('trims the cron secret, wants 16 characters, and never prints it', () => {
     const secret = 'abcdefghijklmnopqrstuvwxyz012345';
     expect(configFromEnv({ CRON_SECRET: `${secret}\n` }).cronSecret).toBe(secret);

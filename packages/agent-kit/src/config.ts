@@ -21,6 +21,11 @@ export interface AgentKitConfig {
    * model step, before the segment fails and the attempt is spent; default 5 (ADR-0057).
    */
   modelRetries?: number;
+  /**
+   * The most of a tool's result kept, in UTF-8 bytes of its JSON text; a larger one is kept as its
+   * head with a note. Default 1 MiB (ADR-0058).
+   */
+  maxToolResultBytes?: number;
   /** Bearer secret for the cron routes. */
   cronSecret?: string;
 }
@@ -43,6 +48,10 @@ const envSchema = z.object({
   AGENT_KIT_LEASE_TTL: seconds(0.1).optional(),
   AGENT_KIT_MAX_RUN_ATTEMPTS: z.coerce.number().int().min(1).max(100).optional(),
   AGENT_KIT_MODEL_RETRIES: z.coerce.number().int().min(0).max(20).optional(),
+  // Below 4 KiB the note and a useful head do not fit; above 100 MB a result is stored three
+  // times near jsonb's ~255 MB limit, which is what the bound is there to stay away from.
+  AGENT_KIT_MAX_TOOL_RESULT_BYTES: z.coerce.number({ error: 'expected a number of bytes, such as 1048576' }).int()
+    .min(4_096, 'must be at least 4096 bytes').max(100_000_000, 'must be at most 100000000 bytes (100 MB)').optional(),
   // Compared with what a scheduler sends after Bearer, trimmed: stray spaces or a newline from a
   // secrets file would otherwise never match. Short secrets are guessable.
   CRON_SECRET: z.string().trim().min(16, 'must be at least 16 characters (e.g. `openssl rand -hex 32`)').optional(),
@@ -81,6 +90,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentKitCon
     leaseTtlMs,
     maxRunAttempts: e.AGENT_KIT_MAX_RUN_ATTEMPTS ?? defaultMaxRunAttempts,
     ...(e.AGENT_KIT_MODEL_RETRIES === undefined ? {} : { modelRetries: e.AGENT_KIT_MODEL_RETRIES }),
+    ...(e.AGENT_KIT_MAX_TOOL_RESULT_BYTES === undefined ? {} : { maxToolResultBytes: e.AGENT_KIT_MAX_TOOL_RESULT_BYTES }),
     cronSecret: e.CRON_SECRET,
   };
 }

@@ -47,7 +47,10 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
   const startedAtMs = options.preClaimed?.sentAtMs ?? Date.now();
   const budgetMs = options.budgetMs ?? rt.config.invocationBudgetMs;
   const leaseTtlMs = Math.min(options.leaseTtlMs ?? rt.config.leaseTtlMs, budgetMs);
-  const fromConfig = rt.config.modelRetries === undefined ? {} : { modelRetries: rt.config.modelRetries };
+  const { modelRetries, maxToolResultBytes } = rt.config;
+  const fromConfig = {
+    ...(modelRetries === undefined ? {} : { modelRetries }), ...(maxToolResultBytes === undefined ? {} : { maxToolResultBytes }),
+  };
   const settings = { ...defaultTurnSettings(budgetMs), ...fromConfig, ...rt.turnSettings };
   const claim = options.preClaimed?.claim
     ?? await claimSegment(rt.db, { runId: options.runId, owner: options.owner, leaseTtlMs, budgetMs, historyTurns: rt.historyTurns });

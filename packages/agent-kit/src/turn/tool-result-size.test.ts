@@ -10,6 +10,7 @@ import { answering, calling } from '../../test/harness/mock-streams.js';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { makeRuntime } from '../../test/harness/turn-kit.js';
 import { askReconcileHook } from '../effect-ledger/index.js';
+import type { AgentKitConfig } from '../config.js';
 import type { AgentTool } from '../model/index.js';
 import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
@@ -40,9 +41,9 @@ function fetchTool(result: () => unknown): AgentTool<{ url: string }, unknown> &
   return tool;
 }
 
-async function turnWith(tool: AgentTool<any, any>, settings: Partial<TurnSettings> = {}) {
+async function turnWith(tool: AgentTool<any, any>, settings: Partial<TurnSettings> = {}, config: Partial<AgentKitConfig> = {}) {
   const model = new MockLanguageModelV3({ doStream: [calling('fetch_page', { url: 'https://example.com' }), answering(['Read it.'])] });
-  const rt = makeRuntime(db, { model, tools: { fetch_page: tool }, settings });
+  const rt = makeRuntime(db, { model, tools: { fetch_page: tool }, settings, config });
   const turn = await startTurn(db, { ownerId: 'alice', text: 'summarise the page' });
   const outcome = await runSegment(rt, { runId: turn.runId, owner: newOwner('sizes') });
   const [run] = await db.query<{ status: string; attempts: number }>('select status, attempts from agent_kit_runs where id = $1', [turn.runId]);
@@ -89,6 +90,14 @@ describe("a tool's result over maxToolResultBytes", () => {
     expect(JSON.stringify(many).startsWith(kept.head)).toBe(true);
     expect(Buffer.byteLength(JSON.stringify(kept))).toBeLessThanOrEqual(20_000);
     expect(cut.prompt).toMatchObject({ content: [{ type: 'tool-result', output: { value: kept } }] });
+  });
+
+  it('the bound from the configuration (AGENT_KIT_MAX_TOOL_RESULT_BYTES), which a turn setting overrides', async () => {
+    const page = 'x'.repeat(20_000);
+    const fromConfig = await turnWith(fetchTool(() => page), {}, { maxToolResultBytes: 8_192 });
+    expect(fromConfig.effect.result).toMatchObject({ truncated: expect.stringContaining('over the 8192 kept') });
+    const overridden = await turnWith(fetchTool(() => page), { maxToolResultBytes: 30_000 }, { maxToolResultBytes: 8_192 });
+    expect(overridden.effect.result).toBe(page);
   });
 
   it("a thrown error's message over the bound: recorded failed with its head", async () => {
