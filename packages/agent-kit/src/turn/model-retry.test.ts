@@ -151,14 +151,17 @@ describe('a segment whose model request is refused for now', () => {
     expect(deltas.map((d) => d.text).join('')).toBe('Half of it, and the rest.');
   });
 
-  for (const [cut, first, refusal] of [
-    ["Anthropic's overloaded_error", { text: ['Hello', ' from'], error: { type: 'overloaded_error', message: 'Overloaded' } },
-      { name: 'ModelStreamError', message: 'overloaded_error: Overloaded', statusCode: 529 }],
-    ['a connection dropped', { text: ['Hello', ' from'], drop: true },
-      { name: 'AI_APICallError', message: 'Failed to process successful response' }],
+  // The text is cut after a space and after a line break: Anthropic refuses a prefill that ends
+  // in whitespace (the stub too), so the prefill goes without it and the continuation's own
+  // leading whitespace is not doubled.
+  for (const [cut, first, refusal, second, whole] of [
+    ["Anthropic's overloaded_error", { text: ['Hello', ' from '], error: { type: 'overloaded_error', message: 'Overloaded' } },
+      { name: 'ModelStreamError', message: 'overloaded_error: Overloaded', statusCode: 529 }, [' the', ' stub.'], 'Hello from the stub.'],
+    ['a connection dropped', { text: ['Hello.', '\n\n'], drop: true },
+      { name: 'AI_APICallError', message: 'Failed to process successful response' }, ['\n\nThe stub.'], 'Hello.\n\nThe stub.'],
   ] as const) {
     it(`${cut} in the middle of a stream (a local Messages API): asked again from the text, then completed`, async () => {
-      const stub = await startAnthropicStub([first, { text: [' the stub.'] }]);
+      const stub = await startAnthropicStub([first, { text: second }]);
       try {
         const model = resolveModel('anthropic:claude-stub', { ANTHROPIC_API_KEY: 'k', ANTHROPIC_BASE_URL: stub.baseURL });
         const { runId, outcome, run, retries } = await segmentOf(model, { settings: { modelRetries: 1 } });
@@ -166,10 +169,14 @@ describe('a segment whose model request is refused for now', () => {
         expect(run).toMatchObject({ status: 'completed', attempts: 1 });
         expect(retries).toMatchObject([{ retry: 1, of: 1, error: refusal }]);
         expect(stub.received).toHaveLength(2);
-        expect(stub.received[1]!.messages.at(-1)).toMatchObject({ role: 'assistant', content: [{ type: 'text', text: 'Hello from' }] });
+        const prefill = first.text.join('').trimEnd();
+        expect(stub.received[1]!.messages.at(-1)).toMatchObject({ role: 'assistant', content: [{ type: 'text', text: prefill }] });
         const [message] = await db.query<{ text: string }>(
           `select m.content->>'text' as text from agent_kit_runs r join agent_kit_messages m on m.id = r.message_id where r.id = $1`, [runId]);
-        expect(message!.text).toBe('Hello from the stub.');
+        expect(message!.text).toBe(whole);
+        const deltas = await db.query<{ text: string }>(
+          `select data->>'text' as text from agent_kit_thread_events where run_id = $1 and type = 'text-delta' order by seq`, [runId]);
+        expect(deltas.map((d) => d.text).join('')).toBe(whole); // what viewers were streamed, whitespace once
       } finally {
         await stub.close();
       }

@@ -91,12 +91,16 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
   // What the model sends is made storable as it arrives (ADR-0056): streamed, written, replayed
   // and journalled alike.
   const deltas = new StorableTextStream();
+  // The prefill goes without its trailing whitespace, which Anthropic refuses at the end of an
+  // assistant message (a 400); the continuation usually starts with it again, and viewers have it.
+  const prefill = options.prefix.trimEnd();
+  const owed = new OwedText(options.prefix.slice(prefill.length));
   let produced: 'nothing' | 'text' | 'tool-calls' = 'nothing';
   const toolCalls: ToolCall[] = [];
   let finishReason = 'unknown';
   try {
-    const prompt: ModelMessage[] = options.prefix
-      ? [...options.messages, { role: 'assistant', content: options.prefix }]
+    const prompt: ModelMessage[] = prefill
+      ? [...options.messages, { role: 'assistant', content: prefill }]
       : options.messages;
     const result = streamText({
       model: options.model,
@@ -135,7 +139,7 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
       if (part.type === 'tool-call' || part.type === 'tool-error') produced = 'tool-calls';
       else if (part.type === 'text-delta' && produced === 'nothing') produced = 'text';
       if (part.type === 'text-delta') {
-        const delta = deltas.push(part.text);
+        const delta = deltas.push(owed.skip(part.text));
         text += delta;
         options.mirror.push(delta);
       } else if (part.type === 'tool-call') {
@@ -167,5 +171,21 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
     clearTimeout(deadlineTimer);
     clearTimeout(stallTimer);
     options.segmentSignal.removeEventListener('abort', onSegmentAbort);
+  }
+}
+
+/**
+ * Whitespace that viewers already have but the prefill left out: skipped where the model's
+ * continuation starts with it, forgotten at its first other character.
+ */
+class OwedText {
+  constructor(private owed: string) {}
+
+  skip(delta: string): string {
+    if (this.owed === '') return delta;
+    let i = 0;
+    while (i < this.owed.length && i < delta.length && this.owed[i] === delta[i]) i++;
+    this.owed = i === delta.length ? this.owed.slice(i) : '';
+    return delta.slice(i);
   }
 }

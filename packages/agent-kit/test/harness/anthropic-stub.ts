@@ -40,6 +40,12 @@ function replyEvents(reply: AnthropicReply, n: number): string[] {
   ];
 }
 
+/** A message's text: its content when a string, else its text parts joined. */
+function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  return Array.isArray(content) ? content.map((part: { text?: unknown }) => (typeof part.text === 'string' ? part.text : '')).join('') : '';
+}
+
 export async function startAnthropicStub(replies: AnthropicReply[]): Promise<AnthropicStub> {
   const received: AnthropicBody[] = [];
   const server = await serveStub<AnthropicBody>((request, body, response) => {
@@ -48,6 +54,14 @@ export async function startAnthropicStub(replies: AnthropicReply[]): Promise<Ant
     if (request.method !== 'POST' || request.url !== '/v1/messages' || !body.stream || !reply) {
       response.writeHead(404, { 'content-type': 'application/json' });
       response.end(JSON.stringify({ type: 'error', error: { type: 'not_found_error', message: `stub has no ${request.url} reply ${received.length}` } }));
+      return;
+    }
+    const last = body.messages.at(-1);
+    if (last?.role === 'assistant' && /\s$/.test(textOf(last.content))) {
+      // As the real API answers a prefill that ends in whitespace.
+      response.writeHead(400, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ type: 'error', error: { type: 'invalid_request_error',
+        message: 'messages: final assistant content cannot end with trailing whitespace' } }));
       return;
     }
     response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
