@@ -5,6 +5,7 @@ import { APICallError } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAnthropicStub } from '../../test/harness/anthropic-stub.js';
+import { startOpenAiStub } from '../../test/harness/openai-stub.js';
 import { answering } from '../../test/harness/mock-streams.js';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { makeRuntime } from '../../test/harness/turn-kit.js';
@@ -75,10 +76,10 @@ function refusingModel(refusals: number, error: () => Error) {
 }
 
 async function segmentOf(model: LanguageModelV3, options: {
-  settings?: Partial<TurnSettings>; budgetMs?: number; stopSignal?: AbortSignal; during?: (runId: string) => Promise<void>;
+  text?: string; settings?: Partial<TurnSettings>; budgetMs?: number; stopSignal?: AbortSignal; during?: (runId: string) => Promise<void>;
 } = {}) {
   const rt = makeRuntime(db, { model, settings: options.settings, config: { invocationBudgetMs: options.budgetMs ?? 60_000 } });
-  const { runId } = await startTurn(db, { ownerId: 'alice', text: 'hello' });
+  const { runId } = await startTurn(db, { ownerId: 'alice', text: options.text ?? 'hello' });
   const startedAt = Date.now();
   const segment = runSegment(rt, { runId, owner: newOwner('retry'), stopSignal: options.stopSignal });
   await options.during?.(runId);
@@ -182,6 +183,21 @@ describe('a segment whose model request is refused for now', () => {
       }
     });
   }
+
+  it("OpenAI's server_error in its stream, before any text (a local chat-completions API): asked again, then completed", async () => {
+    const stub = await startOpenAiStub();
+    try {
+      const model = resolveModel('openai-compatible:stub-model', { OPENAI_BASE_URL: stub.baseURL, OPENAI_API_KEY: 'k' });
+      const { outcome, run, retries } = await segmentOf(model, { text: 'a server error, then hello', settings: { modelRetries: 1 } });
+      expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
+      expect(run).toMatchObject({ status: 'completed', attempts: 1 });
+      expect(retries).toMatchObject([{ retry: 1, error: {
+        name: 'ModelStreamError', message: 'server_error: The server had an error while processing your request.', statusCode: 500 } }]);
+      expect(stub.received).toHaveLength(2);
+    } finally {
+      await stub.close();
+    }
+  });
 
   it('a stream error part says what the provider sent, and is retryable only for an overload, a rate limit or a server error', () => {
     expect(streamError({ type: 'overloaded_error', message: 'Overloaded' })).toMatchObject({

@@ -1,6 +1,8 @@
 // A local OpenAI-compatible chat-completions server (node:http on 127.0.0.1, SSE): it records
 // each request and streams three words, or a tool call to record_effect when the conversation
-// says "use the tool". The real providers (openai, openai-compatible) are tested against it.
+// says "use the tool"; a conversation that says "server error" gets, the first time, the error
+// OpenAI puts in a stream (`{ error: { type: 'server_error' } }`) and nothing else. The real
+// providers (openai, openai-compatible) are tested against it.
 import { serveStub } from './provider-stub.js';
 
 export type StubBody = { model: string; stream: boolean; messages: { role: string; content: unknown }[] };
@@ -37,8 +39,14 @@ function replyEvents(body: StubBody): string[] {
   return [...events, `data: ${JSON.stringify(usage)}\n\n`, 'data: [DONE]\n\n'];
 }
 
+/** The error event OpenAI streams when it fails a request it had accepted. */
+const serverError = `data: ${JSON.stringify({ error: {
+  message: 'The server had an error while processing your request.', type: 'server_error', param: null, code: null,
+} })}\n\n`;
+
 export async function startOpenAiStub(): Promise<OpenAiStub> {
   const received: StubRequest[] = [];
+  const failed = new Set<string>();
   const server = await serveStub<StubBody>((request, body, response) => {
     received.push({ url: request.url ?? '', authorization: request.headers.authorization, body });
     if (request.method !== 'POST' || request.url !== '/v1/chat/completions' || !body.stream) {
@@ -47,6 +55,12 @@ export async function startOpenAiStub(): Promise<OpenAiStub> {
       return;
     }
     response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    const conversation = JSON.stringify(body.messages);
+    if (conversation.includes('server error') && !failed.has(conversation)) {
+      failed.add(conversation);
+      response.end(serverError);
+      return;
+    }
     for (const event of replyEvents(body)) response.write(event);
     response.end();
   });
