@@ -140,17 +140,7 @@ class ScriptedLanguageModel implements LanguageModelV3 {
 
   /** For #busy: a 429 the first time this request is seen. */
   private refuseIfBusy(prompt: ModelPrompt): void {
-    const last = prompt.filter((message) => message.role === 'user').at(-1);
-    if (!last || !messageText(last).includes(scriptedBusyTag)) return;
-    const request = hashFnv1a(`${prompt.length}\u0000${prompt.map(messageText).join('\u0000')}`);
-    if (this.refused.has(request)) return;
-    if (this.refused.size >= busySeenMax) this.refused.clear();
-    this.refused.add(request);
-    throw new APICallError({
-      message: `the scripted model is busy (${scriptedBusyTag}): try again in ${scriptedBusyRetryMs} ms`,
-      url: 'scripted://agent-kit', requestBodyValues: {}, statusCode: 429, isRetryable: true,
-      responseHeaders: { 'retry-after-ms': String(scriptedBusyRetryMs) },
-    });
+    if (firstTimeTagged(this.refused, prompt, scriptedBusyTag)) throw tryLater(429, `busy (${scriptedBusyTag})`);
   }
 
   private async *streamParts(step: ScriptedStep, prompt: ModelPrompt,
@@ -169,7 +159,7 @@ class ScriptedLanguageModel implements LanguageModelV3 {
       for (const delta of deltas) {
         await this.pace(index, startedAtMs, signal);
         if (index === cutAt) {
-          yield { type: 'error', error: overloadError() };
+          yield { type: 'error', error: tryLater(529, `overloaded (${scriptedOverloadTag})`) };
           return;
         }
         yield { type: 'text-delta', id: 'text-0', delta };
@@ -182,14 +172,8 @@ class ScriptedLanguageModel implements LanguageModelV3 {
 
   /** For #overload: where this turn's reply is cut (half of it), the first time only; else -1. */
   private overloadAt(prompt: ModelPrompt, tokens: number): number {
-    const last = prompt.filter((message) => message.role === 'user').at(-1);
-    if (tokens < 2 || !last || !messageText(last).includes(scriptedOverloadTag)) return -1;
     const asked = prompt.at(-1)?.role === 'assistant' ? prompt.slice(0, -1) : prompt; // less the prefill
-    const turn = hashFnv1a(`${asked.length}\u0000${asked.map(messageText).join('\u0000')}`);
-    if (this.overloaded.has(turn)) return -1;
-    if (this.overloaded.size >= busySeenMax) this.overloaded.clear();
-    this.overloaded.add(turn);
-    return Math.floor(tokens / 2);
+    return tokens >= 2 && firstTimeTagged(this.overloaded, asked, scriptedOverloadTag) ? Math.floor(tokens / 2) : -1;
   }
 
   /**
@@ -209,10 +193,25 @@ class ScriptedLanguageModel implements LanguageModelV3 {
   }
 }
 
-function overloadError(): APICallError {
+/**
+ * True when the last user message of `prompt` has `tag` and `seen` does not hold the prompt yet
+ * (it does from now on; a full set starts over).
+ */
+function firstTimeTagged(seen: Set<number>, prompt: ModelPrompt, tag: string): boolean {
+  const last = prompt.filter((message) => message.role === 'user').at(-1);
+  if (!last || !messageText(last).includes(tag)) return false;
+  const request = hashFnv1a(`${prompt.length}\u0000${prompt.map(messageText).join('\u0000')}`);
+  if (seen.has(request)) return false;
+  if (seen.size >= busySeenMax) seen.clear();
+  seen.add(request);
+  return true;
+}
+
+/** A retryable refusal, as a provider sends it: the status, and retry after `scriptedBusyRetryMs`. */
+function tryLater(statusCode: number, why: string): APICallError {
   return new APICallError({
-    message: `the scripted model is overloaded (${scriptedOverloadTag}): try again in ${scriptedBusyRetryMs} ms`,
-    url: 'scripted://agent-kit', requestBodyValues: {}, statusCode: 529, isRetryable: true,
+    message: `the scripted model is ${why}: try again in ${scriptedBusyRetryMs} ms`,
+    url: 'scripted://agent-kit', requestBodyValues: {}, statusCode, isRetryable: true,
     responseHeaders: { 'retry-after-ms': String(scriptedBusyRetryMs) },
   });
 }

@@ -98,8 +98,9 @@ function cut(text: string, what: string, bytes: number, maxBytes: number): { tru
  */
 export function storableMessage(message: string, maxBytes = defaultMaxToolResultBytes): string {
   const text = storableText(message);
-  if (Buffer.byteLength(text) <= maxBytes) return text;
-  return `${headWithin(text, Math.max(0, maxBytes - noteBytes))} … (cut: the message was ${Buffer.byteLength(text)} bytes)`;
+  const bytes = Buffer.byteLength(text);
+  if (bytes <= maxBytes) return text;
+  return `${headWithin(text, Math.max(0, maxBytes - noteBytes))} … (cut: the message was ${bytes} bytes)`;
 }
 
 /**
