@@ -68,6 +68,26 @@ describe('the thread view', () => {
     ]);
   });
 
+  it('drops the text of a step the model starts again, where its model-retry says, and keeps it where it goes on', () => {
+    const refused = { name: 'ModelStreamError', message: 'server_error: oops', statusCode: 500 };
+    const log = makeLog([
+      ['run-queued', 0, { runId, turnNo: 1 }],
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1, owner: 'a' }],
+      ['text-delta', 1, { text: 'Noting. ' }],
+      ['step-finished', 1, { stepNo: 0, text: 'Noting. ', toolCalls: [] }],
+      ['text-delta', 1, { text: 'Ha' }],
+      ['model-retry', 1, { stepNo: 2, retry: 1, of: 5, delayMs: 1_000, error: refused, redo: true, text: 'Noting. ' }],
+      ['text-delta', 1, { text: 'Noted' }],
+      ['model-retry', 1, { stepNo: 2, retry: 2, of: 5, delayMs: 1_000, error: refused, redo: false, text: 'Noting. Noted' }],
+      ['text-delta', 1, { text: '.' }],
+    ]);
+    const texts = log.slice(4).map((_, index) => (fold(log.slice(0, index + 5)).items[0] as RunItem).text);
+    expect(texts).toEqual(['Noting. Ha', 'Noting. ', 'Noting. Noted', 'Noting. Noted', 'Noting. Noted.']);
+    // A model-retry written before ADR-0061 has no text: the run's text stays as it is.
+    const older = fold([...log.slice(0, 5), { ...log[5]!, data: { stepNo: 2, retry: 1, of: 5, delayMs: 1_000, error: refused } }]);
+    expect((older.items[0] as RunItem).text).toBe('Noting. Ha');
+  });
+
   it('applies each seq once, so a duplicate or early event from a second stream changes nothing', () => {
     const view = emptyThreadView();
     for (const event of crashedThenResumed.slice(0, 4)) applyEvent(view, event);
@@ -284,6 +304,8 @@ describe('the run timeline', () => {
     const retried = makeLog([
       ...crashedThenResumedSpecs.slice(0, 3),
       ['model-retry', 1, { stepNo: 0, retry: 1, of: 5, delayMs: 1000, error: { name: 'AI_APICallError', message: 'Rate limit reached', statusCode: 429 } }],
+      ['text-delta', 1, { text: 'on' }],
+      ['model-retry', 1, { stepNo: 0, retry: 2, of: 5, delayMs: 2000, error: { name: 'ModelStreamError', message: 'server_error: oops', statusCode: 500 }, redo: true, text: '' }],
       ['text-delta', 1, { text: 'one ' }],
       ['run-closed', 1, { status: 'completed', text: 'one ', partial: false }],
     ]);
@@ -291,6 +313,7 @@ describe('the run timeline', () => {
     expect(timeline.bars.map((bar) => [bar.fence, bar.endedAs])).toEqual([[1, 'closed']]);
     expect(timeline.bars[0]!.markers).toEqual([
       { atMs: t0 + 3000, kind: 'retry', label: 'model refused (429): retry 1 of 5 in 1.0 s — Rate limit reached' },
+      { atMs: t0 + 5000, kind: 'retry', label: 'model refused (500): retry 2 of 5 in 2.0 s, the step from its start — server_error: oops' },
     ]);
   });
 

@@ -893,6 +893,27 @@ begin
   return v_run.status;
 end $function$
 
+-- function agent_kit_retry_step(p_run_id uuid, p_owner text, p_fence bigint, p_partial text, p_data jsonb)
+CREATE OR REPLACE FUNCTION agent_kit_retry_step(p_run_id uuid, p_owner text, p_fence bigint, p_partial text, p_data jsonb)
+ RETURNS bigint
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_thread_id uuid;
+begin
+  if p_partial is null then
+    raise exception 'a retried step goes on from a text, got null';
+  end if;
+  update agent_kit_runs set partial = p_partial, heartbeat_at = agent_kit_now()
+  where id = p_run_id and owner = p_owner and fence = p_fence and status = 'running'
+  returning thread_id into v_thread_id;
+  if not found then
+    return null;
+  end if;
+  return agent_kit__append_event(v_thread_id, p_run_id, p_fence, 'model-retry',
+    coalesce(p_data, '{}') || jsonb_build_object('text', p_partial));
+end $function$
+
 -- function agent_kit_schema_version()
 CREATE OR REPLACE FUNCTION agent_kit_schema_version()
  RETURNS integer

@@ -74,7 +74,11 @@ function segmentMarker(event: WireEvent, atMs: number): TimelineMarker | null {
     const error = (data.error ?? {}) as { statusCode?: unknown; message?: unknown };
     const status = typeof error.statusCode === 'number' ? ` (${error.statusCode})` : '';
     const waitS = (Number(data.delayMs ?? 0) / 1000).toFixed(1);
-    return { atMs, kind: 'retry', label: `model refused${status}: retry ${String(data.retry)} of ${String(data.of)} in ${waitS} s — ${String(error.message ?? '')}` };
+    const redo = data.redo === true ? ', the step from its start' : ''; // its streamed text dropped (ADR-0061)
+    return {
+      atMs, kind: 'retry',
+      label: `model refused${status}: retry ${String(data.retry)} of ${String(data.of)} in ${waitS} s${redo} — ${String(error.message ?? '')}`,
+    };
   }
   if (event.type === 'step-finished') {
     const calls = Array.isArray(data.toolCalls) ? data.toolCalls.length : 0;

@@ -252,6 +252,8 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
       const refusal = (data.error ?? {}) as Record<string, unknown>;
       const statusCode = typeof refusal.statusCode === 'number' ? refusal.statusCode : null;
       run.retrying = { retry: num(data.retry, 1), of: num(data.of, 1), delayMs: num(data.delayMs, 0), statusCode };
+      // The text the retry goes on from (ADR-0061): a step started again drops what it streamed.
+      if (typeof data.text === 'string' && !run.closed) run.text = data.text;
       break;
     }
     case 'input-requested':

@@ -1,8 +1,9 @@
 // The AI SDK UI message stream (protocol v1, what `useChat` reads) for one run, translated from
 // the run's thread events. The log stays the source of truth: this is a view of one assistant
-// message. A segment that resumes from different text cannot retract what a client already
-// shows (the protocol has no "replace"), so the new segment's text starts a new text part and a
-// transient `data-agent-kit-segment` chunk names the part it supersedes.
+// message. A segment that resumes from different text, or a model step started again, cannot
+// retract what a client already shows (the protocol has no "replace"), so the text it goes on
+// from starts a new text part and a transient `data-agent-kit-segment` chunk names the part it
+// supersedes.
 import type { UIMessageChunk } from 'ai';
 import type { ThreadEvent } from '../event-log/read-events.js';
 import { eventPayload, type SseEncoder } from './sse.js';
@@ -65,6 +66,11 @@ export class UIMessageTranslator {
         this.endStep(out);
         this.parked = { status: data.status, waitingFor: data.waitingFor ?? null };
         out.push(this.note(event));
+        break;
+      case 'model-retry':
+        // A step asked again goes on from this text (ADR-0061); one started again dropped some.
+        out.push(this.note(event));
+        if (typeof data.text === 'string') this.reconcile(out, data.text, event.fence);
         break;
       case 'run-closed':
         this.close(out, data);

@@ -8,7 +8,7 @@ import type { Db } from '../store/db.js';
 import { advanceFakeNow } from '../store/clock.js';
 import { startTurn } from '../queue/start-turn.js';
 import {
-  appendEvent, beginSegment, claimRun, closeRun, mirrorPartial, parkRun, renewLease, type Lease,
+  appendEvent, beginSegment, claimRun, closeRun, mirrorPartial, parkRun, renewLease, retryStep, type Lease,
 } from './lease.js';
 
 let db: Db;
@@ -109,6 +109,22 @@ describe('claim', () => {
   });
 });
 
+describe('a retried model step', () => {
+  it('sets the run\'s partial to the text it goes on from, and says that text in its model-retry event', async () => {
+    const { runId } = await newRun();
+    const lease = await claimed(runId, 'w1', 5_000);
+    await mirrorPartial(db, lease, 'Done. Half');
+    const seq = await retryStep(db, lease, 'Done. ', { stepNo: 1, retry: 1, redo: true });
+    const [run] = await db.query<{ partial: string }>('select partial from agent_kit_runs where id = $1', [runId]);
+    expect(run!.partial).toBe('Done. ');
+    const [event] = await db.query<{ type: string; data: unknown }>(
+      'select type, data from agent_kit_thread_events where run_id = $1 and seq = $2', [runId, seq]);
+    expect(event).toEqual({ type: 'model-retry', data: { stepNo: 1, retry: 1, redo: true, text: 'Done. ' } });
+    await expect(db.query(`select agent_kit_retry_step($1, $2, $3, null, '{}')`, [runId, lease.owner, lease.fence]))
+      .rejects.toThrow(/goes on from a text/);
+  });
+});
+
 describe('a stale fence writes nothing', () => {
   it('rejects every guarded write of the old owner after a takeover, leaving every row as it was', async () => {
     const { runId, threadId } = await newRun();
@@ -122,6 +138,7 @@ describe('a stale fence writes nothing', () => {
     expect(await renewLease(db, zombie, 5_000)).toBe(false);
     expect(await mirrorPartial(db, zombie, 'more')).toEqual({ ok: false });
     expect(await beginSegment(db, zombie, 'x')).toBeNull();
+    expect(await retryStep(db, zombie, '', { retry: 1, redo: true })).toBeNull();
     expect(await appendEvent(db, zombie, 'text-delta', { text: 'x' })).toBeNull();
     expect(await parkRun(db, zombie, 'waiting_input', { id: 'q1' })).toBe(false);
     expect(await closeRun(db, zombie, 'completed', { text: 'zombie answer' })).toBeNull();

@@ -122,11 +122,26 @@ export async function mirrorPartial(db: Queryable, lease: Lease, delta: string):
 }
 
 /** Start a segment: set the visible partial it continues from and announce it. Null = lost. */
-export async function beginSegment(
+export function beginSegment(
   db: Queryable, lease: Lease, partial: string, data: Record<string, unknown> = {},
 ): Promise<number | null> {
+  return setPartialAndAnnounce(db, 'agent_kit_begin_segment', lease, partial, data);
+}
+
+/**
+ * Ask a refused model step again (agent_kit_retry_step, ADR-0061): the run's partial becomes
+ * `text`, what the retry goes on from, and a `model-retry` event carries it with `data`, so every
+ * viewer shows that text from here on. Null = lost.
+ */
+export function retryStep(db: Queryable, lease: Lease, text: string, data: Record<string, unknown>): Promise<number | null> {
+  return setPartialAndAnnounce(db, 'agent_kit_retry_step', lease, text, data);
+}
+
+async function setPartialAndAnnounce(
+  db: Queryable, fn: 'agent_kit_begin_segment' | 'agent_kit_retry_step', lease: Lease, partial: string, data: Record<string, unknown>,
+): Promise<number | null> {
   const rows = await db.query<{ seq: number | null }>(
-    'select agent_kit_begin_segment($1, $2, $3, $4, $5::jsonb) as seq',
+    `select ${fn}($1, $2, $3, $4, $5::jsonb) as seq`,
     [lease.runId, lease.owner, lease.fence, partial, JSON.stringify(data)],
   );
   const seq = rows[0]?.seq;

@@ -92,6 +92,34 @@ async function segmentOf(model: LanguageModelV3, options: {
   return { runId, outcome, run: run!, retries: retries.map((r) => r.data), tookMs };
 }
 
+async function messageText(runId: string) {
+  const [message] = await db.query<{ text: string }>(
+    `select m.content->>'text' as text from agent_kit_runs r join agent_kit_messages m on m.id = r.message_id where r.id = $1`, [runId]);
+  return message?.text;
+}
+
+/** Every text-delta of the run, joined. */
+async function streamedText(runId: string) {
+  const deltas = await db.query<{ text: string }>(
+    `select data->>'text' as text from agent_kit_thread_events where run_id = $1 and type = 'text-delta' order by seq`, [runId]);
+  return deltas.map((d) => d.text).join('');
+}
+
+/**
+ * The run's text as a viewer replaying its events shows it: set by each segment-started and
+ * model-retry that carries a text, extended by each text-delta.
+ */
+async function shownText(runId: string) {
+  const events = await db.query<{ type: string; data: { text?: string } }>(
+    `select type, data from agent_kit_thread_events where run_id = $1 order by seq`, [runId]);
+  let shown = '';
+  for (const { type, data } of events) {
+    if (type === 'text-delta') shown += data.text ?? '';
+    else if ((type === 'segment-started' || type === 'model-retry') && typeof data.text === 'string') shown = data.text;
+  }
+  return shown;
+}
+
 async function untilRetryEvent(runId: string) {
   for (let i = 0; i < 500; i++) {
     const [row] = await db.query<{ n: number }>(
@@ -111,6 +139,7 @@ describe('a segment whose model request is refused for now', () => {
     expect(calls()).toBe(4);
     expect(retries).toEqual([1, 2, 3].map((retry) => ({
       stepNo: 0, retry, of: 5, delayMs: 20, error: { name: 'AI_APICallError', message: 'Rate limit reached', statusCode: 429 },
+      redo: false, text: '', // nothing to drop: the retry goes on from the run's text as it is
     })));
   });
 
@@ -141,15 +170,15 @@ describe('a segment whose model request is refused for now', () => {
     const { runId, outcome, run, retries } = await segmentOf(model);
     expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
     expect(run).toMatchObject({ status: 'completed', attempts: 1 });
-    expect(retries).toEqual([{ stepNo: 0, retry: 1, of: 5, delayMs: 5, error: { name: 'AI_APICallError', message: 'HTTP 529', statusCode: 529 } }]);
+    expect(retries).toEqual([{
+      stepNo: 0, retry: 1, of: 5, delayMs: 5, error: { name: 'AI_APICallError', message: 'HTTP 529', statusCode: 529 },
+      redo: false, text: 'Half of it',
+    }]);
     // Asked again with what was streamed as the assistant's prefill; viewers got each word once.
     expect(model.doStreamCalls[1]!.prompt.at(-1)).toMatchObject({ role: 'assistant', content: [{ type: 'text', text: 'Half of it' }] });
-    const [message] = await db.query<{ text: string }>(
-      `select m.content->>'text' as text from agent_kit_runs r join agent_kit_messages m on m.id = r.message_id where r.id = $1`, [runId]);
-    expect(message!.text).toBe('Half of it, and the rest.');
-    const deltas = await db.query<{ text: string }>(
-      `select data->>'text' as text from agent_kit_thread_events where run_id = $1 and type = 'text-delta' order by seq`, [runId]);
-    expect(deltas.map((d) => d.text).join('')).toBe('Half of it, and the rest.');
+    expect(await messageText(runId)).toBe('Half of it, and the rest.');
+    expect(await streamedText(runId)).toBe('Half of it, and the rest.');
+    expect(await shownText(runId)).toBe('Half of it, and the rest.');
   });
 
   // The text is cut after a space and after a line break: Anthropic refuses a prefill that ends
@@ -172,12 +201,8 @@ describe('a segment whose model request is refused for now', () => {
         expect(stub.received).toHaveLength(2);
         const prefill = first.text.join('').trimEnd();
         expect(stub.received[1]!.messages.at(-1)).toMatchObject({ role: 'assistant', content: [{ type: 'text', text: prefill }] });
-        const [message] = await db.query<{ text: string }>(
-          `select m.content->>'text' as text from agent_kit_runs r join agent_kit_messages m on m.id = r.message_id where r.id = $1`, [runId]);
-        expect(message!.text).toBe(whole);
-        const deltas = await db.query<{ text: string }>(
-          `select data->>'text' as text from agent_kit_thread_events where run_id = $1 and type = 'text-delta' order by seq`, [runId]);
-        expect(deltas.map((d) => d.text).join('')).toBe(whole); // what viewers were streamed, whitespace once
+        expect(await messageText(runId)).toBe(whole);
+        expect(await streamedText(runId)).toBe(whole); // what viewers were streamed, whitespace once
       } finally {
         await stub.close();
       }
@@ -211,24 +236,64 @@ describe('a segment whose model request is refused for now', () => {
     expect(streamError(error)).toBe(error);
   });
 
-  it('refused after part of its answer, a model without prefill is not asked again here: the takeover redoes the step', async () => {
+  it('refused after part of its answer, a model without prefill starts the step again: viewers drop the text, then get the answer', async () => {
     const model = new MockLanguageModelV3({
-      doStream: [answer('Half', [{ type: 'error', error: refusal(503) }]), answer('never asked')],
+      doStream: [answer('Half', [{ type: 'error', error: refusal(503) }]), answer('The whole answer.')],
     });
-    const { outcome, retries } = await segmentOf(model);
-    expect(outcome).toMatchObject({ kind: 'stopped', reason: 'HTTP 503' });
-    expect([model.doStreamCalls.length, retries.length]).toEqual([1, 0]);
+    const { runId, outcome, run, retries } = await segmentOf(model);
+    expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
+    expect(run).toMatchObject({ status: 'completed', attempts: 1, last_error: null });
+    expect(retries).toMatchObject([{ stepNo: 0, retry: 1, redo: true, text: '' }]);
+    expect(model.doStreamCalls[1]!.prompt.at(-1)).toMatchObject({ role: 'user' }); // no prefill
+    expect(await messageText(runId)).toBe('The whole answer.');
+    expect(await shownText(runId)).toBe('The whole answer.');
   });
 
-  it('refused after a tool call, it is not asked again, prefill or not', async () => {
+  it('refused after a tool call, the step starts again, prefill or not: the refused call never runs', async () => {
     const model = new MockLanguageModelV3({
       provider: 'anthropic.messages',
       doStream: [answer('Let me look', [{ type: 'tool-call', toolCallId: 'c1', toolName: 'record_effect', input: '{}' },
-        { type: 'error', error: refusal(503) }]), answer('never asked')],
+        { type: 'error', error: refusal(503) }]), answer('No need.')],
     });
-    const { outcome, retries } = await segmentOf(model);
-    expect(outcome).toMatchObject({ kind: 'stopped', reason: 'HTTP 503' });
-    expect([model.doStreamCalls.length, retries.length]).toEqual([1, 0]);
+    const { runId, outcome, retries } = await segmentOf(model);
+    expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
+    expect(retries).toMatchObject([{ retry: 1, redo: true, text: '' }]);
+    expect(model.doStreamCalls[1]!.prompt.at(-1)).toMatchObject({ role: 'user' });
+    expect(await messageText(runId)).toBe('No need.');
+    expect(await shownText(runId)).toBe('No need.');
+    const [effects] = await db.query<{ n: number }>('select count(*)::int as n from agent_kit_effects where run_id = $1', [runId]);
+    expect(effects!.n).toBe(0);
+  });
+
+  it('a later step started again keeps the steps before it: the text goes back to what they wrote', async () => {
+    const model = new MockLanguageModelV3({
+      doStream: [
+        answer('Noting. ', [{ type: 'tool-call', toolCallId: 'c1', toolName: 'record_effect', input: '{"note":"n"}' }]),
+        answer('Half', [{ type: 'error', error: refusal(529, { 'retry-after-ms': '5' }) }]),
+        answer('Noted.'),
+      ],
+    });
+    const { runId, outcome, retries } = await segmentOf(model);
+    expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
+    expect(retries).toMatchObject([{ stepNo: 2, retry: 1, redo: true, text: 'Noting. ' }]);
+    expect(await messageText(runId)).toBe('Noting. Noted.');
+    expect(await shownText(runId)).toBe('Noting. Noted.');
+  });
+
+  it("OpenAI's server_error in the middle of its reply (a local chat-completions API): the step starts again, then completes", async () => {
+    const stub = await startOpenAiStub();
+    try {
+      const model = resolveModel('openai-compatible:stub-model', { OPENAI_BASE_URL: stub.baseURL, OPENAI_API_KEY: 'k' });
+      const { runId, outcome, run, retries } = await segmentOf(model, { text: 'a server error mid-reply', settings: { modelRetries: 1 } });
+      expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
+      expect(run).toMatchObject({ status: 'completed', attempts: 1 });
+      expect(retries).toMatchObject([{ redo: true, text: '', error: { name: 'ModelStreamError', statusCode: 500 } }]);
+      expect(stub.received).toHaveLength(2);
+      expect(await messageText(runId)).toBe('Hello from stub');
+      expect(await shownText(runId)).toBe('Hello from stub');
+    } finally {
+      await stub.close();
+    }
   });
 
   it('does not wait past its slice margin: a wait that does not fit fails the segment at once', async () => {

@@ -7,7 +7,7 @@ import { sleep } from '../queue/pace.js';
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
-  appendEvent, closeRun, parkRun, renewLease, requestInput, salvageRun, type Interrupt, type Lease, type ParkStatus,
+  closeRun, parkRun, renewLease, requestInput, retryStep, salvageRun, type Interrupt, type Lease, type ParkStatus,
 } from '../lease/lease.js';
 import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
@@ -172,16 +172,19 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
     if (result.kind === 'error') {
       const stopped = await s.mirror.flush();
       if (stopped) return handleStop(s, stopped, model);
-      // Refused after some of its text (an overload mid-stream): a model that continues a
-      // prefill goes on from that text, here as after a takeover (ADR-0059); one that cannot
-      // would redo the step, which a takeover does with viewers told to replace the text.
-      if (result.produced === 'tool-calls' || (result.produced === 'text' && !continuesMidStep(s, model))) {
-        return failSegment(s, result.error);
-      }
-      const retry = await waitToRetry(s, result.error, ++retries, journal.length);
+      // Asked again in this segment (ADR-0057). A model that continues a prefill goes on from
+      // what it streamed, if that was only text (ADR-0059); otherwise the step starts again and
+      // what it streamed is dropped, from the run's partial and from every viewer (ADR-0061).
+      const goesOn = result.produced === 'nothing' || (result.produced === 'text' && continuesMidStep(s, model));
+      const from = goesOn ? visibleText(s) : committedText(journal);
+      const retry = await waitToRetry(s, result.error, ++retries, { stepNo: journal.length, from, redo: !goesOn });
       if (retry === 'lost') return lost(s);
       if (retry === 'no') return failSegment(s, result.error);
-      prefix = result.text; // what was streamed of this step (the same prefix when nothing was)
+      if (!goesOn) {
+        s.startText = from;
+        s.mirror.rebase();
+      }
+      prefix = goesOn ? result.text : ''; // what was streamed of this step (the same prefix when nothing was)
       continue; // the same step again, after the boundary checks
     }
     prefix = '';
@@ -214,19 +217,23 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
 }
 
 /**
- * A model request its provider refused for now, before any output (ADR-0057): wait as it asks,
- * or back off, then ask again, while this segment has time for the wait and a step after it.
- * The wait is a `model-retry` event in the thread's log. It ends early for a lost lease or a
- * stop signal, and for a cancel or takeover, read from the run every second meanwhile.
+ * A model request its provider refused for now (ADR-0057): wait as it asks, or back off, then ask
+ * again, while this segment has time for the wait and a step after it. The wait is a `model-retry`
+ * event in the thread's log, written with the run's partial set to `from`, the text the retry goes
+ * on from (ADR-0061). It ends early for a lost lease or a stop signal, and for a cancel or
+ * takeover, read from the run every second meanwhile.
  */
-async function waitToRetry(s: Segment, error: Error, retry: number, stepNo: number): Promise<'retry' | 'no' | 'lost'> {
+async function waitToRetry(
+  s: Segment, error: Error, retry: number, at: { stepNo: number; from: string; redo: boolean },
+): Promise<'retry' | 'no' | 'lost'> {
   if (retry > s.settings.modelRetries || !isRetryableModelError(error)) return 'no';
   const delayMs = retryDelayMs(error, retry);
   if (Date.now() + delayMs >= s.stopAtMs - s.settings.sliceMarginMs) return 'no';
   const refusal = describeRefusal(error);
-  s.rt.log?.({ msg: 'model retry', runId: s.lease.runId, fence: s.lease.fence, stepNo, retry, delayMs, error: refusal.message });
-  const data = { stepNo, retry, of: s.settings.modelRetries, delayMs, error: refusal };
-  if ((await appendEvent(s.rt.db, s.lease, 'model-retry', data)) === null) return 'lost';
+  const { stepNo, from, redo } = at;
+  s.rt.log?.({ msg: 'model retry', runId: s.lease.runId, fence: s.lease.fence, stepNo, retry, delayMs, redo, error: refusal.message });
+  const data = { stepNo, retry, of: s.settings.modelRetries, delayMs, error: refusal, redo };
+  if ((await retryStep(s.rt.db, s.lease, from, data)) === null) return 'lost';
   const until = Date.now() + delayMs;
   for (let left = delayMs; left > 0 && !stopping(s) && !s.interrupt; left = until - Date.now()) {
     await sleepUnlessStopped(s, Math.min(left, interruptPollMs));

@@ -1,7 +1,7 @@
 // The stream mirror: text deltas are batched by time into guarded writes of the partial output
 // + heartbeat + a text-delta event, one write in flight at a time, so database writes per run
 // stay at or below 1000/intervalMs per second whatever the token rate. A rejected write stops it.
-import { coerceError } from '../errors.js';
+import { assert, coerceError } from '../errors.js';
 import { mirrorPartial, type Lease } from '../lease/lease.js';
 import type { Queryable } from '../store/db.js';
 
@@ -109,6 +109,16 @@ export class StreamMirror {
   written(delta: string): void {
     this.writtenText += delta;
     this.lastWriteAt = 0; // the next step's first text goes out at once
+  }
+
+  /**
+   * The run's partial was set anew, to the start of a step asked again (ADR-0061): nothing past
+   * it is written yet. Call after `flush`, with no write pending.
+   */
+  rebase(): void {
+    assert(!this.buffer && !this.inFlight && !this.timer, 'a mirror is rebased with nothing pending');
+    this.writtenText = '';
+    this.lastWriteAt = 0; // the retry's first text goes out at once
   }
 
   /** Stop scheduling writes (the segment is over). */

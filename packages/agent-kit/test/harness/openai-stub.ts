@@ -1,8 +1,9 @@
 // A local OpenAI-compatible chat-completions server (node:http on 127.0.0.1, SSE): it records
 // each request and streams three words, or a tool call to record_effect when the conversation
 // says "use the tool"; a conversation that says "server error" gets, the first time, the error
-// OpenAI puts in a stream (`{ error: { type: 'server_error' } }`) and nothing else. The real
-// providers (openai, openai-compatible) are tested against it.
+// OpenAI puts in a stream (`{ error: { type: 'server_error' } }`), after two words when it also
+// says "mid-reply", else alone. The real providers (openai, openai-compatible) are tested
+// against it.
 import { serveStub } from './provider-stub.js';
 
 export type StubBody = { model: string; stream: boolean; messages: { role: string; content: unknown }[] };
@@ -58,6 +59,8 @@ export async function startOpenAiStub(): Promise<OpenAiStub> {
     const conversation = JSON.stringify(body.messages);
     if (conversation.includes('server error') && !failed.has(conversation)) {
       failed.add(conversation);
+      // "mid-reply": two of the three words first, as when OpenAI fails a reply under way.
+      if (conversation.includes('mid-reply')) for (const event of replyEvents(body).slice(0, 2)) response.write(event);
       response.end(serverError);
       return;
     }

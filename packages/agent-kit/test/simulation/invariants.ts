@@ -115,11 +115,12 @@ from agent_kit_inputs i
 where i.consumed_at is not null and not exists (select 1 from agent_kit_steps s
   where s.run_id = i.run_id and s.kind = 'tool' and s.data->>'toolCallId' = i.question_id)
 union all
-select 'partial-vs-events', r.id::text, format('partial %s, but its latest segment-started (fence %s) plus the text-deltas after it say %s',
-  to_json(r.partial), s.fence, to_json(s.text || coalesce(d.text, '')))
+select 'partial-vs-events', r.id::text, format('partial %s, but its latest %s (fence %s) plus the text-deltas after it say %s',
+  to_json(r.partial), s.type, s.fence, to_json(s.text || coalesce(d.text, '')))
 from agent_kit_runs r
-join lateral (select e.seq, e.fence, e.data->>'text' as text from agent_kit_thread_events e
-  where e.thread_id = r.thread_id and e.run_id = r.id and e.type = 'segment-started'
+join lateral (select e.seq, e.type, e.fence, e.data->>'text' as text from agent_kit_thread_events e
+  where e.thread_id = r.thread_id and e.run_id = r.id
+    and (e.type = 'segment-started' or (e.type = 'model-retry' and e.data ? 'text'))
   order by e.seq desc limit 1) s on true
 left join lateral (select string_agg(e.data->>'text', '' order by e.seq) as text from agent_kit_thread_events e
   where e.thread_id = r.thread_id and e.run_id = r.id and e.type = 'text-delta' and e.seq > s.seq) d on true

@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildCli, openCliStore, run, type CliStore } from '../../../test/hostile/cli-kit.js';
+import { startOpenAiStub } from '../../../test/harness/openai-stub.js';
 import { onPostgres } from '../../../test/harness/test-db.js';
 import { createEmptyDatabase } from '../../../test/harness/empty-database.js';
 import { scriptedReplyText } from '../../model/index.js';
@@ -68,6 +69,25 @@ describe('agent-kit chat', () => {
     expect(result.code, result.stderr).toBe(0);
     expect(result.stderr).toMatch(/^thread \S+ · run \S+\n\n\[model refused: 529 the scripted model is overloaded \(#overload\): try again in 1000 ms; retry 1 of 5 in 1\.0 s\]\n$/);
     expect(result.stdout).toBe(`${scriptedReplyText([message], 40)}\n`); // each word once, none lost
+  });
+
+  it('says so when a model without prefill fails mid-reply, and prints the reply again from the start of the step', async () => {
+    // OpenAI's server_error after two words (the local stub): the step is asked again from its
+    // start (ADR-0061), and the terminal, which cannot take back what it printed, says so.
+    const stub = await startOpenAiStub();
+    try {
+      const env = {
+        ...store.env, AGENT_KIT_MODEL: 'openai-compatible:stub-model', OPENAI_BASE_URL: stub.baseURL, OPENAI_API_KEY: 'k',
+      };
+      const result = await cli(['chat', 'a server error mid-reply'], env);
+      expect(result.code, result.stderr).toBe(0);
+      expect(result.stderr).toMatch(
+        /^thread \S+ · run \S+\n\n\[model refused: 500 server_error: The server had an error while processing your request\.; retry 1 of 5 in [01]\.\d s\]\n$/);
+      expect(result.stdout).toBe('Hello from\n[the step starts again]\nHello from stub\n');
+      expect(stub.received).toHaveLength(2);
+    } finally {
+      await stub.close();
+    }
   });
 
   it('refuses a malformed --thread as a usage error, writing nothing', async () => {

@@ -45,14 +45,17 @@ export function register(program: Command) {
 
 async function printRun(events: AsyncIterable<{ runId: string | null; type: string; data: Record<string, unknown> }>, runId: string) {
   let shown = '';
+  // A resumed segment, and a model step asked again, go on from a text: print only what the
+  // terminal does not have, or the whole text again when what it has was dropped.
+  const goOnFrom = (text: string, marker: string) => {
+    if (text.startsWith(shown)) process.stdout.write(text.slice(shown.length));
+    else process.stdout.write(`\n[${marker}]\n${text}`);
+    shown = text;
+  };
   for await (const event of events) {
     if (event.runId !== runId) continue;
     if (event.type === 'segment-started') {
-      const text = String(event.data.text ?? '');
-      // A resumed segment restarts from this text: print only what the terminal does not have.
-      if (text.startsWith(shown)) process.stdout.write(text.slice(shown.length));
-      else process.stdout.write(`\n[resumed]\n${text}`);
-      shown = text;
+      goOnFrom(String(event.data.text ?? ''), 'resumed');
     } else if (event.type === 'text-delta') {
       const delta = String(event.data.text ?? '');
       process.stdout.write(delta);
@@ -66,6 +69,7 @@ async function printRun(events: AsyncIterable<{ runId: string | null; type: stri
       const lead = shown === '' || shown.endsWith('\n') ? '' : '\n'; // refused mid-reply: on a line of its own
       process.stderr.write(`${lead}[model refused: ${status}${String(refusal.message)}; retry ${String(d.retry)} of ${String(d.of)}` +
         ` in ${(Number(d.delayMs) / 1000).toFixed(1)} s]\n`);
+      if (typeof d.text === 'string') goOnFrom(d.text, 'the step starts again'); // ADR-0061
     } else if (event.type === 'input-requested') {
       const d = event.data;
       process.stderr.write(d.kind === 'approval'

@@ -1,0 +1,75 @@
+// The UI message stream of one run, translated from its events: text the run goes on from
+// replaces what a client shows only through a new text part and a transient chunk naming the
+// part it supersedes (the protocol cannot retract text), for a resumed segment and for a model
+// step started again (ADR-0061); where nothing was dropped, no part is superseded.
+import { describe, expect, it } from 'vitest';
+import type { ThreadEvent } from '../event-log/read-events.js';
+import { UIMessageTranslator } from './ai-sdk-stream.js';
+
+const runId = '22222222-2222-4222-8222-222222222222';
+
+function translate(specs: [type: string, fence: number, data: Record<string, unknown>][]) {
+  const translator = new UIMessageTranslator(runId);
+  const events: ThreadEvent[] = specs.map(([type, fence, data], index) => ({
+    threadId: 't', seq: index + 1, runId, fence, type, data, createdAt: new Date(0),
+  }));
+  return events.flatMap((event) => translator.translate(event));
+}
+
+/** The text of each text part, by id, and the ids the stream said were superseded. */
+function textParts(chunks: ReturnType<typeof translate>) {
+  const parts = new Map<string, string>();
+  const superseded: unknown[] = [];
+  for (const chunk of chunks) {
+    if (chunk.type === 'text-start') parts.set(chunk.id, '');
+    if (chunk.type === 'text-delta') parts.set(chunk.id, parts.get(chunk.id)! + chunk.delta);
+    if (chunk.type === 'data-agent-kit-segment') superseded.push((chunk.data as { supersededTextId: unknown }).supersededTextId);
+  }
+  return { parts: [...parts.values()], superseded, kept: [...parts].filter(([id]) => !superseded.includes(id)).map(([, t]) => t) };
+}
+
+const refused = { name: 'ModelStreamError', message: 'server_error: oops', statusCode: 500 };
+const retry = (n: number, extra: Record<string, unknown>) => ({ stepNo: 0, retry: n, of: 5, delayMs: 1_000, error: refused, ...extra });
+
+describe('the UI message stream of a run', () => {
+  it('supersedes the text of a step started again, and shows the retry as transient data', () => {
+    const chunks = translate([
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1 }],
+      ['text-delta', 1, { text: 'Ha' }],
+      ['model-retry', 1, retry(1, { redo: true, text: '' })],
+      ['text-delta', 1, { text: 'The answer.' }],
+      ['run-closed', 1, { status: 'completed', text: 'The answer.', partial: false, fence: 1 }],
+    ]);
+    const { parts, superseded, kept } = textParts(chunks);
+    expect(parts).toEqual(['Ha', 'The answer.']);
+    expect(superseded).toEqual([`${runId}:text:1`]);
+    expect(kept).toEqual(['The answer.']);
+    const notes = chunks.flatMap((c) => (c.type === 'data-agent-kit-event' ? [(c as { data: { type: string } }).data.type] : []));
+    expect(notes).toEqual(['model-retry']);
+    expect(chunks.at(-1)).toMatchObject({ type: 'finish', finishReason: 'stop' });
+  });
+
+  it('goes on in the same part where the retry keeps the text (a prefill), and after an older retry without one', () => {
+    const chunks = translate([
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1 }],
+      ['text-delta', 1, { text: 'Half' }],
+      ['model-retry', 1, retry(1, { redo: false, text: 'Half' })],
+      ['text-delta', 1, { text: ' and' }],
+      ['model-retry', 1, retry(2, {})],
+      ['text-delta', 1, { text: ' the rest.' }],
+      ['run-closed', 1, { status: 'completed', text: 'Half and the rest.', partial: false, fence: 1 }],
+    ]);
+    expect(textParts(chunks)).toEqual({ parts: ['Half and the rest.'], superseded: [], kept: ['Half and the rest.'] });
+  });
+
+  it('supersedes what a dead segment streamed past the text its successor resumes from', () => {
+    const chunks = translate([
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1 }],
+      ['text-delta', 1, { text: 'one two' }],
+      ['segment-started', 2, { text: 'one ', attempt: 2, fence: 2 }],
+      ['text-delta', 2, { text: 'two three' }],
+      ['run-closed', 2, { status: 'completed', text: 'one two three', partial: false, fence: 2 }],
+    ]);
+    expect(textParts(chunks).kept).toEqual(['one two three']);
+  });
+});
