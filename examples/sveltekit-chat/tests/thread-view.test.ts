@@ -68,6 +68,25 @@ describe('the thread view', () => {
     ]);
   });
 
+  it('keeps saying the provider is busy while the run is parked for a wait too long for its segment', () => {
+    const refused = { name: 'AI_APICallError', message: 'Rate limit reached', statusCode: 429 };
+    const dueAt = new Date(t0 + 33_000).toISOString();
+    const log = makeLog([
+      ['run-queued', 0, { runId, turnNo: 1 }],
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1, owner: 'a' }],
+      ['model-retry', 1, { stepNo: 0, retry: 1, of: 5, delayMs: 30_000, error: refused, redo: false, text: '', dueAt }],
+      ['run-parked', 1, { runId, fence: 1, status: 'queued', requested: 'queued', waitingFor: null, dueAt }],
+      ['segment-started', 2, { text: '', attempt: 2, fence: 2, owner: 'b' }],
+    ]);
+    const states = [3, 4, 5].map((n) => fold(log.slice(0, n)).items[0] as RunItem).map((run) => [run.status, retryNotice(run)]);
+    const busy = "The model's provider is busy (429): trying again in 30 s (1 of 5).";
+    expect(states).toEqual([['running', busy], ['queued', busy], ['running', null]]);
+    const timeline = buildRunTimeline(log, runId, t0 + 9000, false);
+    expect(timeline.bars[0]!.markers.map((m) => m.label)).toEqual([
+      'model refused (429): retry 1 of 5 in 30.0 s, parked until then — Rate limit reached',
+    ]);
+  });
+
   it('drops the text of a step the model starts again, where its model-retry says, and keeps it where it goes on', () => {
     const refused = { name: 'ModelStreamError', message: 'server_error: oops', statusCode: 500 };
     const log = makeLog([

@@ -74,7 +74,8 @@ function segmentMarker(event: WireEvent, atMs: number): TimelineMarker | null {
     const error = (data.error ?? {}) as { statusCode?: unknown; message?: unknown };
     const status = typeof error.statusCode === 'number' ? ` (${error.statusCode})` : '';
     const waitS = (Number(data.delayMs ?? 0) / 1000).toFixed(1);
-    const redo = data.redo === true ? ', the step from its start' : ''; // its streamed text dropped (ADR-0061)
+    // Its streamed text dropped (ADR-0061), or the run parked until then (ADR-0062).
+    const redo = data.redo === true ? ', the step from its start' : data.dueAt !== undefined ? ', parked until then' : '';
     return {
       atMs, kind: 'retry',
       label: `model refused${status}: retry ${String(data.retry)} of ${String(data.of)} in ${waitS} s${redo} — ${String(error.message ?? '')}`,

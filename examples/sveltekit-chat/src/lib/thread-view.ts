@@ -245,7 +245,9 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
   const run = findRun(view, runId);
   if (!run) return;
   const { data } = event;
-  // Any later event of the run means the wait for a retry is over.
+  // Any later event of the run means the wait for a retry is over, but the park that follows
+  // one too long for its segment (ADR-0062): that wait ends when the next segment starts.
+  const waiting = run.retrying;
   run.retrying = null;
   switch (event.type) {
     case 'model-retry': {
@@ -276,6 +278,7 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
       break;
     case 'run-parked':
       run.status = str(data.status, run.status);
+      if (data.dueAt !== undefined && run.status === 'queued') run.retrying = waiting;
       break;
     case 'run-released':
       run.status = 'queued';

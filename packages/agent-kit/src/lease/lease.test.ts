@@ -8,7 +8,7 @@ import type { Db } from '../store/db.js';
 import { advanceFakeNow } from '../store/clock.js';
 import { startTurn } from '../queue/start-turn.js';
 import {
-  appendEvent, beginSegment, claimRun, closeRun, mirrorPartial, parkRun, renewLease, retryStep, type Lease,
+  appendEvent, beginSegment, claimRun, closeRun, mirrorPartial, parkForRetry, parkRun, renewLease, retryStep, type Lease,
 } from './lease.js';
 
 let db: Db;
@@ -125,6 +125,43 @@ describe('a retried model step', () => {
   });
 });
 
+describe('a model retry parked for a wait too long for its segment', () => {
+  const runState = async (runId: string) => (await db.query<{ status: string; owner: string | null; attempts: number; due_in_s: number | null }>(
+    `select r.status, r.owner, r.attempts, extract(epoch from j.due_at - agent_kit_now())::float8 as due_in_s
+     from agent_kit_runs r left join agent_kit_jobs j on j.run_id = r.id where r.id = $1`, [runId]))[0]!;
+
+  it('queues the run due after the wait, the attempt kept, with the retry then the park in the log', async () => {
+    const { runId } = await newRun();
+    const lease = await claimed(runId, 'w1');
+    await mirrorPartial(db, lease, 'Half');
+    const seq = await parkForRetry(db, lease, 30_000, { retry: 1 });
+    expect(await runState(runId)).toMatchObject({ status: 'queued', owner: null, attempts: 1 });
+    expect((await runState(runId)).due_in_s).toBeCloseTo(30, 0);
+    const events = await db.query<{ seq: number; type: string; data: Record<string, unknown> }>(
+      'select seq, type, data from agent_kit_thread_events where run_id = $1 and seq >= $2 order by seq', [runId, seq]);
+    expect(events.map((e) => e.type)).toEqual(['model-retry', 'run-parked']);
+    expect(events[0]!.data).toMatchObject({ retry: 1, text: 'Half', dueAt: expect.any(String) });
+    expect(events[1]!.data).toMatchObject({ status: 'queued', requested: 'queued', dueAt: events[0]!.data.dueAt });
+    expect(await parkForRetry(db, lease, 30_000, { retry: 2 })).toBeNull(); // the lease is gone
+  });
+
+  it('lets a stored cancel queue the run now and a stored takeover park it for the operator', async () => {
+    const cancelled = await newRun();
+    const a = await claimed(cancelled.runId, 'w1');
+    await db.query('select agent_kit_request_cancel($1)', [cancelled.runId]);
+    await parkForRetry(db, a, 30_000, { retry: 1 });
+    expect(await runState(cancelled.runId)).toMatchObject({ status: 'queued' });
+    expect((await runState(cancelled.runId)).due_in_s).toBeLessThanOrEqual(0);
+    const taken = await newRun();
+    const b = await claimed(taken.runId, 'w1');
+    await db.query(`select agent_kit_takeover_run($1, 'op')`, [taken.runId]);
+    await parkForRetry(db, b, 30_000, { retry: 1 });
+    expect(await runState(taken.runId)).toMatchObject({ status: 'waiting_takeover', due_in_s: null });
+    await expect(db.query(`select agent_kit_park_for_retry($1, 'w', 1, interval '-1 second', '{}')`, [taken.runId]))
+      .rejects.toBeInstanceOf(InvalidArgumentError);
+  });
+});
+
 describe('a stale fence writes nothing', () => {
   it('rejects every guarded write of the old owner after a takeover, leaving every row as it was', async () => {
     const { runId, threadId } = await newRun();
@@ -139,6 +176,7 @@ describe('a stale fence writes nothing', () => {
     expect(await mirrorPartial(db, zombie, 'more')).toEqual({ ok: false });
     expect(await beginSegment(db, zombie, 'x')).toBeNull();
     expect(await retryStep(db, zombie, '', { retry: 1, redo: true })).toBeNull();
+    expect(await parkForRetry(db, zombie, 1_000, { retry: 1 })).toBeNull();
     expect(await appendEvent(db, zombie, 'text-delta', { text: 'x' })).toBeNull();
     expect(await parkRun(db, zombie, 'waiting_input', { id: 'q1' })).toBe(false);
     expect(await closeRun(db, zombie, 'completed', { text: 'zombie answer' })).toBeNull();

@@ -137,6 +137,24 @@ export function retryStep(db: Queryable, lease: Lease, text: string, data: Recor
   return setPartialAndAnnounce(db, 'agent_kit_retry_step', lease, text, data);
 }
 
+/**
+ * Park the run for a model retry whose wait does not fit in the segment (agent_kit_park_for_retry,
+ * ADR-0062): queued with its job due in `delayMs`, the attempt kept spent; a `model-retry` event
+ * with `data`, then `run-parked`. Null = lost.
+ */
+export async function parkForRetry(
+  db: Queryable, lease: Lease, delayMs: number, data: Record<string, unknown>,
+): Promise<number | null> {
+  const rows = await db.query<{ seq: number | string | null }>(
+    'select agent_kit_park_for_retry($1, $2, $3, $4::interval, $5::jsonb) as seq',
+    [lease.runId, lease.owner, lease.fence, msInterval(Math.max(1, delayMs)), JSON.stringify(data)],
+  );
+  const seq = rows[0]?.seq;
+  if (seq === null || seq === undefined) return null;
+  notifyThread(db, lease.threadId, toNumber(seq) + 1); // the run-parked after it
+  return toNumber(seq);
+}
+
 async function setPartialAndAnnounce(
   db: Queryable, fn: 'agent_kit_begin_segment' | 'agent_kit_retry_step', lease: Lease, partial: string, data: Record<string, unknown>,
 ): Promise<number | null> {

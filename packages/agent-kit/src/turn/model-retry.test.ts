@@ -296,12 +296,32 @@ describe('a segment whose model request is refused for now', () => {
     }
   });
 
-  it('does not wait past its slice margin: a wait that does not fit fails the segment at once', async () => {
+  it('parks the run, due when the provider said, when the wait does not fit in the segment: no process sleeps through it', async () => {
     const { model, calls } = refusingModel(1, () => refusal(429, { 'retry-after': '30' }));
-    const { outcome, retries, tookMs } = await segmentOf(model, { budgetMs: 20_000 });
-    expect(outcome).toMatchObject({ kind: 'stopped', reason: 'Rate limit reached' });
-    expect([calls(), retries.length]).toEqual([1, 0]);
+    const { runId, outcome, run, retries, tookMs } = await segmentOf(model, { budgetMs: 20_000 });
+    expect(outcome).toMatchObject({ kind: 'parked', status: 'queued' });
+    expect(run).toMatchObject({ status: 'queued', attempts: 1 }); // the attempt stays spent
+    expect(calls()).toBe(1);
     expect(tookMs).toBeLessThan(20_000);
+    expect(retries).toMatchObject([{ retry: 1, delayMs: 30_000, redo: false, text: '', dueAt: expect.any(String) }]);
+    const [job] = await db.query<{ due_in_s: number }>(
+      `select extract(epoch from due_at - agent_kit_now())::float8 as due_in_s from agent_kit_jobs where run_id = $1`, [runId]);
+    expect(job!.due_in_s).toBeGreaterThan(25);
+    expect(job!.due_in_s).toBeLessThanOrEqual(30);
+    const events = await db.query<{ type: string }>(`select type from agent_kit_thread_events where run_id = $1 order by seq`, [runId]);
+    expect(events.map((e) => e.type).slice(-2)).toEqual(['model-retry', 'run-parked']);
+  });
+
+  it('a provider that refuses for ever, each wait too long for a segment, ends the run after the crash budget', async () => {
+    const { model, calls } = refusingModel(100, () => refusal(529, { 'retry-after': '30' }));
+    const rt = makeRuntime(db, { model, config: { invocationBudgetMs: 20_000, maxRunAttempts: 3 } });
+    const { runId } = await startTurn(db, { ownerId: 'alice', text: 'always busy' });
+    const outcomes = [];
+    for (let i = 0; i < 4; i++) outcomes.push((await runSegment(rt, { runId, owner: newOwner('retry') })).kind);
+    expect(outcomes).toEqual(['parked', 'parked', 'parked', 'closed']);
+    expect(calls()).toBe(3);
+    const [run] = await db.query<{ status: string }>('select status from agent_kit_runs where id = $1', [runId]);
+    expect(run!.status).toBe('aborted'); // salvaged, as a crash loop is
   });
 
   it('a cancel requested while it waits closes the run, without waiting out the delay', async () => {

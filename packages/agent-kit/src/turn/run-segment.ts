@@ -7,7 +7,7 @@ import { sleep } from '../queue/pace.js';
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
-  closeRun, parkRun, renewLease, requestInput, retryStep, salvageRun, type Interrupt, type Lease, type ParkStatus,
+  closeRun, parkForRetry, parkRun, renewLease, requestInput, retryStep, salvageRun, type Interrupt, type Lease, type ParkStatus,
 } from '../lease/lease.js';
 import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
@@ -180,6 +180,7 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
       const retry = await waitToRetry(s, result.error, ++retries, { stepNo: journal.length, from, redo: !goesOn });
       if (retry === 'lost') return lost(s);
       if (retry === 'no') return failSegment(s, result.error);
+      if (retry === 'parked') return parked(s, 'queued');
       if (!goesOn) {
         s.startText = from;
         s.mirror.rebase();
@@ -218,21 +219,26 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
 
 /**
  * A model request its provider refused for now (ADR-0057): wait as it asks, or back off, then ask
- * again, while this segment has time for the wait and a step after it. The wait is a `model-retry`
- * event in the thread's log, written with the run's partial set to `from`, the text the retry goes
- * on from (ADR-0061). It ends early for a lost lease or a stop signal, and for a cancel or
- * takeover, read from the run every second meanwhile.
+ * again. The wait is a `model-retry` event in the thread's log, written with the run's partial set
+ * to `from`, the text the retry goes on from (ADR-0061). It ends early for a lost lease or a stop
+ * signal, and for a cancel or takeover, read from the run every second meanwhile. A wait that
+ * leaves this segment no time for a step after it parks the run instead, due when the wait ends,
+ * its attempt spent (ADR-0062).
  */
 async function waitToRetry(
   s: Segment, error: Error, retry: number, at: { stepNo: number; from: string; redo: boolean },
-): Promise<'retry' | 'no' | 'lost'> {
+): Promise<'retry' | 'parked' | 'no' | 'lost'> {
   if (retry > s.settings.modelRetries || !isRetryableModelError(error)) return 'no';
   const delayMs = retryDelayMs(error, retry);
-  if (Date.now() + delayMs >= s.stopAtMs - s.settings.sliceMarginMs) return 'no';
+  const fits = Date.now() + delayMs < s.stopAtMs - s.settings.sliceMarginMs;
   const refusal = describeRefusal(error);
   const { stepNo, from, redo } = at;
-  s.rt.log?.({ msg: 'model retry', runId: s.lease.runId, fence: s.lease.fence, stepNo, retry, delayMs, redo, error: refusal.message });
-  const data = { stepNo, retry, of: s.settings.modelRetries, delayMs, error: refusal, redo };
+  s.rt.log?.({ msg: 'model retry', runId: s.lease.runId, fence: s.lease.fence, stepNo, retry, delayMs, redo, fits, error: refusal.message });
+  const data = { stepNo, retry, of: s.settings.modelRetries, delayMs, error: refusal, redo: fits && redo };
+  if (!fits) {
+    // The next segment begins from the journal, redoing or continuing the step as a takeover does.
+    return (await parkForRetry(s.rt.db, s.lease, delayMs, data)) === null ? 'lost' : 'parked';
+  }
   if ((await retryStep(s.rt.db, s.lease, from, data)) === null) return 'lost';
   const until = Date.now() + delayMs;
   for (let left = delayMs; left > 0 && !stopping(s) && !s.interrupt; left = until - Date.now()) {
