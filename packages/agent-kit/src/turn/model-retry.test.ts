@@ -322,6 +322,10 @@ describe('a segment whose model request is refused for now', () => {
     expect(calls()).toBe(3);
     const [run] = await db.query<{ status: string }>('select status from agent_kit_runs where id = $1', [runId]);
     expect(run!.status).toBe('aborted'); // salvaged, as a crash loop is
+    const [salvaged] = await db.query<{ reason: string }>(
+      `select data->>'reason' as reason from agent_kit_thread_events where run_id = $1 and type = 'run-salvaged'`, [runId]);
+    expect(salvaged!.reason).toBe(
+      "the run's segments died or were refused by the model's provider 3 times in a row (AGENT_KIT_MAX_RUN_ATTEMPTS=3)");
   });
 
   it('a cancel requested while it waits closes the run, without waiting out the delay', async () => {

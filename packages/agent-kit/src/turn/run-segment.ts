@@ -114,7 +114,8 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
   if (lease.attempts > rt.config.maxRunAttempts) {
     // The crash budget is spent (whoever enqueued this claim): give up here as the reaper would,
     // salvaging what viewers saw. Effects were reconciled just above.
-    const reason = `the run's segments died ${lease.attempts - 1} times in a row (AGENT_KIT_MAX_RUN_ATTEMPTS=${rt.config.maxRunAttempts})`;
+    const reason = `the run's segments died or were refused by the model's provider ${lease.attempts - 1} times in a row` +
+      ` (AGENT_KIT_MAX_RUN_ATTEMPTS=${rt.config.maxRunAttempts})`;
     const messageId = await salvageRun(rt.db, lease, s.run.partial, reason);
     return messageId ? closed(s, 'aborted', messageId) : lost(s);
   }
