@@ -43,6 +43,18 @@ export class ModelStreamError extends Error {
   }
 }
 
+/**
+ * A model stream that sent nothing for the stall timeout (a hung connection, a stuck provider):
+ * retryable, as a timeout is, so the segment asks again instead of failing (ADR-0063).
+ */
+export class ModelStalledError extends Error {
+  override readonly name = 'ModelStalledError';
+  readonly isRetryable = true;
+  constructor(stallTimeoutMs: number) {
+    super(`the model stream sent nothing for ${stallTimeoutMs} ms`);
+  }
+}
+
 /** The provider says it may work later (APICallError or GatewayError with isRetryable). */
 export function isRetryableModelError(error: unknown): boolean {
   return (error as { isRetryable?: unknown } | null)?.isRetryable === true;

@@ -7,12 +7,12 @@ import {
 import type { AgentTool } from '../model/index.js';
 import { storableText, StorableTextStream, storableValue } from '../store/storable.js';
 import type { ToolCall } from './journal.js';
-import { streamError } from './model-retry.js';
+import { ModelStalledError, streamError } from './model-retry.js';
 import type { StreamMirror } from './stream-mirror.js';
 
 type StreamPart = TextStreamPart<ToolSet>;
 
-export type StepStop = 'lost' | 'cancel' | 'takeover' | 'store-error' | 'deadline' | 'stalled';
+export type StepStop = 'lost' | 'cancel' | 'takeover' | 'store-error' | 'deadline';
 
 export type StepResult =
   | { kind: 'done'; text: string; toolCalls: ToolCall[]; finishReason: string }
@@ -66,8 +66,9 @@ function storableCall(part: { toolCallId: string; toolName: string; input: unkno
 
 export async function runModelStep(options: ModelStepOptions): Promise<StepResult> {
   const controller = new AbortController();
-  let stop: StepStop | undefined;
-  const abort = (reason: StepStop) => {
+  // 'stalled' is not a stop for the segment: the step ends as a retryable error (ADR-0063).
+  let stop: StepStop | 'stalled' | undefined;
+  const abort = (reason: StepStop | 'stalled') => {
     stop ??= reason;
     // No reason argument: the AI SDK turns a plain abort into a clean `abort` part.
     controller.abort();
@@ -88,6 +89,11 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
   let stallTimer = setTimeout(checkStall, options.stallTimeoutMs);
 
   let text = options.prefix;
+  let produced: 'nothing' | 'text' | 'tool-calls' = 'nothing';
+  // A stream that went quiet is asked again like a provider's refusal (ADR-0063).
+  const stopped = (reason: StepStop | 'stalled'): StepResult => (reason === 'stalled'
+    ? { kind: 'error', error: new ModelStalledError(options.stallTimeoutMs), text, produced }
+    : { kind: 'stopped', reason, text });
   // What the model sends is made storable as it arrives (ADR-0056): streamed, written, replayed
   // and journalled alike.
   const deltas = new StorableTextStream();
@@ -95,7 +101,6 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
   // assistant message (a 400); the continuation usually starts with it again, and viewers have it.
   const prefill = options.prefix.trimEnd();
   const owed = new OwedText(options.prefix.slice(prefill.length));
-  let produced: 'nothing' | 'text' | 'tool-calls' = 'nothing';
   const toolCalls: ToolCall[] = [];
   let finishReason = 'unknown';
   try {
@@ -157,7 +162,7 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
       }
       if (stop) break;
     }
-    if (stop || controller.signal.aborted) return { kind: 'stopped', reason: stop ?? 'lost', text };
+    if (stop || controller.signal.aborted) return stopped(stop ?? 'lost');
     const tail = deltas.end();
     if (tail) {
       text += tail;
@@ -165,7 +170,7 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
     }
     return { kind: 'done', text, toolCalls, finishReason };
   } catch (raw) {
-    if (stop) return { kind: 'stopped', reason: stop, text };
+    if (stop) return stopped(stop);
     return { kind: 'error', error: raw instanceof Error ? raw : new Error(String(raw)), text, produced };
   } finally {
     clearTimeout(deadlineTimer);

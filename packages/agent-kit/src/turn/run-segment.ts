@@ -337,8 +337,6 @@ async function handleStop(s: Segment, reason: StepStop, model: unknown): Promise
         return park(s, 'queued');
       }
       return { kind: 'stopped', fence: s.lease.fence, reason: 'deadline mid-step' };
-    case 'stalled':
-      return failSegment(s, new Error(`the model stream sent nothing for ${s.settings.stallTimeoutMs} ms`));
   }
 }
 

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { failingModel, finalMessage, freezingModel, makeRuntime } from '../../test/harness/turn-kit.js';
 import { openTestDb } from '../../test/harness/test-db.js';
-import { createScriptedModel, scriptedReplyText } from '../model/index.js';
+import { createScriptedModel, scriptedReplyText, type LanguageModelV3 } from '../model/index.js';
 import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
 import { runSegment } from './run-segment.js';
@@ -92,16 +92,34 @@ describe('provider failures', () => {
     expect(attempts!.attempts).toBe(2);
   });
 
-  it('gives up on a stream that hangs and leaves the run resumable', async () => {
+  it('asks a stream that hangs again, after the stall timeout, in the same segment (ADR-0063)', async () => {
     const hung = makeRuntime(db, {
       model: freezingModel(createScriptedModel({ tokens: 10 }), 3, new Promise(() => {}), () => {}),
       settings: { stallTimeoutMs: 100 },
     });
     const turn = await startTurn(db, { ownerId: 'u', text: 'hanging provider' });
     const outcome = await runSegment(hung, { runId: turn.runId, owner: 'w1' });
-    expect(outcome.kind).toBe('stopped');
+    expect(outcome).toMatchObject({ kind: 'closed', status: 'completed', fence: 1 });
+    const retries = await db.query<{ data: Record<string, unknown> }>(
+      `select data from agent_kit_thread_events where run_id = $1 and type = 'model-retry'`, [turn.runId]);
+    expect(retries.map((r) => r.data)).toMatchObject([
+      { retry: 1, redo: false, error: { name: 'ModelStalledError', message: 'the model stream sent nothing for 100 ms' } },
+    ]);
+    // The scripted model continues the prefill: the words before the hang are kept, none twice.
+    expect((await finalMessage(db, turn.runId))[0]!.text).toBe(scriptedReplyText(['hanging provider'], 10));
+  });
+
+  it('fails the segment on a stream that hangs every time, once its retries are spent, and leaves the run resumable', async () => {
+    const hanging = (): LanguageModelV3 => {
+      const inner = createScriptedModel({ tokens: 10 });
+      return { ...inner, doStream: async () => ({ stream: new ReadableStream({ pull: () => new Promise(() => {}) }) }) } as LanguageModelV3;
+    };
+    const hung = makeRuntime(db, { model: hanging(), settings: { stallTimeoutMs: 100, modelRetries: 1 } });
+    const turn = await startTurn(db, { ownerId: 'u', text: 'always hanging' });
+    const outcome = await runSegment(hung, { runId: turn.runId, owner: 'w1' });
+    expect(outcome).toMatchObject({ kind: 'stopped', reason: 'the model stream sent nothing for 100 ms' });
     const events = await db.query<{ type: string }>(`select type from agent_kit_thread_events where run_id = $1 order by seq`, [turn.runId]);
-    expect(events.map((e) => e.type)).toContain('segment-failed');
+    expect(events.map((e) => e.type)).toEqual(expect.arrayContaining(['model-retry', 'segment-failed']));
     expect(await runSegment(makeRuntime(db, { tokens: 10 }), { runId: turn.runId, owner: 'w2' })).toMatchObject({ kind: 'closed' });
   });
 });
