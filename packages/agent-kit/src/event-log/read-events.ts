@@ -236,6 +236,8 @@ export async function readRunSegments(db: Queryable, runId: string): Promise<Run
     } else if (current && current.endedAs === null && event.fence === current.fence) {
       const failed = event.type === 'segment-failed';
       current.endedAs = failed ? 'failed' : String(event.data.status ?? event.type);
+      // Parked until a model retry's wait ends, too long for the segment (ADR-0062).
+      if (event.type === 'run-parked' && event.data.dueAt !== undefined) current.endedAs += ' (model retry)';
       current.endedSeq = event.seq;
     }
   }

@@ -54,6 +54,8 @@ export interface RunDetail {
   messages: MessageView[];
   /** The seq of the run's first event (its user message): a replay of the run starts there. */
   firstSeq: number | null;
+  /** When the run's job is due (a drain may claim it from then), or null when it has none. */
+  jobDueAt: Date | null;
 }
 
 /** Most rows one list returns. */
@@ -222,9 +224,10 @@ export async function listRunSteps(db: Queryable, runId: string): Promise<StepVi
 
 /** Everything about one run, or null when there is no such run. */
 export async function readRunDetail(db: Queryable, runId: string): Promise<RunDetail | null> {
-  const rows = await db.query<RunRow & { thread_owner_id: string }>(
-    `select r.*, t.owner_id as thread_owner_id from agent_kit_runs r
-     join agent_kit_threads t on t.id = r.thread_id where r.id = $1`,
+  const rows = await db.query<RunRow & { thread_owner_id: string; job_due_at: Date | string | null }>(
+    `select r.*, t.owner_id as thread_owner_id, j.due_at as job_due_at from agent_kit_runs r
+     join agent_kit_threads t on t.id = r.thread_id
+     left join agent_kit_jobs j on j.run_id = r.id where r.id = $1`,
     [runId],
   );
   const row = rows[0];
@@ -236,5 +239,6 @@ export async function readRunDetail(db: Queryable, runId: string): Promise<RunDe
     await listRunMessages(db, runId),
     await findRunFirstSeq(db, runId),
   ];
-  return { run: toRun(row), ownerId: row.thread_owner_id, effects, steps, segments, messages, firstSeq };
+  const jobDueAt = row.job_due_at === null ? null : new Date(row.job_due_at);
+  return { run: toRun(row), ownerId: row.thread_owner_id, effects, steps, segments, messages, firstSeq, jobDueAt };
 }

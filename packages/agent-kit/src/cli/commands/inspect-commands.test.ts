@@ -1,6 +1,7 @@
 // The inspection commands (runs, show, events) on both stores: the table and JSON list the
-// run's lease and effect count, show prints segments, steps and messages, events prints one
-// JSON line per event from a cursor; on Postgres, the real CLI follows live until SIGINT.
+// run's lease and effect count, show prints segments, steps and messages (and when a queued run's
+// job is due), events prints one JSON line per event from a cursor; on Postgres, the real CLI
+// follows live until SIGINT.
 import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import { fileURLToPath } from 'node:url';
@@ -57,6 +58,23 @@ describe('agent-kit show', () => {
     expect(text).toContain('effects: none');
     const json = JSON.parse(await formatShowCommand(db, turn.runId, { json: true }, new Date()));
     expect(json.run).toMatchObject({ id: turn.runId, status: 'completed' });
+  });
+
+  it('says when a run parked for a model retry is due, and why its segment ended', async () => {
+    const parked = await startTurn(db, { ownerId: 'dora', text: 'busy provider' });
+    const [claim] = await db.query<{ owner: string; fence: number }>(
+      `select owner, fence from agent_kit_claim_run($1, 'cli-test-d', interval '30 seconds')`, [parked.runId]);
+    await db.query(`select agent_kit_begin_segment($1, $2, $3, '')`, [parked.runId, claim!.owner, claim!.fence]);
+    await db.query(`select agent_kit_park_for_retry($1, $2, $3, interval '30 seconds', '{"retry":1}')`,
+      [parked.runId, claim!.owner, claim!.fence]);
+    const [clock] = await db.query<{ now: Date | string }>('select agent_kit_now() as now');
+    const now = new Date(clock!.now).getTime();
+    const text = await formatShowCommand(db, parked.runId, {}, new Date(now + 3_000));
+    expect(text).toMatch(/status\s+queued\s+fence 1\s+attempts 1\n/);
+    expect(text).toContain('  job       due in 27s\n');
+    expect(text).toMatch(/\n\s+1\s+1\s+cli-test-d\s+\S+\s+queued \(model retry\)\n/);
+    const later = await formatShowCommand(db, parked.runId, {}, new Date(now + 35_000));
+    expect(later).toContain('  job       due since 5s\n'); // waiting for a drain
   });
 
   it('fails clearly for an unknown run', async () => {

@@ -7,7 +7,7 @@ import { NotFoundError } from '../../errors.js';
 import { isClosed } from '../../lease/run-row.js';
 import type { Queryable } from '../../store/db.js';
 import { uuidArgument, withDb } from '../main.js';
-import { describeExpiry, formatTable } from './runs.js';
+import { describeExpiry, formatDuration, formatTable } from './runs.js';
 
 export function register(program: Command) {
   program
@@ -43,7 +43,7 @@ function preview(value: unknown, max = 80): string {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
-function runSection({ run, ownerId, effects }: RunDetail, now: Date): string {
+function runSection({ run, ownerId, effects, jobDueAt }: RunDetail, now: Date): string {
   const lines = [
     `run ${run.id}`,
     `  thread    ${run.threadId} (owner ${ownerId}, turn ${run.turnNo})`,
@@ -51,6 +51,7 @@ function runSection({ run, ownerId, effects }: RunDetail, now: Date): string {
     `  lease     ${leaseLine(run, now)}`,
     `  created   ${run.createdAt.toISOString()}   updated ${run.updatedAt.toISOString()}`,
   ];
+  if (jobDueAt) lines.push(`  job       ${describeDue(jobDueAt, now)}`);
   if (run.waitingFor) lines.push(`  waiting   ${preview(run.waitingFor)}`);
   if (run.cancelRequestedAt) lines.push(`  cancel    requested ${run.cancelRequestedAt.toISOString()}`);
   if (run.takenOverBy) lines.push(`  takeover  by ${run.takenOverBy}`);
@@ -64,6 +65,12 @@ function runSection({ run, ownerId, effects }: RunDetail, now: Date): string {
 function inDoubtLines(effects: RunDetail['effects']): string[] {
   const inDoubt = effects.filter((e) => e.status === 'in_doubt');
   return inDoubt.map((e, i) => `  ${i === 0 ? 'in doubt ' : '         '} ${e.key}  tool ${e.tool}`);
+}
+
+/** "due in 27s" (a drain takes it from then) or "due since 3s" (waiting for a drain). */
+function describeDue(at: Date, now: Date): string {
+  const ms = at.getTime() - now.getTime();
+  return ms > 0 ? `due in ${formatDuration(ms)}` : `due since ${formatDuration(-ms)}`;
 }
 
 function leaseLine(run: RunDetail['run'], now: Date): string {
