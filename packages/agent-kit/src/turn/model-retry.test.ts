@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAnthropicStub } from '../../test/harness/anthropic-stub.js';
 import { startOpenAiStub } from '../../test/harness/openai-stub.js';
 import { answering } from '../../test/harness/mock-streams.js';
+import { messageText, shownText, streamedText } from '../../test/harness/run-text.js';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { makeRuntime } from '../../test/harness/turn-kit.js';
 import { resolveModel, type LanguageModelV3 } from '../model/index.js';
@@ -92,34 +93,6 @@ async function segmentOf(model: LanguageModelV3, options: {
   return { runId, outcome, run: run!, retries: retries.map((r) => r.data), tookMs };
 }
 
-async function messageText(runId: string) {
-  const [message] = await db.query<{ text: string }>(
-    `select m.content->>'text' as text from agent_kit_runs r join agent_kit_messages m on m.id = r.message_id where r.id = $1`, [runId]);
-  return message?.text;
-}
-
-/** Every text-delta of the run, joined. */
-async function streamedText(runId: string) {
-  const deltas = await db.query<{ text: string }>(
-    `select data->>'text' as text from agent_kit_thread_events where run_id = $1 and type = 'text-delta' order by seq`, [runId]);
-  return deltas.map((d) => d.text).join('');
-}
-
-/**
- * The run's text as a viewer replaying its events shows it: set by each segment-started and
- * model-retry that carries a text, extended by each text-delta.
- */
-async function shownText(runId: string) {
-  const events = await db.query<{ type: string; data: { text?: string } }>(
-    `select type, data from agent_kit_thread_events where run_id = $1 order by seq`, [runId]);
-  let shown = '';
-  for (const { type, data } of events) {
-    if (type === 'text-delta') shown += data.text ?? '';
-    else if ((type === 'segment-started' || type === 'model-retry') && typeof data.text === 'string') shown = data.text;
-  }
-  return shown;
-}
-
 async function untilRetryEvent(runId: string) {
   for (let i = 0; i < 500; i++) {
     const [row] = await db.query<{ n: number }>(
@@ -176,9 +149,9 @@ describe('a segment whose model request is refused for now', () => {
     }]);
     // Asked again with what was streamed as the assistant's prefill; viewers got each word once.
     expect(model.doStreamCalls[1]!.prompt.at(-1)).toMatchObject({ role: 'assistant', content: [{ type: 'text', text: 'Half of it' }] });
-    expect(await messageText(runId)).toBe('Half of it, and the rest.');
-    expect(await streamedText(runId)).toBe('Half of it, and the rest.');
-    expect(await shownText(runId)).toBe('Half of it, and the rest.');
+    expect(await messageText(db, runId)).toBe('Half of it, and the rest.');
+    expect(await streamedText(db, runId)).toBe('Half of it, and the rest.');
+    expect(await shownText(db, runId)).toBe('Half of it, and the rest.');
   });
 
   // The text is cut after a space and after a line break: Anthropic refuses a prefill that ends
@@ -201,8 +174,8 @@ describe('a segment whose model request is refused for now', () => {
         expect(stub.received).toHaveLength(2);
         const prefill = first.text.join('').trimEnd();
         expect(stub.received[1]!.messages.at(-1)).toMatchObject({ role: 'assistant', content: [{ type: 'text', text: prefill }] });
-        expect(await messageText(runId)).toBe(whole);
-        expect(await streamedText(runId)).toBe(whole); // what viewers were streamed, whitespace once
+        expect(await messageText(db, runId)).toBe(whole);
+        expect(await streamedText(db, runId)).toBe(whole); // what viewers were streamed, whitespace once
       } finally {
         await stub.close();
       }
@@ -231,6 +204,13 @@ describe('a segment whose model request is refused for now', () => {
       message: 'invalid_request_error: prompt is too long', isRetryable: false });
     expect(streamError({ message: 'slow down', type: 'tokens', code: 'rate_limit_exceeded' })).toMatchObject({ statusCode: 429, isRetryable: true });
     expect(streamError({ type: 'constructor', message: 'x' })).toMatchObject({ isRetryable: false });
+    // The Responses API's error event, as @ai-sdk/openai passes it on: named by its code, and
+    // retryable as the provider says, whatever the code.
+    expect(streamError({ type: 'error', code: 'server_error', message: 'oops', statusCode: 500, isRetryable: true })).toMatchObject({
+      message: 'server_error: oops', type: 'server_error', statusCode: 500, isRetryable: true });
+    expect(streamError({ type: 'error', code: 'engine_warming', message: 'later', statusCode: 503, isRetryable: true })).toMatchObject({
+      message: 'engine_warming: later', statusCode: 503, isRetryable: true });
+    expect(streamError({ type: 'error', code: 'server_error', message: 'no', isRetryable: false })).toMatchObject({ isRetryable: false });
     expect(streamError('socket hang up').message).toBe('"socket hang up"');
     const error = new Error('kept');
     expect(streamError(error)).toBe(error);
@@ -245,8 +225,8 @@ describe('a segment whose model request is refused for now', () => {
     expect(run).toMatchObject({ status: 'completed', attempts: 1, last_error: null });
     expect(retries).toMatchObject([{ stepNo: 0, retry: 1, redo: true, text: '' }]);
     expect(model.doStreamCalls[1]!.prompt.at(-1)).toMatchObject({ role: 'user' }); // no prefill
-    expect(await messageText(runId)).toBe('The whole answer.');
-    expect(await shownText(runId)).toBe('The whole answer.');
+    expect(await messageText(db, runId)).toBe('The whole answer.');
+    expect(await shownText(db, runId)).toBe('The whole answer.');
   });
 
   it('refused after a tool call, the step starts again, prefill or not: the refused call never runs', async () => {
@@ -259,8 +239,8 @@ describe('a segment whose model request is refused for now', () => {
     expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
     expect(retries).toMatchObject([{ retry: 1, redo: true, text: '' }]);
     expect(model.doStreamCalls[1]!.prompt.at(-1)).toMatchObject({ role: 'user' });
-    expect(await messageText(runId)).toBe('No need.');
-    expect(await shownText(runId)).toBe('No need.');
+    expect(await messageText(db, runId)).toBe('No need.');
+    expect(await shownText(db, runId)).toBe('No need.');
     const [effects] = await db.query<{ n: number }>('select count(*)::int as n from agent_kit_effects where run_id = $1', [runId]);
     expect(effects!.n).toBe(0);
   });
@@ -276,8 +256,8 @@ describe('a segment whose model request is refused for now', () => {
     const { runId, outcome, retries } = await segmentOf(model);
     expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
     expect(retries).toMatchObject([{ stepNo: 2, retry: 1, redo: true, text: 'Noting. ' }]);
-    expect(await messageText(runId)).toBe('Noting. Noted.');
-    expect(await shownText(runId)).toBe('Noting. Noted.');
+    expect(await messageText(db, runId)).toBe('Noting. Noted.');
+    expect(await shownText(db, runId)).toBe('Noting. Noted.');
   });
 
   it("OpenAI's server_error in the middle of its reply (a local chat-completions API): the step starts again, then completes", async () => {
@@ -289,8 +269,8 @@ describe('a segment whose model request is refused for now', () => {
       expect(run).toMatchObject({ status: 'completed', attempts: 1 });
       expect(retries).toMatchObject([{ redo: true, text: '', error: { name: 'ModelStreamError', statusCode: 500 } }]);
       expect(stub.received).toHaveLength(2);
-      expect(await messageText(runId)).toBe('Hello from stub');
-      expect(await shownText(runId)).toBe('Hello from stub');
+      expect(await messageText(db, runId)).toBe('Hello from stub');
+      expect(await shownText(db, runId)).toBe('Hello from stub');
     } finally {
       await stub.close();
     }

@@ -12,19 +12,25 @@ const maxBackoffMs = 30_000;
 
 /**
  * A stream's error part as an Error. Providers send what their API put in the stream: Anthropic
- * `{ type: 'overloaded_error', message: 'Overloaded' }` (its 529, mid-stream), OpenAI
- * `{ type: 'server_error', message, code }`; an Error is kept as it is. Made into a
- * ModelStreamError with the message and the type, retryable (and given the status the same
- * error has as a response) when the type says the provider may work later (ADR-0059).
+ * `{ type: 'overloaded_error', message: 'Overloaded' }` (its 529, mid-stream), OpenAI's chat
+ * completions `{ type: 'server_error', message, code }`, its Responses API
+ * `{ type: 'error', code: 'server_error', message }` with the provider's own `statusCode` and
+ * `isRetryable`; an Error is kept as it is. Made into a ModelStreamError named by its type (its
+ * code when the type says only "error"), retryable when the provider says so or when the type is
+ * one that may work later, with the status the same error has as a response (ADR-0059).
  */
 export function streamError(raw: unknown): Error {
   if (raw instanceof Error) return raw;
-  const body = raw !== null && typeof raw === 'object' ? raw as { type?: unknown; message?: unknown; code?: unknown } : {};
-  const type = typeof body.type === 'string' ? body.type : undefined;
-  const message = typeof body.message === 'string' ? body.message : JSON.stringify(raw) ?? String(raw);
+  const body = raw !== null && typeof raw === 'object'
+    ? raw as { type?: unknown; message?: unknown; code?: unknown; statusCode?: unknown; isRetryable?: unknown }
+    : {};
   const code = typeof body.code === 'string' ? body.code : undefined;
-  const statusCode = statusOfStreamError.get(type ?? '') ?? statusOfStreamError.get(code ?? '');
-  return new ModelStreamError(type ? `${type}: ${message}` : message, type, statusCode);
+  const type = typeof body.type === 'string' && body.type !== 'error' ? body.type : code;
+  const message = typeof body.message === 'string' ? body.message : JSON.stringify(raw) ?? String(raw);
+  const known = statusOfStreamError.get(type ?? '') ?? statusOfStreamError.get(code ?? '');
+  const statusCode = typeof body.statusCode === 'number' ? body.statusCode : known;
+  const retryable = typeof body.isRetryable === 'boolean' ? body.isRetryable : known !== undefined;
+  return new ModelStreamError(type ? `${type}: ${message}` : message, type, statusCode, retryable);
 }
 
 /** Stream error types a provider sends for what, as a response, is a retryable status. */
@@ -33,13 +39,13 @@ const statusOfStreamError = new Map([
   ['server_error', 500], ['rate_limit_exceeded', 429], // OpenAI (a type, or a code)
 ]);
 
-/** An error part of a model's stream; retryable when its type is in statusOfStreamError. */
+/** An error part of a model's stream (see streamError). */
 export class ModelStreamError extends Error {
   override readonly name = 'ModelStreamError';
-  readonly isRetryable: boolean;
-  constructor(message: string, readonly type: string | undefined, readonly statusCode: number | undefined) {
+  constructor(
+    message: string, readonly type: string | undefined, readonly statusCode: number | undefined, readonly isRetryable: boolean,
+  ) {
     super(message);
-    this.isRetryable = statusCode !== undefined;
   }
 }
 

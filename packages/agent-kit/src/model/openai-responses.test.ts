@@ -1,0 +1,112 @@
+// Turns on the OpenAI Responses API, the path `openai:<model>` takes without OPENAI_BASE_URL and
+// so the one every real OpenAI user runs: a local Responses stub answers the real @ai-sdk/openai
+// provider, and the engine runs whole turns through it on both stores (a reply, a tool call and
+// its result sent back, a server_error in the middle of a reply).
+import { createOpenAI } from '@ai-sdk/openai';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import {
+  startOpenAiResponsesStub, type OpenAiResponsesStub, type ResponsesInputItem,
+} from '../../test/harness/openai-responses-stub.js';
+import { openTestDb } from '../../test/harness/test-db.js';
+import { messageText, shownText, streamedText } from '../../test/harness/run-text.js';
+import { effectsFile, makeRuntime } from '../../test/harness/turn-kit.js';
+import { startTurn } from '../queue/start-turn.js';
+import type { Db } from '../store/db.js';
+import { newOwner } from '../turn/runtime.js';
+import { runSegment } from '../turn/run-segment.js';
+import type { TurnSettings } from '../turn/settings.js';
+
+let db: Db;
+let stub: OpenAiResponsesStub;
+beforeAll(async () => {
+  db = await openTestDb();
+});
+afterAll(async () => {
+  await db.close();
+});
+beforeEach(async () => {
+  stub = await startOpenAiResponsesStub();
+});
+afterEach(async () => {
+  await stub.close();
+});
+
+/** One segment of a new turn saying `text`, on the Responses API model against the stub. */
+async function turnOn(text: string, settings: Partial<TurnSettings> = {}) {
+  const model = createOpenAI({ apiKey: 'k', baseURL: stub.baseURL }).responses('gpt-stub');
+  const rt = makeRuntime(db, { model, settings });
+  const { runId } = await startTurn(db, { ownerId: 'alice', text });
+  const outcome = await runSegment(rt, { runId, owner: newOwner('responses') });
+  const [run] = await db.query<{ status: string; attempts: number }>(
+    'select status, attempts from agent_kit_runs where id = $1', [runId]);
+  return { runId, outcome, run: run! };
+}
+
+async function eventsOf(runId: string) {
+  return db.query<{ type: string; data: Record<string, any> }>(
+    'select type, data from agent_kit_thread_events where run_id = $1 order by seq', [runId]);
+}
+
+const inputOf = (n: number) => stub.received[n]!.input as ResponsesInputItem[];
+
+describe('a turn on the OpenAI Responses API (a local /v1/responses)', () => {
+  it('streams a text reply: the turn completes with it, each word a text-delta', async () => {
+    const { runId, outcome, run } = await turnOn('say hello');
+    expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
+    expect(run).toMatchObject({ status: 'completed', attempts: 1 });
+    expect(await messageText(db, runId)).toBe('Hello from responses');
+    expect(await streamedText(db, runId)).toBe('Hello from responses');
+    expect(stub.received).toHaveLength(1);
+    expect(stub.received[0]).toMatchObject({ model: 'gpt-stub', stream: true });
+    expect(inputOf(0)).toContainEqual({ role: 'user', content: [{ type: 'input_text', text: 'say hello' }] });
+    // The engine's tools are declared as Responses function tools.
+    expect(stub.received[0]!.tools).toContainEqual(expect.objectContaining({ type: 'function', name: 'record_effect' }));
+  });
+
+  it('runs the function call once and sends its output back under the same call_id, then completes', async () => {
+    const effects = effectsFile();
+    try {
+      const { runId, outcome, run } = await turnOn('please use the tool');
+      expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
+      expect(run).toMatchObject({ status: 'completed', attempts: 1 });
+      const rows = await db.query<{ tool: string; status: string; input: unknown; result: unknown }>(
+        'select tool, status, input, result from agent_kit_effects where run_id = $1', [runId]);
+      expect(rows).toEqual([{ tool: 'record_effect', status: 'completed', input: { note: 'from stub' }, result: expect.anything() }]);
+      expect(effects.lines()).toHaveLength(1);
+      // The journal keeps the stub's call_id as the tool call's id.
+      const finished = (await eventsOf(runId)).filter((e) => e.type === 'step-finished');
+      expect(finished[0]!.data.toolCalls).toEqual([{ toolCallId: 'call_stub_1', toolName: 'record_effect', input: { note: 'from stub' } }]);
+      expect(stub.received).toHaveLength(2);
+      const second = inputOf(1);
+      const call = second.find((item) => item.type === 'function_call');
+      const output = second.find((item) => item.type === 'function_call_output');
+      expect(call).toMatchObject({ call_id: 'call_stub_1', name: 'record_effect', arguments: '{"note":"from stub"}' });
+      expect(output).toMatchObject({ call_id: 'call_stub_1' });
+      // The tool's result goes back as a JSON string, the one the ledger stored.
+      expect(JSON.parse(output!.output as string)).toEqual(rows[0]!.result);
+      expect(inputOf(0).some((item) => item.type === 'function_call_output')).toBe(false);
+      // The call goes before its output, both after the user's message.
+      const indexOf = (item: unknown) => second.indexOf(item as ResponsesInputItem);
+      expect(indexOf(second.find((item) => item.role === 'user'))).toBeLessThan(indexOf(call));
+      expect(indexOf(call)).toBeLessThan(indexOf(output));
+      expect(await messageText(db, runId)).toBe('Hello from responses');
+      expect(await streamedText(db, runId)).toBe('Hello from responses');
+    } finally {
+      effects.restore();
+    }
+  });
+
+  it('a server_error event in the middle of the reply: the step starts again in the same segment, each word shown once', async () => {
+    const { runId, outcome, run } = await turnOn('a server error mid-reply', { modelRetries: 1 });
+    expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
+    expect(run).toMatchObject({ status: 'completed', attempts: 1 });
+    const retries = (await eventsOf(runId)).filter((e) => e.type === 'model-retry').map((e) => e.data);
+    // No prefill on OpenAI (ADR-0061): the two words streamed are dropped and the step redone.
+    expect(retries).toMatchObject([{ stepNo: 0, retry: 1, of: 1, redo: true, text: '', error: { name: 'ModelStreamError', statusCode: 500 } }]);
+    expect(retries[0]!.error.message).toBe('server_error: The server had an error while processing your request.');
+    expect(stub.received).toHaveLength(2);
+    expect(stub.received[1]!.input).toEqual(stub.received[0]!.input); // asked the same again, no partial reply
+    expect(await messageText(db, runId)).toBe('Hello from responses');
+    expect(await shownText(db, runId)).toBe('Hello from responses');
+  });
+});
