@@ -2,7 +2,8 @@
 // provider against the library's local chat-completions stub, which fails the first reply after
 // two words with OpenAI's `server_error`. The model cannot continue a prefill, so the segment
 // asks again from the step's start (ADR-0061): the page drops the two words while it says the
-// provider is busy, then shows the whole reply once, on the run's first attempt.
+// provider had an error and the reply is rewritten, then shows the whole reply once, on the run's
+// first attempt.
 import type { Browser, BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAiStub, type OpenAiStub } from '../../../packages/agent-kit/test/harness/openai-stub';
@@ -19,7 +20,9 @@ describe.skipIf(!hasChromium)(`a provider refusing midway${hasChromium ? '' : ` 
   let alice: BrowserContext;
 
   beforeAll(async () => {
-    stub = await startOpenAiStub();
+    // The retried request is answered 4 s late: the wait stays on screen however late the page
+    // subscribes (it replays the log, and shows the state the last event left).
+    stub = await startOpenAiStub({ holdRetryMs: 4_000 });
     store = await createTestStore();
     server = await startServer({
       store, env: { AGENT_KIT_MODEL: 'openai-compatible:stub-model', OPENAI_BASE_URL: stub.baseURL, OPENAI_API_KEY: 'k' },
@@ -58,7 +61,7 @@ describe.skipIf(!hasChromium)(`a provider refusing midway${hasChromium ? '' : ` 
       return notice !== null && (texts[texts.length - 1]?.textContent ?? '') === '';
     }, undefined, { timeout: 20_000 });
     expect(await page.getByTestId('model-retry').textContent()).toMatch(
-      /^The model's provider is busy \(500\): trying again in 1 s \(1 of 5\)\.$/);
+      /^The model's provider had an error \(500\): trying again in 1 s \(1 of 5\), rewriting the unfinished part of the reply\.$/);
     await waitForRunStatus(page, 'completed');
     expect(await lastRunText(page)).toBe('Hello from stub');
     const seen = await page.evaluate(() => (window as unknown as { seenTexts: string[] }).seenTexts);

@@ -68,6 +68,16 @@ describe('the thread view', () => {
     ]);
   });
 
+  it('says the model stopped answering when its stream went silent', () => {
+    const log = makeLog([
+      ['run-queued', 0, { runId, turnNo: 1 }],
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1, owner: 'a' }],
+      ['model-retry', 1, { stepNo: 0, retry: 1, of: 5, delayMs: 800, redo: false, text: '',
+        error: { name: 'ModelStalledError', message: 'the model stream sent nothing for 60000 ms' } }],
+    ]);
+    expect(retryNotice(fold(log).items[0] as RunItem)).toBe('The model stopped answering: trying again in 1 s (1 of 5).');
+  });
+
   it('keeps saying the provider is busy while the run is parked for a wait too long for its segment', () => {
     const refused = { name: 'AI_APICallError', message: 'Rate limit reached', statusCode: 429 };
     const dueAt = new Date(t0 + 33_000).toISOString();
@@ -102,6 +112,8 @@ describe('the thread view', () => {
     ]);
     const texts = log.slice(4).map((_, index) => (fold(log.slice(0, index + 5)).items[0] as RunItem).text);
     expect(texts).toEqual(['Noting. Ha', 'Noting. ', 'Noting. Noted', 'Noting. Noted', 'Noting. Noted.']);
+    expect(retryNotice(fold(log.slice(0, 6)).items[0] as RunItem))
+      .toBe("The model's provider had an error (500): trying again in 1 s (1 of 5), rewriting the unfinished part of the reply.");
     // A model-retry written before ADR-0061 has no text: the run's text stays as it is.
     const older = fold([...log.slice(0, 5), { ...log[5]!, data: { stepNo: 2, retry: 1, of: 5, delayMs: 1_000, error: refused } }]);
     expect((older.items[0] as RunItem).text).toBe('Noting. Ha');

@@ -69,7 +69,13 @@ export interface RunItem {
   /** Set when the run closed: final, and whether the text was salvaged from a dead run. */
   closed: { status: string; partial: boolean; cancelled: boolean } | null;
   /** The model's provider refused its request for now and the run waits to ask again (ADR-0057). */
-  retrying: { retry: number; of: number; delayMs: number; statusCode: number | null } | null;
+  retrying: {
+    retry: number; of: number; delayMs: number; statusCode: number | null;
+    /** The model went silent (ModelStalledError), rather than refusing. */
+    stalled: boolean;
+    /** The reply's step starts again: the text it had streamed was dropped (ADR-0061). */
+    redo: boolean;
+  } | null;
 }
 
 export type Item = UserItem | RunItem;
@@ -253,7 +259,10 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
     case 'model-retry': {
       const refusal = (data.error ?? {}) as Record<string, unknown>;
       const statusCode = typeof refusal.statusCode === 'number' ? refusal.statusCode : null;
-      run.retrying = { retry: num(data.retry, 1), of: num(data.of, 1), delayMs: num(data.delayMs, 0), statusCode };
+      run.retrying = {
+        retry: num(data.retry, 1), of: num(data.of, 1), delayMs: num(data.delayMs, 0), statusCode,
+        stalled: refusal.name === 'ModelStalledError', redo: data.redo === true,
+      };
       // The text the retry goes on from (ADR-0061): a step started again drops what it streamed.
       if (typeof data.text === 'string' && !run.closed) run.text = data.text;
       break;
@@ -392,10 +401,14 @@ export function runBadge(run: RunItem): string | null {
 /** What the person chatting reads while the run waits to ask its model again, or null. */
 export function retryNotice(run: RunItem): string | null {
   if (!run.retrying || run.closed) return null;
-  const { retry, of, delayMs, statusCode } = run.retrying;
+  const { retry, of, delayMs, statusCode, stalled, redo } = run.retrying;
   const seconds = Math.max(1, Math.round(delayMs / 1000));
-  return `The model's provider is busy${statusCode === null ? '' : ` (${statusCode})`}: ` +
-    `trying again in ${seconds} s (${retry} of ${of}).`;
+  // Busy (a rate limit, an overload, or no status at all), failing (another 5xx), or silent.
+  const what = stalled ? 'The model stopped answering'
+    : statusCode !== null && statusCode >= 500 && ![503, 529].includes(statusCode) ? "The model's provider had an error"
+      : "The model's provider is busy";
+  return `${what}${statusCode === null ? '' : ` (${statusCode})`}: trying again in ${seconds} s (${retry} of ${of})` +
+    `${redo ? ', rewriting the unfinished part of the reply' : ''}.`;
 }
 
 /** Whether an earlier turn of the thread is still open, so `run` waits for it (ADR-0001). */

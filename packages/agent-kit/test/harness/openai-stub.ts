@@ -45,7 +45,11 @@ const serverError = `data: ${JSON.stringify({ error: {
   message: 'The server had an error while processing your request.', type: 'server_error', param: null, code: null,
 } })}\n\n`;
 
-export async function startOpenAiStub(): Promise<OpenAiStub> {
+/**
+ * `holdRetryMs`: how long a conversation that got its server error waits for the reply when it is
+ * asked again, so a test can watch the wait (a browser that subscribes late still sees it).
+ */
+export async function startOpenAiStub(options: { holdRetryMs?: number } = {}): Promise<OpenAiStub> {
   const received: StubRequest[] = [];
   const failed = new Set<string>();
   const server = await serveStub<StubBody>((request, body, response) => {
@@ -64,8 +68,12 @@ export async function startOpenAiStub(): Promise<OpenAiStub> {
       response.end(serverError);
       return;
     }
-    for (const event of replyEvents(body)) response.write(event);
-    response.end();
+    const reply = () => {
+      for (const event of replyEvents(body)) response.write(event);
+      response.end();
+    };
+    if (failed.has(conversation) && options.holdRetryMs) setTimeout(reply, options.holdRetryMs);
+    else reply();
   });
   return { ...server, received };
 }
