@@ -90,6 +90,16 @@ describe('agent-kit chat', () => {
     }
   });
 
+  it("says when the turn is queued until the model's provider takes it, a wait too long for its budget", async () => {
+    // #busy asks for a 1 s wait; with a 1 s budget it cannot be waited out here, so the run is
+    // parked with its job due then (ADR-0062), and the command says who continues it.
+    const result = await cli(['chat', 'are you there #busy'], { ...store.env, AGENT_KIT_INVOCATION_BUDGET: '1' });
+    expect(result.code).toBe(1);
+    const lines = result.stderr.trim().split('\n');
+    expect(lines[1]).toMatch(/^\[model refused: 429 .*; retry 1 of 5 in 1\.0 s\]$/);
+    expect(lines.at(-1)).toMatch(/^error: run \S+ is queued, due in \d+(ms|s): `agent-kit drain` or a worker continues it$/);
+  });
+
   it('refuses a malformed --thread as a usage error, writing nothing', async () => {
     const before = await store.snapshot();
     const result = await cli(['chat', 'hi', '--thread', 'nope']);

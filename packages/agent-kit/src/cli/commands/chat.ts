@@ -2,8 +2,10 @@
 // stdout, the way the chat request does: start the turn, follow the thread's events, run the
 // segment. A question or approval the turn waits for is printed with the command that answers it.
 import { type Command, CommanderError } from 'commander';
+import type { Queryable } from '../../store/db.js';
 import type { SegmentOutcome } from '../../turn/types.js';
 import { defaultCliOwner } from './enqueue.js';
+import { formatDuration } from './runs.js';
 import { uuidArgument } from '../main.js';
 import { withRuntime } from './with-runtime.js';
 
@@ -38,7 +40,8 @@ export function register(program: Command) {
         const outcome = await runSegment(rt, { runId: turn.runId, owner: newOwner('cli') });
         if (outcome.kind !== 'closed' && outcome.kind !== 'parked') follower.close();
         await printing;
-        report(outcome, turn.runId, turn.threadId);
+        const queued = outcome.kind === 'parked' && outcome.status === 'queued';
+        report(outcome, turn.runId, turn.threadId, queued ? await jobDueInMs(rt.db, turn.runId) : null);
       }, {});
     });
 }
@@ -81,15 +84,26 @@ async function printRun(events: AsyncIterable<{ runId: string | null; type: stri
 }
 
 /** Say how the turn ended here; a turn that did not complete (or wait for input) is exit 1. */
-function report(outcome: SegmentOutcome, runId: string, threadId: string): void {
+/** How long until the run's job is due (a drain may claim it then), or null without one. */
+async function jobDueInMs(db: Queryable, runId: string): Promise<number | null> {
+  const [row] = await db.query<{ ms: number | string | null }>(
+    'select extract(epoch from due_at - agent_kit_now()) * 1000 as ms from agent_kit_jobs where run_id = $1', [runId]);
+  return row?.ms === null || row?.ms === undefined ? null : Number(row.ms);
+}
+
+function report(outcome: SegmentOutcome, runId: string, threadId: string, dueInMs: number | null): void {
   if (outcome.kind === 'closed' && outcome.status === 'completed') return;
   if (outcome.kind === 'parked' && outcome.status === 'waiting_input') {
     process.stderr.write(`run ${runId} waits for input: answer with \`agent-kit chat "<answer>" --thread ${threadId}\`` +
       ' (to an approval, "yes" approves and anything else denies)\n');
     return;
   }
+  // Queued: sliced at the budget's end, or parked until the model's provider takes it (ADR-0062).
   const what = outcome.kind === 'closed'
     ? `run ${runId} closed ${outcome.status}`
-    : `run ${runId} did not finish here (${JSON.stringify(outcome)}); the drain will continue it`;
+    : outcome.kind === 'parked' && outcome.status === 'queued'
+      ? `run ${runId} is queued${dueInMs !== null && dueInMs > 0 ? `, due in ${formatDuration(dueInMs)}` : ''}: ` +
+        '`agent-kit drain` or a worker continues it'
+      : `run ${runId} did not finish here (${JSON.stringify(outcome)}); the drain will continue it`;
   throw new CommanderError(1, 'agent-kit.turnNotCompleted', what);
 }
