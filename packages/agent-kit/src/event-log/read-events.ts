@@ -205,6 +205,8 @@ export interface RunSegmentView {
    */
   endedAs: string | null;
   endedSeq: number | null;
+  /** Parked until a model retry's wait ends, too long for the segment (ADR-0062): when. */
+  retryDueAt?: string;
 }
 
 // Segment boundaries are few per run (one start and at most one end per claim): bounded. They
@@ -236,8 +238,7 @@ export async function readRunSegments(db: Queryable, runId: string): Promise<Run
     } else if (current && current.endedAs === null && event.fence === current.fence) {
       const failed = event.type === 'segment-failed';
       current.endedAs = failed ? 'failed' : String(event.data.status ?? event.type);
-      // Parked until a model retry's wait ends, too long for the segment (ADR-0062).
-      if (event.type === 'run-parked' && event.data.dueAt !== undefined) current.endedAs += ' (model retry)';
+      if (event.type === 'run-parked' && typeof event.data.dueAt === 'string') current.retryDueAt = event.data.dueAt;
       current.endedSeq = event.seq;
     }
   }

@@ -75,6 +75,8 @@ describe('agent-kit show', () => {
     expect(text).toMatch(/\n\s+1\s+1\s+cli-test-d\s+\S+\s+queued \(model retry\)\n/);
     const later = await formatShowCommand(db, parked.runId, {}, new Date(now + 35_000));
     expect(later).toContain('  job       due since 5s\n'); // waiting for a drain
+    const json = JSON.parse(await formatShowCommand(db, parked.runId, { json: true }, new Date()));
+    expect(json.segments).toMatchObject([{ endedAs: 'queued', retryDueAt: expect.any(String) }]); // the status stays a status
   });
 
   it('fails clearly for an unknown run', async () => {

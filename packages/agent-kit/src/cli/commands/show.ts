@@ -91,7 +91,7 @@ function segmentsSection({ segments }: RunDetail): string {
     ['FENCE', 'ATTEMPT', 'OWNER', 'STARTED', 'ENDED AS'],
     segments.map((s) => [
       String(s.fence), String(s.attempt ?? '-'), s.owner ?? '-', s.startedAt.toISOString(),
-      s.endedAs ?? 'running',
+      `${s.endedAs ?? 'running'}${s.retryDueAt ? ' (model retry)' : ''}`,
     ]),
   ));
 }
