@@ -5,7 +5,7 @@
 import { createOpenAI } from '@ai-sdk/openai';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
-  startOpenAiResponsesStub, type OpenAiResponsesStub, type ResponsesInputItem,
+  responsesReasoning, startOpenAiResponsesStub, type OpenAiResponsesStub, type ResponsesInputItem,
 } from '../../test/harness/openai-responses-stub.js';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { messageText, shownText, streamedText } from '../../test/harness/run-text.js';
@@ -108,5 +108,58 @@ describe('a turn on the OpenAI Responses API (a local /v1/responses)', () => {
     expect(stub.received[1]!.input).toEqual(stub.received[0]!.input); // asked the same again, no partial reply
     expect(await messageText(db, runId)).toBe('Hello from responses');
     expect(await shownText(db, runId)).toBe('Hello from responses');
+  });
+});
+
+describe('a reasoning model on the Responses API (ADR-0064)', () => {
+  it('sends the step\'s reasoning item back, by reference and before the call, in the step after a tool call', async () => {
+    const effects = effectsFile();
+    try {
+      const { runId, outcome, run } = await turnOn('think, then use the tool');
+      expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
+      expect(run).toMatchObject({ status: 'completed', attempts: 1 });
+      expect(effects.lines()).toHaveLength(1);
+      const [step] = await db.query<{ data: Record<string, any> }>(
+        'select data from agent_kit_steps where run_id = $1 and step_no = 0', [runId]);
+      expect(step!.data.reasoning).toEqual([{
+        text: responsesReasoning, providerMetadata: { openai: { itemId: 'rs_stub_1', reasoningEncryptedContent: null } },
+      }]);
+      expect(stub.received).toHaveLength(2);
+      const second = inputOf(1);
+      const reference = second.findIndex((item) => item.type === 'item_reference');
+      expect(second[reference]).toEqual({ type: 'item_reference', id: 'rs_stub_1' });
+      expect(reference).toBeLessThan(second.findIndex((item) => item.type === 'function_call'));
+      expect(second.filter((item) => item.type === 'item_reference')).toHaveLength(1);
+      // Reasoning is not text: the reply shows only the answer's words.
+      expect(await messageText(db, runId)).toBe('Hello from responses');
+      expect(await streamedText(db, runId)).toBe('Hello from responses');
+    } finally {
+      effects.restore();
+    }
+  });
+
+  it('a resumed run rebuilds the reference from its journal: the next segment\'s request names the same item', async () => {
+    const effects = effectsFile();
+    try {
+      const model = createOpenAI({ apiKey: 'k', baseURL: stub.baseURL }).responses('gpt-stub');
+      // The first segment journals the call step and runs the tool, then its second request fails
+      // for good: the run goes back to the queue and the next segment builds its prompt from the journal.
+      let calls = 0;
+      const failsSecond: typeof model = {
+        specificationVersion: 'v3', provider: model.provider, modelId: model.modelId, supportedUrls: model.supportedUrls,
+        doGenerate: (o) => model.doGenerate(o),
+        doStream: (o) => (++calls === 2 ? Promise.reject(new Error('the process died here')) : model.doStream(o)),
+      };
+      const { runId } = await startTurn(db, { ownerId: 'alice', text: 'think, then use the tool' });
+      expect(await runSegment(makeRuntime(db, { model: failsSecond }), { runId, owner: newOwner('responses') }))
+        .toMatchObject({ kind: 'stopped', reason: 'the process died here' });
+      expect(await runSegment(makeRuntime(db, { model }), { runId, owner: newOwner('responses') }))
+        .toMatchObject({ kind: 'closed', status: 'completed' });
+      expect(stub.received).toHaveLength(2); // the failed request never reached the stub
+      expect(inputOf(1)).toContainEqual({ type: 'item_reference', id: 'rs_stub_1' });
+      expect(effects.lines()).toHaveLength(1);
+    } finally {
+      effects.restore();
+    }
   });
 });

@@ -73,8 +73,9 @@ export function resolveModel(spec: string | undefined,
 /**
  * Whether the model continues a prompt that ends with a partial assistant message (prefill),
  * so a resumed run can ask for just the rest of a half-streamed step. True for scripted and
- * Anthropic (its Messages API continues a final assistant turn; it refuses with extended
- * thinking on); false for OpenAI and generic OpenAI-compatible servers, which start a new turn.
+ * Anthropic (its Messages API continues a final assistant turn; with extended thinking on it
+ * refuses, and the step starts again from its beginning: ADR-0064); false for OpenAI and generic
+ * OpenAI-compatible servers, which start a new turn.
  */
 export function supportsPrefill(model: { readonly provider: string }): boolean {
   return model.provider === scriptedProviderId || model.provider.startsWith('anthropic');

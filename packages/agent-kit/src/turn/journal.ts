@@ -1,6 +1,6 @@
 // The step journal: each completed model step and each tool result of a run, recorded under the
 // run's fence. A resumed segment rebuilds the conversation from it and never re-runs a step.
-import type { ModelMessage } from 'ai';
+import type { ModelMessage, ProviderMetadata } from 'ai';
 import type { EffectRecord } from '../effect-ledger/index.js';
 import { assert, InvalidArgumentError } from '../errors.js';
 import {
@@ -17,11 +17,22 @@ export interface ToolCall {
   input: unknown;
 }
 
+/**
+ * A part of the model's reasoning as its provider streamed it: the text (a summary on OpenAI, the
+ * thinking on Anthropic) and the metadata the provider needs to take it back (ADR-0064).
+ */
+export interface Reasoning {
+  text: string;
+  providerMetadata?: ProviderMetadata;
+}
+
 export interface ModelStep {
   kind: 'model';
   stepNo: number;
   text: string;
   toolCalls: ToolCall[];
+  /** Sent back before the text and calls in the next step's prompt; absent in older journals. */
+  reasoning?: Reasoning[];
   finishReason: string;
 }
 
@@ -187,6 +198,9 @@ export function buildMessages(history: ModelMessage[], journal: Step[]): ModelMe
   for (const step of journal) {
     if (step.kind === 'model') {
       const content: Exclude<ModelMessage & { role: 'assistant' }, undefined>['content'] = [];
+      for (const part of step.reasoning ?? []) {
+        content.push({ type: 'reasoning', text: part.text, ...(part.providerMetadata ? { providerOptions: part.providerMetadata } : {}) });
+      }
       if (step.text) content.push({ type: 'text', text: step.text });
       for (const call of step.toolCalls) {
         content.push({ type: 'tool-call', toolCallId: call.toolCallId, toolName: call.toolName, input: call.input });

@@ -67,6 +67,15 @@ export function isRetryableModelError(error: unknown): boolean {
 }
 
 /**
+ * The provider refused a step asked with a prefill before sending anything, with a 400: the
+ * prefill itself, as Anthropic refuses it with extended thinking on (a final assistant message
+ * must start with a thinking block). The step is asked again from its start (ADR-0064).
+ */
+export function refusedPrefill(result: { error: unknown; produced: string }, prefix: string): boolean {
+  return prefix.trim() !== '' && result.produced === 'nothing' && (result.error as { statusCode?: unknown }).statusCode === 400;
+}
+
+/**
  * How long to wait before retry number `retry` (1 for the first): what the provider asked for in
  * `retry-after-ms` or `retry-after` (seconds or an HTTP date), up to a minute; otherwise
  * exponential backoff from 1 s, doubling to at most 30 s, with jitter (half to all of it) so runs

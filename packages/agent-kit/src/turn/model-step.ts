@@ -6,7 +6,7 @@ import {
 } from 'ai';
 import type { AgentTool } from '../model/index.js';
 import { storableText, StorableTextStream, storableValue } from '../store/storable.js';
-import type { ToolCall } from './journal.js';
+import type { Reasoning, ToolCall } from './journal.js';
 import { ModelStalledError, streamError } from './model-retry.js';
 import type { StreamMirror } from './stream-mirror.js';
 
@@ -15,7 +15,7 @@ type StreamPart = TextStreamPart<ToolSet>;
 export type StepStop = 'lost' | 'cancel' | 'takeover' | 'store-error' | 'deadline';
 
 export type StepResult =
-  | { kind: 'done'; text: string; toolCalls: ToolCall[]; finishReason: string }
+  | { kind: 'done'; text: string; toolCalls: ToolCall[]; reasoning: Reasoning[]; finishReason: string }
   | { kind: 'stopped'; reason: StepStop; text: string }
   /**
    * `produced`: what arrived before the error: nothing (a refused request), only text (which a
@@ -102,6 +102,7 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
   const prefill = options.prefix.trimEnd();
   const owed = new OwedText(options.prefix.slice(prefill.length));
   const toolCalls: ToolCall[] = [];
+  const reasoning = new ReasoningParts();
   let finishReason = 'unknown';
   try {
     const prompt: ModelMessage[] = prefill
@@ -149,6 +150,8 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
         options.mirror.push(delta);
       } else if (part.type === 'tool-call') {
         toolCalls.push(storableCall(part));
+      } else if (part.type === 'reasoning-start' || part.type === 'reasoning-delta' || part.type === 'reasoning-end') {
+        reasoning.add(part);
       } else if (part.type === 'tool-error') {
         // The SDK could not parse the call's input; record the call so the model gets an error
         // result. For an unknown tool or bad input the SDK has already sent the call itself (as
@@ -168,7 +171,7 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
       text += tail;
       options.mirror.push(tail);
     }
-    return { kind: 'done', text, toolCalls, finishReason };
+    return { kind: 'done', text, toolCalls, reasoning: reasoning.done(), finishReason };
   } catch (raw) {
     if (stop) return stopped(stop);
     return { kind: 'error', error: raw instanceof Error ? raw : new Error(String(raw)), text, produced };
@@ -176,6 +179,38 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
     clearTimeout(deadlineTimer);
     clearTimeout(stallTimer);
     options.segmentSignal.removeEventListener('abort', onSegmentAbort);
+  }
+}
+
+type ReasoningPart = Extract<StreamPart, { type: 'reasoning-start' | 'reasoning-delta' | 'reasoning-end' }>;
+
+/**
+ * The step's reasoning parts in the order they started, each with its text and the provider
+ * metadata it last carried (an OpenAI item id, an Anthropic signature), as the AI SDK's own
+ * multi-step loop collects them to send back (ADR-0064).
+ */
+class ReasoningParts {
+  private readonly parts: Reasoning[] = [];
+  private readonly open = new Map<string, Reasoning>();
+
+  add(part: ReasoningPart): void {
+    let current = this.open.get(part.id);
+    if (!current) {
+      current = { text: '' };
+      this.open.set(part.id, current);
+      this.parts.push(current);
+    }
+    if (part.type === 'reasoning-delta') current.text += part.text;
+    if (part.providerMetadata) current.providerMetadata = part.providerMetadata;
+    if (part.type === 'reasoning-end') this.open.delete(part.id);
+  }
+
+  /** The parts made storable; metadata only where the provider sent some. */
+  done(): Reasoning[] {
+    return this.parts.map((p) => ({
+      text: storableText(p.text),
+      ...(p.providerMetadata ? { providerMetadata: storableValue(p.providerMetadata) as Reasoning['providerMetadata'] } : {}),
+    }));
   }
 }
 

@@ -16,7 +16,7 @@ import {
   pendingToolCalls,
   type StartedEffect, type Step,
 } from './journal.js';
-import { describeRefusal, isRetryableModelError, retryDelayMs } from './model-retry.js';
+import { describeRefusal, isRetryableModelError, refusedPrefill, retryDelayMs } from './model-retry.js';
 import { runModelStep, type StepStop } from './model-step.js';
 import { defaultTurnSettings, type TurnSettings } from './settings.js';
 import { StreamMirror } from './stream-mirror.js';
@@ -176,9 +176,12 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
       // Asked again in this segment (ADR-0057). A model that continues a prefill goes on from
       // what it streamed, if that was only text (ADR-0059); otherwise the step starts again and
       // what it streamed is dropped, from the run's partial and from every viewer (ADR-0061).
-      const goesOn = result.produced === 'nothing' || (result.produced === 'text' && continuesMidStep(s, model));
+      // A provider that refuses the prefill itself (Anthropic with thinking on) gets the step from its start (ADR-0064).
+      const refused = refusedPrefill(result, prefix);
+      if (refused) s.settings = { ...s.settings, continueMidStep: false };
+      const goesOn = !refused && (result.produced === 'nothing' || (result.produced === 'text' && continuesMidStep(s, model)));
       const from = goesOn ? visibleText(s) : committedText(journal);
-      const retry = await waitToRetry(s, result.error, ++retries, { stepNo: journal.length, from, redo: !goesOn });
+      const retry = await waitToRetry(s, result.error, ++retries, { stepNo: journal.length, from, redo: !goesOn, refused });
       if (retry === 'lost') return lost(s);
       if (retry === 'no') return failSegment(s, result.error);
       if (retry === 'parked') return parked(s, 'queued');
@@ -196,6 +199,7 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
 
     const step: Step = {
       kind: 'model', stepNo: journal.length, text: result.text, toolCalls: result.toolCalls, finishReason: result.finishReason,
+      ...(result.reasoning.length > 0 ? { reasoning: result.reasoning } : {}), // for the next step's prompt (ADR-0064)
     };
     const event = { type: 'step-finished', data: { stepNo: step.stepNo, text: step.text, toolCalls: step.toolCalls } };
     // A step without tool calls ends the turn: it is journalled and the run closed in one write.
@@ -227,9 +231,9 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
  * its attempt spent (ADR-0062).
  */
 async function waitToRetry(
-  s: Segment, error: Error, retry: number, at: { stepNo: number; from: string; redo: boolean },
+  s: Segment, error: Error, retry: number, at: { stepNo: number; from: string; redo: boolean; refused: boolean },
 ): Promise<'retry' | 'parked' | 'no' | 'lost'> {
-  if (retry > s.settings.modelRetries || !isRetryableModelError(error)) return 'no';
+  if (retry > s.settings.modelRetries || !(isRetryableModelError(error) || at.refused)) return 'no';
   const delayMs = retryDelayMs(error, retry);
   const fits = Date.now() + delayMs < s.stopAtMs - s.settings.sliceMarginMs;
   const refusal = describeRefusal(error);

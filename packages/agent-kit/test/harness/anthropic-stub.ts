@@ -1,16 +1,26 @@
 // A local Anthropic Messages API (node:http on 127.0.0.1, SSE): each request is answered by the
-// next of the test's replies, a list of text pieces, ended either by the message's end or, as
-// Anthropic does when overloaded mid-stream, by an `error` event. The real anthropic provider is
-// tested against it.
+// next of the test's replies: optional thinking (with a signature), text pieces, an optional
+// tool_use, ended either by the message's end or, as Anthropic does when overloaded mid-stream,
+// by an `error` event. With `thinking` enabled in the request it applies the API's rule: in a
+// tool loop or a prefill, the last assistant message must start with a thinking block this
+// server signed. The real anthropic provider is tested against it.
+import type { ServerResponse } from 'node:http';
 import { serveStub } from './provider-stub.js';
 
-export type AnthropicBody = { model: string; stream: boolean; messages: { role: string; content: unknown }[] };
+type Block = { type?: string; text?: unknown; signature?: unknown };
+export type AnthropicBody = {
+  model: string; stream: boolean; messages: { role: string; content: unknown }[]; thinking?: { type: string };
+};
 
 /**
- * One reply: its text pieces, then `end_turn`; or the error event `{ type, message }`; or, with
- * `drop`, the connection closed after the pieces, as a network cut does.
+ * One reply: thinking first when given, its text pieces, a tool_use when given (then the stop
+ * reason is `tool_use`, else `end_turn`); or, after the pieces, the error event `{ type, message }`;
+ * or, with `drop`, the connection closed after the pieces, as a network cut does.
  */
-export type AnthropicReply = { text: readonly string[]; error?: { type: string; message: string }; drop?: true };
+export type AnthropicReply = {
+  thinking?: string; text: readonly string[]; toolUse?: { name: string; input: unknown };
+  error?: { type: string; message: string }; drop?: true;
+};
 
 export interface AnthropicStub {
   /** The base URL to give the provider (ANTHROPIC_BASE_URL): `http://127.0.0.1:PORT/v1`. */
@@ -22,22 +32,46 @@ export interface AnthropicStub {
 
 const sse = (type: string, data: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
 
-function replyEvents(reply: AnthropicReply, n: number): string[] {
-  const events = [
-    sse('message_start', { message: {
-      id: `msg_stub_${n}`, type: 'message', role: 'assistant', model: 'claude-stub', content: [],
-      stop_reason: null, stop_sequence: null, usage: { input_tokens: 3, output_tokens: 1 },
-    } }),
-    sse('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }),
-    ...reply.text.map((text) => sse('content_block_delta', { index: 0, delta: { type: 'text_delta', text } })),
-  ];
-  if (reply.error) return [...events, sse('error', { error: reply.error })];
-  return [
-    ...events,
-    sse('content_block_stop', { index: 0 }),
-    sse('message_delta', { delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: reply.text.length } }),
+/** The signature of reply `n`'s thinking block. */
+export const stubSignature = (n: number) => `sig_stub_${n}`;
+
+/** The reply's events up to its last text piece, then the rest (empty after an error). */
+function replyEvents(reply: AnthropicReply, n: number): { head: string[]; tail: string[] } {
+  const head = [sse('message_start', { message: {
+    id: `msg_stub_${n}`, type: 'message', role: 'assistant', model: 'claude-stub', content: [],
+    stop_reason: null, stop_sequence: null, usage: { input_tokens: 3, output_tokens: 1 },
+  } })];
+  let index = 0;
+  if (reply.thinking !== undefined) {
+    head.push(
+      sse('content_block_start', { index, content_block: { type: 'thinking', thinking: '', signature: '' } }),
+      sse('content_block_delta', { index, delta: { type: 'thinking_delta', thinking: reply.thinking } }),
+      sse('content_block_delta', { index, delta: { type: 'signature_delta', signature: stubSignature(n) } }),
+      sse('content_block_stop', { index }),
+    );
+    index++;
+  }
+  const text = index;
+  head.push(
+    sse('content_block_start', { index: text, content_block: { type: 'text', text: '' } }),
+    ...reply.text.map((piece) => sse('content_block_delta', { index: text, delta: { type: 'text_delta', text: piece } })),
+  );
+  if (reply.error) return { head: [...head, sse('error', { error: reply.error })], tail: [] };
+  const tail = [sse('content_block_stop', { index: text })];
+  if (reply.toolUse) {
+    const at = text + 1;
+    tail.push(
+      sse('content_block_start', { index: at, content_block: { type: 'tool_use', id: `toolu_stub_${n}`, name: reply.toolUse.name, input: {} } }),
+      sse('content_block_delta', { index: at, delta: { type: 'input_json_delta', partial_json: JSON.stringify(reply.toolUse.input) } }),
+      sse('content_block_stop', { index: at }),
+    );
+  }
+  const stop = reply.toolUse ? 'tool_use' : 'end_turn';
+  tail.push(
+    sse('message_delta', { delta: { stop_reason: stop, stop_sequence: null }, usage: { output_tokens: reply.text.length } }),
     sse('message_stop', {}),
-  ];
+  );
+  return { head, tail };
 }
 
 /** A message's text: its content when a string, else its text parts joined. */
@@ -46,31 +80,65 @@ function textOf(content: unknown): string {
   return Array.isArray(content) ? content.map((part: { text?: unknown }) => (typeof part.text === 'string' ? part.text : '')).join('') : '';
 }
 
+const blocksOf = (content: unknown): Block[] => (Array.isArray(content) ? content as Block[] : [{ type: 'text', text: content }]);
+
+/**
+ * What the API says of a request with thinking on whose tool loop or prefill does not start with
+ * a thinking block it signed; undefined when the request is fine.
+ */
+function thinkingRefusal(body: AnthropicBody, signed: Set<string>): string | undefined {
+  if (body.thinking?.type !== 'enabled') return undefined;
+  const last = body.messages.at(-1);
+  const inLoop = last?.role === 'assistant' || blocksOf(last?.content).some((block) => block.type === 'tool_result');
+  const at = body.messages.findLastIndex((message) => message.role === 'assistant');
+  if (!inLoop || at === -1) return undefined;
+  const first = blocksOf(body.messages[at]!.content)[0];
+  if (first?.type !== 'thinking' && first?.type !== 'redacted_thinking') {
+    return `messages.${at}.content.0.type: Expected \`thinking\` or \`redacted_thinking\`, but found \`${first?.type}\`. ` +
+      'When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost ' +
+      'set of `tool_use` and `tool_result` blocks).';
+  }
+  if (first.type === 'thinking' && !signed.has(String(first.signature))) return `messages.${at}.content.0: Invalid \`signature\` in \`thinking\` block`;
+  return undefined;
+}
+
+function refuse(response: ServerResponse, status: number, type: string, message: string) {
+  response.writeHead(status, { 'content-type': 'application/json' });
+  response.end(JSON.stringify({ type: 'error', error: { type, message } }));
+}
+
 export async function startAnthropicStub(replies: AnthropicReply[]): Promise<AnthropicStub> {
   const received: AnthropicBody[] = [];
+  const signed = new Set<string>();
+  let answered = 0;
   const server = await serveStub<AnthropicBody>((request, body, response) => {
     received.push(body);
-    const reply = replies[received.length - 1];
+    const reply = replies[answered];
     if (request.method !== 'POST' || request.url !== '/v1/messages' || !body.stream || !reply) {
-      response.writeHead(404, { 'content-type': 'application/json' });
-      response.end(JSON.stringify({ type: 'error', error: { type: 'not_found_error', message: `stub has no ${request.url} reply ${received.length}` } }));
+      refuse(response, 404, 'not_found_error', `stub has no ${request.url} reply ${answered + 1}`);
       return;
     }
     const last = body.messages.at(-1);
     if (last?.role === 'assistant' && /\s$/.test(textOf(last.content))) {
       // As the real API answers a prefill that ends in whitespace.
-      response.writeHead(400, { 'content-type': 'application/json' });
-      response.end(JSON.stringify({ type: 'error', error: { type: 'invalid_request_error',
-        message: 'messages: final assistant content cannot end with trailing whitespace' } }));
+      refuse(response, 400, 'invalid_request_error', 'messages: final assistant content cannot end with trailing whitespace');
       return;
     }
+    const thinking = thinkingRefusal(body, signed);
+    if (thinking) {
+      refuse(response, 400, 'invalid_request_error', thinking);
+      return;
+    }
+    // A refused request does not use up a reply: the next request gets it.
+    const n = ++answered;
+    if (reply.thinking !== undefined) signed.add(stubSignature(n));
     response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-    const events = replyEvents(reply, received.length);
+    const { head, tail } = replyEvents(reply, n);
     if (reply.drop) {
-      response.write(events.slice(0, 2 + reply.text.length).join(''), () => response.socket?.destroy());
+      response.write(head.join(''), () => response.socket?.destroy());
       return;
     }
-    for (const event of events) response.write(event);
+    for (const event of [...head, ...tail]) response.write(event);
     response.end();
   });
   return { ...server, received };
