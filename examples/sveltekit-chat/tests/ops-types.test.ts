@@ -3,11 +3,11 @@
 // effect an operator resolved shows the verdict in words; the URL keeps the filter, the page of
 // runs and the selection; the read tells a refused page cursor from a list it cannot read, and
 // the store's status line counts what is in flight, and another says when a drain and a reaper
-// last looked.
+// last looked; a run's tokens read in words.
 import { describe, expect, it } from 'vitest';
 import {
   effectResultText, effectsCell, opsHref, opsPageSize, readOps, readOpsQuery, StaleRunsPageError, statusLine,
-  passesLine, type OpsStatus,
+  passesLine, usageText, type OpsStatus,
 } from '../src/lib/ops-types';
 
 describe('statusLine', () => {
@@ -37,6 +37,14 @@ describe('passesLine', () => {
       'Last looked: drain: none recorded · reaper 119 s ago (cron)', 'Last looked: drain: none recorded · reaper 3 min ago (cron)',
       'Last looked: drain: none recorded · reaper 118 min ago (cron)', 'Last looked: drain: none recorded · reaper 2 h ago (cron)',
     ]);
+  });
+});
+
+describe('usageText', () => {
+  it('gives the tokens in and out, the cached and reasoning ones when there are some, and the steps that reported none', () => {
+    expect(usageText({ inputTokens: 1234, outputTokens: 56, modelSteps: 2, reported: 2 })).toBe('1,234 tokens in · 56 out');
+    expect(usageText({ inputTokens: 1234, outputTokens: 56, cacheReadTokens: 1000, reasoningTokens: 20, modelSteps: 3, reported: 2 }))
+      .toBe('1,234 tokens in (1,000 cached) · 56 out (20 reasoning) · 1 model step unreported');
   });
 });
 

@@ -88,6 +88,16 @@ describe.skipIf(!hasChromium)(`the operator page${hasChromium ? '' : ` (skipped:
     const rows = page.getByTestId('segment-row');
     await expect.poll(() => rows.allTextContents(), { timeout: 10_000 })
       .toEqual([expect.stringMatching(/^11.*closed: completed$/)]);
+    // The model's tokens, as GET /api/runs/:id adds them up (ADR-0065): the scripted model
+    // counts the words of the prompt (the app's instructions and the message) and of the reply.
+    const detail = await (await operator.request.get(`${server.baseUrl}/api/runs/${runId}`)).json() as {
+      usage: { inputTokens: number; outputTokens: number; modelSteps: number; reported: number };
+    };
+    expect(detail.usage).toEqual({ inputTokens: expect.any(Number), outputTokens: expect.any(Number), modelSteps: 1, reported: 1 });
+    expect(detail.usage.inputTokens).toBeGreaterThan(6);
+    expect(detail.usage.outputTokens).toBeGreaterThan(0);
+    expect(await page.getByTestId('run-usage').textContent())
+      .toBe(`${detail.usage.inputTokens} tokens in · ${detail.usage.outputTokens} out`);
     await open(page, `${server.baseUrl}/ops?run=00000000-0000-4000-8000-000000000000`);
     await expect(page.getByTestId('run-not-found').textContent()).resolves.toContain('00000000-0000-4000-8000-000000000000');
     await page.close();

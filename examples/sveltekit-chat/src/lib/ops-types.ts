@@ -51,6 +51,19 @@ export interface OpsRunDetail {
   effects: OpsEffect[];
   /** The seq of the run's first event: its timeline replays the thread from there. */
   firstSeq: number | null;
+  /** The tokens of the run's journalled model steps, added up (ADR-0065); null when none reported. */
+  usage: { inputTokens?: number; outputTokens?: number; cacheReadTokens?: number; reasoningTokens?: number;
+    modelSteps: number; reported: number } | null;
+}
+
+/** "1,234 tokens in (1,000 cached) · 56 out (20 reasoning)": a run's usage for the operator. */
+export function usageText(usage: NonNullable<OpsRunDetail['usage']>): string {
+  const n = (count: number | undefined) => (count ?? 0).toLocaleString('en-US');
+  const cached = usage.cacheReadTokens ? ` (${n(usage.cacheReadTokens)} cached)` : '';
+  const reasoning = usage.reasoningTokens ? ` (${n(usage.reasoningTokens)} reasoning)` : '';
+  const missing = usage.modelSteps - usage.reported;
+  const unreported = missing > 0 ? ` · ${missing} model step${missing === 1 ? '' : 's'} unreported` : '';
+  return `${n(usage.inputTokens)} tokens in${cached} · ${n(usage.outputTokens)} out${reasoning}${unreported}`;
 }
 
 /** GET /api/status (ADR-0053): the work in flight and what needs a person. */

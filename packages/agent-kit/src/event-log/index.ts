@@ -18,6 +18,7 @@ export {
   readRunAccess, listRuns, listRunsPage, listRunEffects, listRunSteps, readRunDetail, maxRunListSize,
   type RunSummary, type ListRunsOptions, type RunsPage, type EffectView, type StepView, type RunDetail,
 } from './read-runs.js';
+export { runUsage, tokenUsage, type RunUsage, type TokenUsage } from './token-usage.js';
 export {
   readStoreStatus, statusAlerts, defaultStaleMs, maxStaleSeconds, type StoreStatus, type StatusAlert, type LastPass,
 } from './read-status.js';

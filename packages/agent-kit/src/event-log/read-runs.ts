@@ -7,6 +7,7 @@ import { toRun, type Run, type RunRow } from '../lease/run-row.js';
 import { afterCursor, toPage } from './pages.js';
 import { findRunFirstSeq, readRunSegments, type RunSegmentView } from './read-events.js';
 import { listRunMessages, type MessageView } from './read-threads.js';
+import { runUsage, type RunUsage } from './token-usage.js';
 
 export interface RunSummary {
   id: string;
@@ -56,6 +57,8 @@ export interface RunDetail {
   firstSeq: number | null;
   /** When the run's job is due (a drain may claim it from then), or null when it has none. */
   jobDueAt: Date | null;
+  /** The tokens of the run's journalled model steps, added up; null when none reported any (ADR-0065). */
+  usage: RunUsage | null;
 }
 
 /** Most rows one list returns. */
@@ -240,5 +243,7 @@ export async function readRunDetail(db: Queryable, runId: string): Promise<RunDe
     await findRunFirstSeq(db, runId),
   ];
   const jobDueAt = row.job_due_at === null ? null : new Date(row.job_due_at);
-  return { run: toRun(row), ownerId: row.thread_owner_id, effects, steps, segments, messages, firstSeq, jobDueAt };
+  return {
+    run: toRun(row), ownerId: row.thread_owner_id, effects, steps, segments, messages, firstSeq, jobDueAt, usage: runUsage(steps),
+  };
 }

@@ -124,6 +124,8 @@ describe('a reasoning model on the Responses API (ADR-0064)', () => {
       expect(step!.data.reasoning).toEqual([{
         text: responsesReasoning, providerMetadata: { openai: { itemId: 'rs_stub_1', reasoningEncryptedContent: null } },
       }]);
+      // The response's usage, as the journal keeps it (ADR-0065), its cached and reasoning counts included.
+      expect(step!.data.usage).toEqual({ inputTokens: 12, outputTokens: 3, cacheReadTokens: 0, reasoningTokens: 0 });
       expect(stub.received).toHaveLength(2);
       const second = inputOf(1);
       const reference = second.findIndex((item) => item.type === 'item_reference');

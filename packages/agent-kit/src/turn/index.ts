@@ -4,5 +4,5 @@ export { createRuntime, newOwner, type CreateRuntimeOptions } from './runtime.js
 export { defaultTurnSettings, type TurnSettings } from './settings.js';
 export type { Runtime, SegmentOptions, SegmentOutcome, RunSegment, Instructions, TurnContext } from './types.js';
 export {
-  loadJournal, committedText, buildMessages, type Step, type ModelStep, type ToolStep, type ToolCall,
+  loadJournal, committedText, buildMessages, type Step, type ModelStep, type ToolStep, type ToolCall, type Reasoning,
 } from './journal.js';

@@ -2,6 +2,7 @@
 // run's fence. A resumed segment rebuilds the conversation from it and never re-runs a step.
 import type { ModelMessage, ProviderMetadata } from 'ai';
 import type { EffectRecord } from '../effect-ledger/index.js';
+import type { TokenUsage } from '../event-log/token-usage.js';
 import { assert, InvalidArgumentError } from '../errors.js';
 import {
   claimParams, claimResult, msInterval, type ClaimOptions, type ClaimResult, type Interrupt, type Lease,
@@ -33,7 +34,23 @@ export interface ModelStep {
   toolCalls: ToolCall[];
   /** Sent back before the text and calls in the next step's prompt; absent in older journals. */
   reasoning?: Reasoning[];
+  /** The tokens the step's request used; absent when the provider reported none, and in older journals. */
+  usage?: TokenUsage;
   finishReason: string;
+}
+
+/** A finished model step as the journal keeps it, and its `step-finished` event. */
+export function modelStepOf(
+  stepNo: number, result: { text: string; toolCalls: ToolCall[]; reasoning: Reasoning[]; usage?: TokenUsage; finishReason: string },
+): { step: ModelStep; event: { type: string; data: Record<string, unknown> } } {
+  const { text, toolCalls, finishReason, usage } = result;
+  const step: ModelStep = {
+    kind: 'model', stepNo, text, toolCalls, finishReason,
+    // Sent back in the next step's prompt (ADR-0064).
+    ...(result.reasoning.length > 0 ? { reasoning: result.reasoning } : {}),
+    ...(usage ? { usage } : {}),
+  };
+  return { step, event: { type: 'step-finished', data: { stepNo, text, toolCalls, ...(usage ? { usage } : {}) } } };
 }
 
 export type ToolOutcome = 'completed' | 'failed' | 'in_doubt' | 'denied' | 'invalid' | 'answered';

@@ -6,6 +6,7 @@ import {
 } from 'ai';
 import type { AgentTool } from '../model/index.js';
 import { storableText, StorableTextStream, storableValue } from '../store/storable.js';
+import { tokenUsage, type TokenUsage } from '../event-log/token-usage.js';
 import type { Reasoning, ToolCall } from './journal.js';
 import { ModelStalledError, streamError } from './model-retry.js';
 import type { StreamMirror } from './stream-mirror.js';
@@ -15,7 +16,7 @@ type StreamPart = TextStreamPart<ToolSet>;
 export type StepStop = 'lost' | 'cancel' | 'takeover' | 'store-error' | 'deadline';
 
 export type StepResult =
-  | { kind: 'done'; text: string; toolCalls: ToolCall[]; reasoning: Reasoning[]; finishReason: string }
+  | { kind: 'done'; text: string; toolCalls: ToolCall[]; reasoning: Reasoning[]; usage?: TokenUsage; finishReason: string }
   | { kind: 'stopped'; reason: StepStop; text: string }
   /**
    * `produced`: what arrived before the error: nothing (a refused request), only text (which a
@@ -104,6 +105,7 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
   const toolCalls: ToolCall[] = [];
   const reasoning = new ReasoningParts();
   let finishReason = 'unknown';
+  let usage: TokenUsage | undefined;
   try {
     const prompt: ModelMessage[] = prefill
       ? [...options.messages, { role: 'assistant', content: prefill }]
@@ -162,6 +164,7 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
         throw streamError(part.error);
       } else if (part.type === 'finish') {
         finishReason = part.finishReason;
+        usage = tokenUsage(part.totalUsage);
       }
       if (stop) break;
     }
@@ -171,7 +174,7 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
       text += tail;
       options.mirror.push(tail);
     }
-    return { kind: 'done', text, toolCalls, reasoning: reasoning.done(), finishReason };
+    return { kind: 'done', text, toolCalls, reasoning: reasoning.done(), ...(usage ? { usage } : {}), finishReason };
   } catch (raw) {
     if (stop) return stopped(stop);
     return { kind: 'error', error: raw instanceof Error ? raw : new Error(String(raw)), text, produced };

@@ -13,7 +13,7 @@ import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
 import {
   beginSegmentWithHistory, buildMessages, claimSegment, commitStep, committedText, isTurnFinished, loadJournal,
-  pendingToolCalls,
+  modelStepOf, pendingToolCalls,
   type StartedEffect, type Step,
 } from './journal.js';
 import { describeRefusal, isRetryableModelError, refusedPrefill, retryDelayMs } from './model-retry.js';
@@ -197,11 +197,7 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
     const taken = await s.mirror.takeForCommit();
     if ('stopped' in taken) return handleStop(s, taken.stopped, model);
 
-    const step: Step = {
-      kind: 'model', stepNo: journal.length, text: result.text, toolCalls: result.toolCalls, finishReason: result.finishReason,
-      ...(result.reasoning.length > 0 ? { reasoning: result.reasoning } : {}), // for the next step's prompt (ADR-0064)
-    };
-    const event = { type: 'step-finished', data: { stepNo: step.stepNo, text: step.text, toolCalls: step.toolCalls } };
+    const { step, event } = modelStepOf(journal.length, result);
     // A step without tool calls ends the turn: it is journalled and the run closed in one write.
     const ends = step.toolCalls.length === 0;
     // A step with tool calls starts the first call's effect in the same write (migration 0016),

@@ -7,10 +7,13 @@ import crypto from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fakeRunSegment } from '../../../test/harness/fake-segment.js';
+import { effectsFile, makeRuntime } from '../../../test/harness/turn-kit.js';
 import { adminQuery, onPostgres, openTestDb, templateName, urlForDatabase } from '../../../test/harness/test-db.js';
 import { configFromEnv } from '../../config.js';
 import { readEvents } from '../../event-log/read-events.js';
 import { startTurn } from '../../queue/start-turn.js';
+import { runSegment } from '../../turn/run-segment.js';
+import { newOwner } from '../../turn/runtime.js';
 import { openPgDb } from '../../store/pg-driver.js';
 import type { Db } from '../../store/db.js';
 import { printEvents } from './events.js';
@@ -77,6 +80,42 @@ describe('agent-kit show', () => {
     expect(later).toContain('  job       due since 5s\n'); // waiting for a drain
     const json = JSON.parse(await formatShowCommand(db, parked.runId, { json: true }, new Date()));
     expect(json.segments).toMatchObject([{ endedAs: 'queued', retryDueAt: expect.any(String) }]); // the status stays a status
+  });
+
+  it('adds up the tokens its model steps used, as the model reported them (ADR-0065)', async () => {
+    const effects = effectsFile();
+    try {
+      const { runId } = await startTurn(db, { ownerId: 'dora', text: 'count my tokens #effect' });
+      expect(await runSegment(makeRuntime(db), { runId, owner: newOwner('tokens') })).toMatchObject({ status: 'completed' });
+      const steps = await db.query<{ data: { usage?: { inputTokens: number; outputTokens: number } } }>(
+        `select data from agent_kit_steps where run_id = $1 and kind = 'model' order by step_no`, [runId]);
+      // The scripted model counts words as tokens: the prompt's text, and the tool call's input
+      // (`{"note":"count my tokens #effect"}`, four words) or the reply's 12 words.
+      expect(steps.map((s) => s.data.usage)).toEqual([{ inputTokens: 4, outputTokens: 4 }, { inputTokens: 4, outputTokens: 12 }]);
+      const [first, second] = steps.map((s) => s.data.usage!);
+      const text = await formatShowCommand(db, runId, {}, new Date());
+      const total = (key: 'inputTokens' | 'outputTokens') => (first![key] + second![key]).toLocaleString('en-US');
+      expect(text).toContain(`  tokens    ${total('inputTokens')} in, ${total('outputTokens')} out, 2 model steps\n`);
+      const json = JSON.parse(await formatShowCommand(db, runId, { json: true }, new Date()));
+      expect(json.usage).toEqual({
+        inputTokens: first!.inputTokens + second!.inputTokens, outputTokens: first!.outputTokens + second!.outputTokens,
+        modelSteps: 2, reported: 2,
+      });
+      // The step-finished events carry each step's usage to viewers.
+      const finished = await db.query<{ data: { usage?: unknown } }>(
+        `select data from agent_kit_thread_events where run_id = $1 and type = 'step-finished' order by seq`, [runId]);
+      expect(finished.map((e) => e.data.usage)).toEqual([first, second]);
+      // A step whose provider reported nothing (or journalled before usage was kept) is said so.
+      await db.query(`update agent_kit_steps set data = data - 'usage' where run_id = $1 and step_no = 0`, [runId]);
+      expect(await formatShowCommand(db, runId, {}, new Date())).toContain('  tokens    4 in, 12 out, 1 of 2 model steps reported\n');
+    } finally {
+      effects.restore();
+    }
+  });
+
+  it('prints no tokens line for a run whose steps reported none', async () => {
+    expect(await formatShowCommand(db, turn.runId, {}, new Date())).not.toContain('tokens');
+    expect(JSON.parse(await formatShowCommand(db, turn.runId, { json: true }, new Date())).usage).toBeNull();
   });
 
   it('fails clearly for an unknown run', async () => {

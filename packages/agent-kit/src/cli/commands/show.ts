@@ -3,6 +3,7 @@
 // doubt are named again at the top, where nobody scrolls past them.
 import type { Command } from 'commander';
 import { readRunDetail, type RunDetail } from '../../event-log/read-runs.js';
+import type { RunUsage } from '../../event-log/token-usage.js';
 import { NotFoundError } from '../../errors.js';
 import { isClosed } from '../../lease/run-row.js';
 import type { Queryable } from '../../store/db.js';
@@ -43,7 +44,7 @@ function preview(value: unknown, max = 80): string {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
-function runSection({ run, ownerId, effects, jobDueAt }: RunDetail, now: Date): string {
+function runSection({ run, ownerId, effects, jobDueAt, usage }: RunDetail, now: Date): string {
   const lines = [
     `run ${run.id}`,
     `  thread    ${run.threadId} (owner ${ownerId}, turn ${run.turnNo})`,
@@ -52,6 +53,7 @@ function runSection({ run, ownerId, effects, jobDueAt }: RunDetail, now: Date): 
     `  created   ${run.createdAt.toISOString()}   updated ${run.updatedAt.toISOString()}`,
   ];
   if (jobDueAt) lines.push(`  job       ${describeDue(jobDueAt, now)}`);
+  if (usage) lines.push(`  tokens    ${describeUsage(usage)}`);
   if (run.waitingFor) lines.push(`  waiting   ${preview(run.waitingFor)}`);
   if (run.cancelRequestedAt) lines.push(`  cancel    requested ${run.cancelRequestedAt.toISOString()}`);
   if (run.takenOverBy) lines.push(`  takeover  by ${run.takenOverBy}`);
@@ -65,6 +67,18 @@ function runSection({ run, ownerId, effects, jobDueAt }: RunDetail, now: Date): 
 function inDoubtLines(effects: RunDetail['effects']): string[] {
   const inDoubt = effects.filter((e) => e.status === 'in_doubt');
   return inDoubt.map((e, i) => `  ${i === 0 ? 'in doubt ' : '         '} ${e.key}  tool ${e.tool}`);
+}
+
+const count = (n: number | undefined) => (n ?? 0).toLocaleString('en-US');
+
+/** "1,234 in (1,000 cached), 56 out (20 reasoning), 3 model steps", with what was not reported said so. */
+function describeUsage(usage: RunUsage): string {
+  const input = `${count(usage.inputTokens)} in${usage.cacheReadTokens ? ` (${count(usage.cacheReadTokens)} cached)` : ''}`;
+  const output = `${count(usage.outputTokens)} out${usage.reasoningTokens ? ` (${count(usage.reasoningTokens)} reasoning)` : ''}`;
+  const steps = usage.reported === usage.modelSteps
+    ? `${usage.modelSteps} model step${usage.modelSteps === 1 ? '' : 's'}`
+    : `${usage.reported} of ${usage.modelSteps} model steps reported`;
+  return `${input}, ${output}, ${steps}`;
 }
 
 /** "due in 27s" (a drain takes it from then) or "due since 3s" (waiting for a drain). */
