@@ -3,10 +3,11 @@
 // two words with OpenAI's `server_error`. The model cannot continue a prefill, so the segment
 // asks again from the step's start (ADR-0061): the page drops the two words while it says the
 // provider had an error and the reply is rewritten, then shows the whole reply once, on the run's
-// first attempt.
+// first attempt. A request it rejects for good (a prompt past the context window, a 400) fails the
+// turn at once, and the page says why (ADR-0066).
 import type { Browser, BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startOpenAiStub, type OpenAiStub } from '../../../packages/agent-kit/test/harness/openai-stub';
+import { contextLengthExceeded, startOpenAiStub, type OpenAiStub } from '../../../packages/agent-kit/test/harness/openai-stub';
 import {
   createTestStore, hasChromium, lastRunText, launchBrowser, open, printServerOutputOnFailure, sendChat, signIn, skipReason,
   startServer, waitForRunStatus, type AppServer, type TestStore,
@@ -69,6 +70,20 @@ describe.skipIf(!hasChromium)(`a provider refusing midway${hasChromium ? '' : ` 
     // depends on how the SSE reads fall: the words and the retry often arrive in one read.)
     expect(seen.filter((text) => text.includes('Hello fromHello'))).toEqual([]);
     expect(await page.getByTestId('run').last().getAttribute('data-attempt')).toBe('1');
+    await page.close();
+  });
+
+  it('says why a turn failed when the provider rejected its request for good, on its first attempt', async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    await sendChat(page, `a message too long for the model ${Date.now()}`);
+    await waitForRunStatus(page, 'failed');
+    const run = page.getByTestId('run').last();
+    expect(await run.getByTestId('run-badge').textContent()).toBe('failed');
+    expect(await run.getByTestId('run-failure').textContent())
+      .toBe(`The model's provider refused the request (400): ${contextLengthExceeded}`);
+    expect(await run.getAttribute('data-attempt')).toBe('1');
+    expect(stub.received.filter((r) => JSON.stringify(r.body.messages).includes('too long for the model'))).toHaveLength(1);
     await page.close();
   });
 });

@@ -150,6 +150,22 @@ describe('the thread view', () => {
       ['run-closed', 1, { status: 'aborted', text: '', partial: false }],
     ]));
     expect(runBadge(cancelled.items[0] as RunItem)).toBe('cancelled');
+    expect((cancelled.items[0] as RunItem).closed?.reason).toBeNull();
+
+    // Failed by its own segment (ADR-0066): the badge, and the reason its run-closed gave.
+    const refused = fold(makeLog([
+      ['run-queued', 0, { runId, turnNo: 1 }],
+      ['run-closed', 1, { status: 'failed', text: '', partial: true,
+        error: { name: 'AI_APICallError', message: 'Incorrect API key provided', statusCode: 401 } }],
+    ]));
+    expect(runBadge(refused.items[0] as RunItem)).toBe('failed');
+    expect((refused.items[0] as RunItem).closed?.reason)
+      .toBe("The model's provider refused the request (401): Incorrect API key provided");
+    const tooLong = fold(makeLog([
+      ['run-queued', 0, { runId, turnNo: 1 }],
+      ['run-closed', 1, { status: 'failed', text: 'so far', partial: true, error: 'stopped after 16 model steps' }],
+    ]));
+    expect((tooLong.items[0] as RunItem).closed?.reason).toBe('The turn stopped after 16 model steps.');
 
     const asking = fold(makeLog([
       ['run-queued', 0, { runId, turnNo: 1 }],

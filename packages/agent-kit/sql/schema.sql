@@ -472,7 +472,9 @@ begin
   insert into agent_kit_thread_events (thread_id, seq, run_id, fence, type, data)
   values (v_thread_id, v_seq, p_run_id, p_fence, 'run-closed', jsonb_build_object(
     'runId', p_run_id, 'status', p_status, 'messageId', v_message_id,
-    'text', p_message->>'text', 'partial', v_partial, 'fence', p_fence));
+    'text', p_message->>'text', 'partial', v_partial, 'fence', p_fence)
+    -- Why a run failed, for every viewer of the thread, not only for readers of its message.
+    || case when p_message ? 'error' then jsonb_build_object('error', p_message->'error') else '{}'::jsonb end);
   -- The thread's next queued turn can run now.
   select r.id into v_next from agent_kit_runs r
   where r.thread_id = v_thread_id and r.status = 'queued' order by r.turn_no limit 1;

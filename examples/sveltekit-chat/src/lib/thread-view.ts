@@ -66,8 +66,11 @@ export interface RunItem {
   takeoverRequested: boolean;
   /** Effects the run was given up with, not knowing whether they happened; empty otherwise. */
   inDoubt: InDoubtEffect[];
-  /** Set when the run closed: final, and whether the text was salvaged from a dead run. */
-  closed: { status: string; partial: boolean; cancelled: boolean } | null;
+  /**
+   * Set when the run closed: final, whether the text was salvaged from a dead run, and why it
+   * failed when its segment said so (the provider's refusal, the step limit: ADR-0066).
+   */
+  closed: { status: string; partial: boolean; cancelled: boolean; reason: string | null } | null;
   /** The model's provider refused its request for now and the run waits to ask again (ADR-0057). */
   retrying: {
     retry: number; of: number; delayMs: number; statusCode: number | null;
@@ -321,9 +324,18 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
         run.answered.push({ question: asked, answer: 'not answered' });
       }
       run.pending = null;
-      run.closed = { status: run.status, partial: data.partial === true, cancelled: run.cancelRequested };
+      run.closed = { status: run.status, partial: data.partial === true, cancelled: run.cancelRequested, reason: failureReason(data.error) };
       break;
   }
+}
+
+/** A failed run's reason in the words of the person chatting, from its run-closed `error`. */
+export function failureReason(error: unknown): string | null {
+  if (typeof error === 'string' && error !== '') return `The turn ${error}.`; // "stopped after 16 model steps"
+  if (error === null || typeof error !== 'object') return null;
+  const { statusCode, message } = error as { statusCode?: unknown; message?: unknown };
+  const status = typeof statusCode === 'number' ? ` (${statusCode})` : '';
+  return `The model's provider refused the request${status}${typeof message === 'string' && message ? `: ${message}` : '.'}`;
 }
 
 function readInDoubt(value: unknown): InDoubtEffect[] {

@@ -1,7 +1,8 @@
 // The UI message stream of one run, translated from its events: text the run goes on from
 // replaces what a client shows only through a new text part and a transient chunk naming the
 // part it supersedes (the protocol cannot retract text), for a resumed segment and for a model
-// step started again (ADR-0061); where nothing was dropped, no part is superseded.
+// step started again (ADR-0061); where nothing was dropped, no part is superseded. A failed run's
+// error chunk says why, when its run-closed does.
 import { describe, expect, it } from 'vitest';
 import type { ThreadEvent } from '../event-log/read-events.js';
 import { UIMessageTranslator } from './ai-sdk-stream.js';
@@ -71,5 +72,19 @@ describe('the UI message stream of a run', () => {
       ['run-closed', 2, { status: 'completed', text: 'one two three', partial: false, fence: 2 }],
     ]);
     expect(textParts(chunks).kept).toEqual(['one two three']);
+  });
+
+  it('says why a run failed in its error chunk, when its run-closed says (ADR-0066)', () => {
+    const errorOf = (error: unknown) => translate([
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1 }],
+      ['run-closed', 1, { status: 'failed', text: '', partial: true, fence: 1, ...(error === undefined ? {} : { error }) }],
+    ]).find((chunk) => chunk.type === 'error');
+    expect(errorOf({ name: 'AI_APICallError', message: 'Incorrect API key provided', statusCode: 401 })).toEqual({
+      type: 'error',
+      errorText: "the run failed: the model's provider refused the request (401): Incorrect API key provided; its partial answer was kept",
+    });
+    expect(errorOf('stopped after 16 model steps'))
+      .toEqual({ type: 'error', errorText: 'the run failed: stopped after 16 model steps; its partial answer was kept' });
+    expect(errorOf(undefined)).toEqual({ type: 'error', errorText: 'the run failed; its partial answer was kept' });
   });
 });

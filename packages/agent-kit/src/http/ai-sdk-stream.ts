@@ -192,7 +192,7 @@ export class UIMessageTranslator {
     const metadata = { status, messageId: data.messageId ?? null, partial: data.partial === true };
     if (status === 'failed') {
       this.endStep(out);
-      out.push({ type: 'error', errorText: 'the run failed; its partial answer was kept' });
+      out.push({ type: 'error', errorText: `the run failed${failure(data.error)}; its partial answer was kept` });
     }
     if (status === 'aborted') {
       this.endStep(out);
@@ -256,4 +256,12 @@ export function createUIMessageStreamEncoder(
       return `${lines(chunks)}data: [DONE]\n\n`;
     },
   };
+}
+
+/** Why a run failed, from its run-closed `error` (ADR-0066), as ": …"; empty when it gave none. */
+function failure(error: unknown): string {
+  if (typeof error === 'string' && error !== '') return `: ${error}`;
+  const { statusCode, message } = (error ?? {}) as { statusCode?: unknown; message?: unknown };
+  if (typeof message !== 'string' || message === '') return '';
+  return `: the model's provider refused the request${typeof statusCode === 'number' ? ` (${statusCode})` : ''}: ${message}`;
 }

@@ -120,11 +120,15 @@ describe('a turn on Anthropic with extended thinking on', () => {
     expect(await shownText(db, runId)).toBe('The whole answer.');
   });
 
-  it('a prefill refused with no retries left fails the segment as any refusal does', async () => {
-    const { outcome, retries } = await thinkingTurn([
+  it('a prefill refused with no retries left fails the segment, for the next one to ask without it', async () => {
+    const { outcome, run, retries, received } = await thinkingTurn([
       { thinking: 'First go.', text: ['Half'], error: { type: 'overloaded_error', message: 'Overloaded' } },
+      { thinking: 'Second go.', text: ['Whole.'] }, // what the refused request would have got
     ], { modelRetries: 1 });
-    expect(outcome).toMatchObject({ kind: 'stopped' });
+    // Not a refusal for good (ADR-0066): the request without the prefill would have been taken.
+    expect(outcome).toMatchObject({ kind: 'stopped', reason: expect.stringMatching(/must start with a thinking block/) });
+    expect(run).toMatchObject({ status: 'running', attempts: 1 });
     expect(retries).toHaveLength(1);
+    expect(received).toHaveLength(2);
   });
 });

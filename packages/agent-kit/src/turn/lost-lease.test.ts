@@ -73,7 +73,9 @@ describe('a segment whose lease is lost while a tool runs', () => {
     };
     const rt = makeRuntime(db, {
       model: threeCallsModel(), tools: { poke },
-      config: { leaseTtlMs: 300, invocationBudgetMs: 30_000 },
+      // Long enough that a loaded machine does not lose the lease before call 0 starts (seen at
+      // 300 ms in CI beside other tests); the stall in call 0 moves database time far past it.
+      config: { leaseTtlMs: 1_500, invocationBudgetMs: 30_000 },
     });
     const turn = await startTurn(db, { ownerId: 'u', text: 'poke three times' });
     const outcome = await runSegment(rt, { runId: turn.runId, owner: 'stalled' });

@@ -116,14 +116,6 @@ describe('a segment whose model request is refused for now', () => {
     })));
   });
 
-  it('does not retry a request the provider rejected (400): the segment fails as before', async () => {
-    const { model, calls } = refusingModel(1, () => refusal(400));
-    const { outcome, run, retries } = await segmentOf(model);
-    expect(outcome).toMatchObject({ kind: 'stopped', reason: 'HTTP 400' });
-    expect(run).toMatchObject({ status: 'running', attempts: 1, last_error: { message: 'HTTP 400' } });
-    expect([calls(), retries.length]).toEqual([1, 0]);
-  });
-
   it('fails the segment once its retries are spent, with the last refusal as the run\'s error', async () => {
     const { model, calls } = refusingModel(10, () => refusal(529, { 'retry-after-ms': '5' }));
     const { outcome, run, retries } = await segmentOf(model, { settings: { modelRetries: 2 } });

@@ -76,6 +76,18 @@ export function refusedPrefill(result: { error: unknown; produced: string }, pre
 }
 
 /**
+ * The provider rejected the request itself, and would reject it again: a 4xx that is not a rate
+ * limit, a timeout or a conflict (a bad request, a prompt past the context window, a bad key, an
+ * unknown model, content refused). The turn fails at once instead of spending its attempts
+ * (ADR-0066). An error without a status (a bug, a cut connection) is not one.
+ */
+export function refusedForGood(error: unknown): boolean {
+  const statusCode = (error as { statusCode?: unknown } | null)?.statusCode;
+  return typeof statusCode === 'number' && statusCode >= 400 && statusCode < 500 && ![408, 409, 429].includes(statusCode)
+    && !isRetryableModelError(error);
+}
+
+/**
  * How long to wait before retry number `retry` (1 for the first): what the provider asked for in
  * `retry-after-ms` or `retry-after` (seconds or an HTTP date), up to a minute; otherwise
  * exponential backoff from 1 s, doubling to at most 30 s, with jitter (half to all of it) so runs

@@ -16,12 +16,13 @@ import {
   modelStepOf, pendingToolCalls,
   type StartedEffect, type Step,
 } from './journal.js';
-import { describeRefusal, isRetryableModelError, refusedPrefill, retryDelayMs } from './model-retry.js';
+import { describeRefusal, isRetryableModelError, refusedForGood, refusedPrefill, retryDelayMs } from './model-retry.js';
 import { runModelStep, type StepStop } from './model-step.js';
 import { defaultTurnSettings, type TurnSettings } from './settings.js';
 import { StreamMirror } from './stream-mirror.js';
 import { nextEffectStart, settleToolCalls } from './tool-calls.js';
-import type { Runtime, SegmentOptions, SegmentOutcome, TurnContext } from './types.js';
+import { instructionsFor } from './runtime.js';
+import type { Runtime, SegmentOptions, SegmentOutcome } from './types.js';
 
 interface Segment {
   rt: Runtime;
@@ -183,7 +184,8 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
       const from = goesOn ? visibleText(s) : committedText(journal);
       const retry = await waitToRetry(s, result.error, ++retries, { stepNo: journal.length, from, redo: !goesOn, refused });
       if (retry === 'lost') return lost(s);
-      if (retry === 'no') return failSegment(s, result.error);
+      // A request the provider rejects as invalid will be rejected again: the turn fails now (ADR-0066).
+      if (retry === 'no') return refusedForGood(result.error) && !refused ? giveUp(s, result.error) : failSegment(s, result.error);
       if (retry === 'parked') return parked(s, 'queued');
       if (!goesOn) {
         s.startText = from;
@@ -268,20 +270,6 @@ async function readInterrupt(s: Segment): Promise<Interrupt> {
                  when takeover_requested_at is not null then 'takeover' end as interrupt
      from agent_kit_runs where id = $1 and fence = $2`, [s.lease.runId, s.lease.fence]);
   return row?.interrupt ?? null;
-}
-
-/**
- * The runtime's instructions for this turn ('' for none). A function's answer must be a string;
- * a function that throws or answers anything else fails the segment, as a model error does.
- */
-async function instructionsFor(rt: Runtime, turn: TurnContext): Promise<string> {
-  const { instructions } = rt;
-  if (instructions === undefined || typeof instructions === 'string') return instructions ?? '';
-  const answer: unknown = await instructions(turn);
-  if (typeof answer !== 'string') {
-    throw new TypeError(`instructions for turn ${turn.turnNo} of thread ${turn.threadId} are not a string: ${typeof answer}`);
-  }
-  return answer;
 }
 
 /** Mid-step continuation: the dead segment's mirrored text past the committed steps, if usable. */
@@ -386,6 +374,12 @@ async function failSegment(s: Segment, error: Error): Promise<SegmentOutcome> {
   ]);
   notifyThread(s.rt.db, s.lease.threadId);
   return { kind: 'stopped', fence: s.lease.fence, reason: error.message };
+}
+
+/** Close the run as failed with the provider's refusal, its text so far kept as a salvage would. */
+function giveUp(s: Segment, error: Error): Promise<SegmentOutcome> {
+  s.rt.log?.({ msg: 'model refused the request for good', runId: s.lease.runId, fence: s.lease.fence, error: error.message });
+  return close(s, 'failed', { text: visibleText(s), error: describeRefusal(error) });
 }
 
 function lost(s: Segment): SegmentOutcome {

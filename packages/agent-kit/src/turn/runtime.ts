@@ -9,7 +9,7 @@ import { demoTools, resolveModel, type AgentTool } from '../model/index.js';
 import type { Db } from '../store/db.js';
 import { checkSchema, migrate } from '../store/migrate.js';
 import { openDb } from '../store/open.js';
-import type { Runtime } from './types.js';
+import type { Runtime, TurnContext } from './types.js';
 
 export interface CreateRuntimeOptions {
   /** Use this store instead of opening one from the config. */
@@ -82,4 +82,18 @@ const processTag = `${os.hostname()}-${process.pid}-${crypto.randomBytes(3).toSt
 export function newOwner(role = 'segment'): string {
   segmentCounter += 1;
   return `${role}:${processTag}:${segmentCounter}`;
+}
+
+/**
+ * The runtime's instructions for this turn ('' for none). A function's answer must be a string;
+ * a function that throws or answers anything else fails the segment, as a model error does.
+ */
+export async function instructionsFor(rt: Runtime, turn: TurnContext): Promise<string> {
+  const { instructions } = rt;
+  if (instructions === undefined || typeof instructions === 'string') return instructions ?? '';
+  const answer: unknown = await instructions(turn);
+  if (typeof answer !== 'string') {
+    throw new TypeError(`instructions for turn ${turn.turnNo} of thread ${turn.threadId} are not a string: ${typeof answer}`);
+  }
+  return answer;
 }

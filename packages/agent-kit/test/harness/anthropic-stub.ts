@@ -113,9 +113,8 @@ export async function startAnthropicStub(replies: AnthropicReply[]): Promise<Ant
   let answered = 0;
   const server = await serveStub<AnthropicBody>((request, body, response) => {
     received.push(body);
-    const reply = replies[answered];
-    if (request.method !== 'POST' || request.url !== '/v1/messages' || !body.stream || !reply) {
-      refuse(response, 404, 'not_found_error', `stub has no ${request.url} reply ${answered + 1}`);
+    if (request.method !== 'POST' || request.url !== '/v1/messages' || !body.stream) {
+      refuse(response, 404, 'not_found_error', `stub has no ${request.method} ${request.url} without stream`);
       return;
     }
     const last = body.messages.at(-1);
@@ -130,6 +129,11 @@ export async function startAnthropicStub(replies: AnthropicReply[]): Promise<Ant
       return;
     }
     // A refused request does not use up a reply: the next request gets it.
+    const reply = replies[answered];
+    if (!reply) {
+      refuse(response, 404, 'not_found_error', `stub has no reply ${answered + 1}`);
+      return;
+    }
     const n = ++answered;
     if (reply.thinking !== undefined) signed.add(stubSignature(n));
     response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });

@@ -2,7 +2,8 @@
 // each request and streams three words, or a tool call to record_effect when the conversation
 // says "use the tool"; a conversation that says "server error" gets, the first time, the error
 // OpenAI puts in a stream (`{ error: { type: 'server_error' } }`), after two words when it also
-// says "mid-reply", else alone. The real providers (openai, openai-compatible) are tested
+// says "mid-reply", else alone; one that says "too long for the model" gets OpenAI's 400 for a
+// prompt past the context window. The real providers (openai, openai-compatible) are tested
 // against it.
 import { serveStub } from './provider-stub.js';
 
@@ -40,6 +41,10 @@ function replyEvents(body: StubBody): string[] {
   return [...events, `data: ${JSON.stringify(usage)}\n\n`, 'data: [DONE]\n\n'];
 }
 
+/** What OpenAI says of a prompt past the model's context window (a 400). */
+export const contextLengthExceeded =
+  "This model's maximum context length is 8192 tokens. However, your messages resulted in 9120 tokens. Please reduce the length of the messages.";
+
 /** The error event OpenAI streams when it fails a request it had accepted. */
 const serverError = `data: ${JSON.stringify({ error: {
   message: 'The server had an error while processing your request.', type: 'server_error', param: null, code: null,
@@ -59,8 +64,14 @@ export async function startOpenAiStub(options: { holdRetryMs?: number } = {}): P
       response.end(JSON.stringify({ error: { message: `stub has no ${request.url}` } }));
       return;
     }
-    response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
     const conversation = JSON.stringify(body.messages);
+    if (conversation.includes('too long for the model')) {
+      response.writeHead(400, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ error: { message: contextLengthExceeded, type: 'invalid_request_error', param: 'messages',
+        code: 'context_length_exceeded' } }));
+      return;
+    }
+    response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
     if (conversation.includes('server error') && !failed.has(conversation)) {
       failed.add(conversation);
       // "mid-reply": two of the three words first, as when OpenAI fails a reply under way.

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildCli, openCliStore, run, type CliStore } from '../../../test/hostile/cli-kit.js';
-import { startOpenAiStub } from '../../../test/harness/openai-stub.js';
+import { contextLengthExceeded, startOpenAiStub } from '../../../test/harness/openai-stub.js';
 import { onPostgres } from '../../../test/harness/test-db.js';
 import { createEmptyDatabase } from '../../../test/harness/empty-database.js';
 import { scriptedReplyText } from '../../model/index.js';
@@ -85,6 +85,24 @@ describe('agent-kit chat', () => {
         /^thread \S+ · run \S+\n\n\[model refused: 500 server_error: The server had an error while processing your request\.; retry 1 of 5 in [01]\.\d s\]\n$/);
       expect(result.stdout).toBe('Hello from\n[the step starts again]\nHello from stub\n');
       expect(stub.received).toHaveLength(2);
+    } finally {
+      await stub.close();
+    }
+  });
+
+  it('says why the turn failed when the provider rejects its request for good, and exits 1 at once', async () => {
+    const stub = await startOpenAiStub();
+    try {
+      const env = {
+        ...store.env, AGENT_KIT_MODEL: 'openai-compatible:stub-model', OPENAI_BASE_URL: stub.baseURL, OPENAI_API_KEY: 'k',
+      };
+      const result = await cli(['chat', 'a message too long for the model'], env);
+      expect(result.code).toBe(1);
+      const lines = result.stderr.trim().split('\n');
+      expect(lines.slice(1)).toEqual([
+        `[model refused for good: 400 ${contextLengthExceeded}]`, expect.stringMatching(/^error: run \S+ closed failed$/),
+      ]);
+      expect(stub.received).toHaveLength(1); // not asked again (ADR-0066)
     } finally {
       await stub.close();
     }

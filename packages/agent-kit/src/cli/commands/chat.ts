@@ -73,6 +73,12 @@ async function printRun(events: AsyncIterable<{ runId: string | null; type: stri
       process.stderr.write(`${lead}[model refused: ${status}${String(refusal.message)}; retry ${String(d.retry)} of ${String(d.of)}` +
         ` in ${(Number(d.delayMs) / 1000).toFixed(1)} s]\n`);
       if (typeof d.text === 'string') goOnFrom(d.text, 'the step starts again'); // ADR-0061
+    } else if (event.type === 'run-closed' && event.data.error !== undefined) {
+      // Failed by its own segment (ADR-0066): the provider's refusal for good, or the step limit.
+      const error = event.data.error as { message?: unknown; statusCode?: unknown } | string;
+      const lead = shown === '' || shown.endsWith('\n') ? '' : '\n';
+      process.stderr.write(`${lead}[${typeof error === 'string' ? error : `model refused for good: ${
+        typeof error.statusCode === 'number' ? `${error.statusCode} ` : ''}${String(error.message)}`}]\n`);
     } else if (event.type === 'input-requested') {
       const d = event.data;
       process.stderr.write(d.kind === 'approval'
