@@ -10,6 +10,7 @@ import {
 import { openTestDb } from '../../test/harness/test-db.js';
 import { messageText, shownText, streamedText } from '../../test/harness/run-text.js';
 import { effectsFile, makeRuntime } from '../../test/harness/turn-kit.js';
+import type { LanguageModelV3 } from './provider-types.js';
 import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
 import { newOwner } from '../turn/runtime.js';
@@ -48,6 +49,16 @@ async function eventsOf(runId: string) {
 }
 
 const inputOf = (n: number) => stub.received[n]!.input as ResponsesInputItem[];
+
+/** `model`, except that its second request fails before reaching the API, as a process dying there. */
+function failingSecondRequest(model: LanguageModelV3): LanguageModelV3 {
+  let calls = 0;
+  return {
+    specificationVersion: 'v3', provider: model.provider, modelId: model.modelId, supportedUrls: model.supportedUrls,
+    doGenerate: (o) => model.doGenerate(o),
+    doStream: (o) => (++calls === 2 ? Promise.reject(new Error('the process died here')) : model.doStream(o)),
+  };
+}
 
 describe('a turn on the OpenAI Responses API (a local /v1/responses)', () => {
   it('streams a text reply: the turn completes with it, each word a text-delta', async () => {
@@ -146,12 +157,7 @@ describe('a reasoning model on the Responses API (ADR-0064)', () => {
       const model = createOpenAI({ apiKey: 'k', baseURL: stub.baseURL }).responses('gpt-stub');
       // The first segment journals the call step and runs the tool, then its second request fails
       // for good: the run goes back to the queue and the next segment builds its prompt from the journal.
-      let calls = 0;
-      const failsSecond: typeof model = {
-        specificationVersion: 'v3', provider: model.provider, modelId: model.modelId, supportedUrls: model.supportedUrls,
-        doGenerate: (o) => model.doGenerate(o),
-        doStream: (o) => (++calls === 2 ? Promise.reject(new Error('the process died here')) : model.doStream(o)),
-      };
+      const failsSecond = failingSecondRequest(model);
       const { runId } = await startTurn(db, { ownerId: 'alice', text: 'think, then use the tool' });
       expect(await runSegment(makeRuntime(db, { model: failsSecond }), { runId, owner: newOwner('responses') }))
         .toMatchObject({ kind: 'stopped', reason: 'the process died here' });
@@ -160,6 +166,28 @@ describe('a reasoning model on the Responses API (ADR-0064)', () => {
       expect(stub.received).toHaveLength(2); // the failed request never reached the stub
       expect(inputOf(1)).toContainEqual({ type: 'item_reference', id: 'rs_stub_1' });
       expect(effects.lines()).toHaveLength(1);
+    } finally {
+      effects.restore();
+    }
+  });
+
+  it('a reasoning item the API no longer has: the step is asked again without the reasoning, and completes', async () => {
+    const effects = effectsFile();
+    try {
+      const model = createOpenAI({ apiKey: 'k', baseURL: stub.baseURL }).responses('gpt-stub');
+      const failsSecond = failingSecondRequest(model);
+      const { runId } = await startTurn(db, { ownerId: 'alice', text: 'think, then use the tool' });
+      await runSegment(makeRuntime(db, { model: failsSecond }), { runId, owner: newOwner('responses') });
+      stub.forget(); // the stored response expired while the run waited
+      expect(await runSegment(makeRuntime(db, { model }), { runId, owner: newOwner('responses') }))
+        .toMatchObject({ kind: 'closed', status: 'completed' });
+      expect(stub.received).toHaveLength(3);
+      expect(inputOf(1)).toContainEqual({ type: 'item_reference', id: 'rs_stub_1' }); // refused: 404
+      expect(inputOf(2).some((item) => item.type === 'item_reference')).toBe(false);
+      const retries = (await eventsOf(runId)).filter((e) => e.type === 'model-retry').map((e) => e.data);
+      expect(retries).toMatchObject([{ stepNo: 2, retry: 1, redo: false, error: { statusCode: 404, message: "Item with id 'rs_stub_1' not found." } }]);
+      expect(effects.lines()).toHaveLength(1);
+      expect(await messageText(db, runId)).toBe('Hello from responses');
     } finally {
       effects.restore();
     }

@@ -191,6 +191,11 @@ export function committedText(journal: Step[]): string {
   return journal.map((s) => (s.kind === 'model' ? s.text : '')).join('');
 }
 
+/** Whether a model step of the journal kept reasoning, which the next prompt sends back. */
+export function hasReasoning(journal: Step[]): boolean {
+  return journal.some((step) => step.kind === 'model' && (step.reasoning?.length ?? 0) > 0);
+}
+
 /** Tool calls of the last model step that have no result yet, in call order. */
 export function pendingToolCalls(journal: Step[]): { step: ModelStep; index: number; call: ToolCall }[] {
   const lastModel = [...journal].reverse().find((s): s is ModelStep => s.kind === 'model');
@@ -209,13 +214,17 @@ export function isTurnFinished(journal: Step[]): boolean {
   return last?.kind === 'model' && last.toolCalls.length === 0;
 }
 
-/** The prompt for the next model step: thread history, then this run's journal. */
-export function buildMessages(history: ModelMessage[], journal: Step[]): ModelMessage[] {
+/**
+ * The prompt for the next model step: thread history, then this run's journal, each model step's
+ * reasoning first unless `reasoning` is false.
+ */
+export function buildMessages(history: ModelMessage[], journal: Step[], options: { reasoning?: boolean } = {}): ModelMessage[] {
+  const reasoning = options.reasoning ?? true;
   const messages = [...history];
   for (const step of journal) {
     if (step.kind === 'model') {
       const content: Exclude<ModelMessage & { role: 'assistant' }, undefined>['content'] = [];
-      for (const part of step.reasoning ?? []) {
+      for (const part of (reasoning && step.reasoning) || []) {
         content.push({ type: 'reasoning', text: part.text, ...(part.providerMetadata ? { providerOptions: part.providerMetadata } : {}) });
       }
       if (step.text) content.push({ type: 'text', text: step.text });

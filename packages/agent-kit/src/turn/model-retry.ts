@@ -67,12 +67,16 @@ export function isRetryableModelError(error: unknown): boolean {
 }
 
 /**
- * The provider refused a step asked with a prefill before sending anything, with a 400: the
- * prefill itself, as Anthropic refuses it with extended thinking on (a final assistant message
- * must start with a thinking block). The step is asked again from its start (ADR-0064).
+ * The provider rejected, before sending anything, a request that carried what not every provider
+ * takes: a prefill (Anthropic refuses one with extended thinking on: a final assistant message must
+ * start with a thinking block) or earlier steps' reasoning (an OpenAI reasoning item no longer
+ * stored). The step is asked again without them (ADR-0064), not given up (ADR-0066).
  */
-export function refusedPrefill(result: { error: unknown; produced: string }, prefix: string): boolean {
-  return prefix.trim() !== '' && result.produced === 'nothing' && (result.error as { statusCode?: unknown }).statusCode === 400;
+export function refusedWhatItCarried(
+  result: { error: unknown; produced: string }, carried: { prefix: string; reasoning: boolean },
+): boolean {
+  const carriedAny = carried.prefix.trim() !== '' || carried.reasoning;
+  return carriedAny && result.produced === 'nothing' && refusedForGood(result.error);
 }
 
 /**

@@ -12,11 +12,11 @@ import {
 import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
 import {
-  beginSegmentWithHistory, buildMessages, claimSegment, commitStep, committedText, isTurnFinished, loadJournal,
-  modelStepOf, pendingToolCalls,
+  beginSegmentWithHistory, buildMessages, claimSegment, commitStep, committedText, hasReasoning, isTurnFinished,
+  loadJournal, modelStepOf, pendingToolCalls,
   type StartedEffect, type Step,
 } from './journal.js';
-import { describeRefusal, isRetryableModelError, refusedForGood, refusedPrefill, retryDelayMs } from './model-retry.js';
+import { describeRefusal, isRetryableModelError, refusedForGood, refusedWhatItCarried, retryDelayMs } from './model-retry.js';
 import { runModelStep, type StepStop } from './model-step.js';
 import { defaultTurnSettings, type TurnSettings } from './settings.js';
 import { StreamMirror } from './stream-mirror.js';
@@ -167,7 +167,7 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
     // One that throws fails the segment in runSegment's catch, as a model error does.
     system ??= await instructionsFor(rt, { runId: lease.runId, threadId: lease.threadId, turnNo: s.run.turnNo });
     const result = await runModelStep({
-      model, system, messages: buildMessages(history, journal), tools: rt.tools, prefix, mirror: s.mirror,
+      model, system, messages: buildMessages(history, journal, { reasoning: s.settings.sendReasoning }), tools: rt.tools, prefix, mirror: s.mirror,
       segmentSignal: s.signal, stopAtMs: s.stopAtMs, stallTimeoutMs: s.settings.stallTimeoutMs,
     });
     if (result.kind === 'stopped') return handleStop(s, result.reason, model);
@@ -177,10 +177,12 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
       // Asked again in this segment (ADR-0057). A model that continues a prefill goes on from
       // what it streamed, if that was only text (ADR-0059); otherwise the step starts again and
       // what it streamed is dropped, from the run's partial and from every viewer (ADR-0061).
-      // A provider that refuses the prefill itself (Anthropic with thinking on) gets the step from its start (ADR-0064).
-      const refused = refusedPrefill(result, prefix);
-      if (refused) s.settings = { ...s.settings, continueMidStep: false };
-      const goesOn = !refused && (result.produced === 'nothing' || (result.produced === 'text' && continuesMidStep(s, model)));
+      // A provider that rejects the prefill or the earlier reasoning the request carried is asked
+      // without them, the step from its start when it had a prefill (ADR-0064).
+      const refused = refusedWhatItCarried(result, { prefix, reasoning: s.settings.sendReasoning && hasReasoning(journal) });
+      if (refused) s.settings = { ...s.settings, continueMidStep: false, sendReasoning: false };
+      const dropsPrefill = refused && prefix.trim() !== '';
+      const goesOn = !dropsPrefill && (result.produced === 'nothing' || (result.produced === 'text' && continuesMidStep(s, model)));
       const from = goesOn ? visibleText(s) : committedText(journal);
       const retry = await waitToRetry(s, result.error, ++retries, { stepNo: journal.length, from, redo: !goesOn, refused });
       if (retry === 'lost') return lost(s);

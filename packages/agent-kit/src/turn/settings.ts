@@ -15,6 +15,11 @@ export interface TurnSettings {
   maxSteps: number;
   /** Continue a step cut mid-stream from its mirrored text when the model supports prefill. */
   continueMidStep: boolean;
+  /**
+   * Send each journalled step's reasoning back in the next step's prompt (ADR-0064). A segment
+   * whose provider rejects a request that carried it asks again without, and stops sending it.
+   */
+  sendReasoning: boolean;
   /** The most a tool's reconcile hook may take (capped at what is left); then in doubt. ADR-0041. */
   reconcileTimeoutMs: number;
   /**
@@ -38,6 +43,7 @@ export function defaultTurnSettings(budgetMs: number): TurnSettings {
     sliceMarginMs: Math.min(10_000, budgetMs * 0.2),
     maxSteps: 16,
     continueMidStep: true,
+    sendReasoning: true,
     reconcileTimeoutMs: defaultReconcileTimeoutMs,
     // Backoff of 1, 2, 4, 8 and 16 s (with jitter): a provider's burst of refusals of about half
     // a minute, or five Retry-Afters, before the attempt is spent.

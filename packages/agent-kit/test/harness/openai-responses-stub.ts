@@ -21,6 +21,8 @@ export interface OpenAiResponsesStub {
   baseURL: string;
   /** Every request's body, in order. */
   received: ResponsesBody[];
+  /** Forgets the items sent so far, as the API does once a stored response expires. */
+  forget(): void;
   close(): Promise<void>;
 }
 
@@ -178,5 +180,5 @@ export async function startOpenAiResponsesStub(): Promise<OpenAiResponsesStub> {
     for (const event of sse(events)) response.write(event);
     response.end();
   });
-  return { ...server, received };
+  return { ...server, received, forget: () => sent.clear() };
 }
