@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   effectResultText, effectsCell, opsHref, opsPageSize, readOps, readOpsQuery, StaleRunsPageError, statusLine,
-  passesLine, usageText, type OpsStatus,
+  passesLine, tokensCell, usageText, type OpsStatus,
 } from '../src/lib/ops-types';
 
 describe('statusLine', () => {
@@ -37,6 +37,13 @@ describe('passesLine', () => {
       'Last looked: drain: none recorded · reaper 119 s ago (cron)', 'Last looked: drain: none recorded · reaper 3 min ago (cron)',
       'Last looked: drain: none recorded · reaper 118 min ago (cron)', 'Last looked: drain: none recorded · reaper 2 h ago (cron)',
     ]);
+  });
+});
+
+describe('tokensCell', () => {
+  it('gives the tokens in and out, or a dash for a run whose steps reported none', () => {
+    expect(tokensCell({ tokens: { input: 12345, output: 678 } })).toBe('12,345 / 678');
+    expect(tokensCell({ tokens: null })).toBe('—');
   });
 });
 

@@ -98,6 +98,9 @@ describe.skipIf(!hasChromium)(`the operator page${hasChromium ? '' : ` (skipped:
     expect(detail.usage.outputTokens).toBeGreaterThan(0);
     expect(await page.getByTestId('run-usage').textContent())
       .toBe(`${detail.usage.inputTokens} tokens in · ${detail.usage.outputTokens} out`);
+    // And the runs table, from GET /api/runs.
+    expect(await page.locator(`[data-testid="run-row"][data-run-id="${runId}"] [data-testid="run-tokens"]`).textContent())
+      .toBe(`${detail.usage.inputTokens} / ${detail.usage.outputTokens}`);
     await open(page, `${server.baseUrl}/ops?run=00000000-0000-4000-8000-000000000000`);
     await expect(page.getByTestId('run-not-found').textContent()).resolves.toContain('00000000-0000-4000-8000-000000000000');
     await page.close();

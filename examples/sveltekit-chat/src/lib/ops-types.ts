@@ -14,7 +14,15 @@ export interface OpsRun {
   effects: number;
   /** Of those, effects whose outcome nobody knows (a payment that may or may not have gone out). */
   inDoubt: number;
+  /** The tokens its model steps reported (ADR-0065); null when none did. */
+  tokens: { input: number; output: number } | null;
   updatedAt: string;
+}
+
+/** The runs table's tokens cell: "1,234 / 56" (in / out), or a dash when none were reported. */
+export function tokensCell(run: Pick<OpsRun, 'tokens'>): string {
+  const n = (count: number) => count.toLocaleString('en-US');
+  return run.tokens ? `${n(run.tokens.input)} / ${n(run.tokens.output)}` : '—';
 }
 
 /** The runs table's effects cell: the count, and how many are in doubt when any are. */

@@ -23,6 +23,8 @@ export interface RunSummary {
   effects: number;
   /** Effects in doubt: nobody knows whether they happened (see the operating guide). */
   inDoubt: number;
+  /** The tokens its journalled model steps reported, added up; null when none reported (ADR-0065). */
+  tokens: { input: number; output: number } | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -100,6 +102,7 @@ interface RunSummaryRow {
   lease_expires_at: Date | null;
   effects: number | string;
   in_doubt: number | string;
+  tokens: { input: number | string | null; output: number | string | null; reported: number | string } | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -160,7 +163,11 @@ async function queryRuns(db: Queryable, options: ListRunsOptions, limit: number)
             -- Subqueries in the select list run for the listed rows only, after the sort and
             -- limit; each reads the run's effects by run (the key, or the in-doubt index).
             (select count(*) from agent_kit_effects e where e.run_id = r.id) as effects,
-            (select count(*) from agent_kit_effects e where e.run_id = r.id and e.status = 'in_doubt') as in_doubt
+            (select count(*) from agent_kit_effects e where e.run_id = r.id and e.status = 'in_doubt') as in_doubt,
+            -- The journal's token counts (ADR-0065), read by run like the effects above.
+            (select json_build_object('input', sum((s.data->'usage'->>'inputTokens')::numeric),
+                                      'output', sum((s.data->'usage'->>'outputTokens')::numeric), 'reported', count(*))
+             from agent_kit_steps s where s.run_id = r.id and s.kind = 'model' and s.data ? 'usage') as tokens
      from agent_kit_runs r join agent_kit_threads t on t.id = r.thread_id
      where ($1::text is null or t.owner_id = $1) and ($2::text is null or r.status = $2)
        ${options.inDoubt ? inDoubtClause : ''}
@@ -180,6 +187,8 @@ async function queryRuns(db: Queryable, options: ListRunsOptions, limit: number)
     leaseExpiresAt: row.lease_expires_at ? new Date(row.lease_expires_at) : null,
     effects: toNumber(row.effects),
     inDoubt: toNumber(row.in_doubt),
+    tokens: row.tokens && toNumber(row.tokens.reported) > 0
+      ? { input: toNumber(row.tokens.input ?? 0), output: toNumber(row.tokens.output ?? 0) } : null,
     createdAt: new Date(row.created_at),
     updatedAt: new Date(row.updated_at),
   }));

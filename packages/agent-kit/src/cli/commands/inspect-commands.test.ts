@@ -38,13 +38,13 @@ describe('agent-kit runs', () => {
   it('prints a table with the run, its fence, attempts, effect count and effects in doubt', async () => {
     const text = await formatRunsCommand(db, {}, new Date());
     const [header, row] = text.trimEnd().split('\n');
-    expect(header).toMatch(/^RUN\s+STATUS\s+TURN\s+FENCE\s+ATT\s+LEASE HOLDER\s+LEASE\s+EFFECTS\s+IN DOUBT/);
-    expect(row!.split(/\s{2,}/)).toEqual([turn.runId, 'completed', '1', '2', '1', '-', '-', '0', '-', expect.stringMatching(/ago$/), 'dora']);
+    expect(header).toMatch(/^RUN\s+STATUS\s+TURN\s+FENCE\s+ATT\s+LEASE HOLDER\s+LEASE\s+EFFECTS\s+IN DOUBT\s+TOKENS IN\/OUT\s+UPDATED/);
+    expect(row!.split(/\s{2,}/)).toEqual([turn.runId, 'completed', '1', '2', '1', '-', '-', '0', '-', '-', expect.stringMatching(/ago$/), 'dora']);
   });
 
   it('prints JSON for scripts, filtered by status', async () => {
     const runs = JSON.parse(await formatRunsCommand(db, { json: true }, new Date()));
-    expect(runs).toEqual([expect.objectContaining({ id: turn.runId, status: 'completed', fence: 2, effects: 0, inDoubt: 0 })]);
+    expect(runs).toEqual([expect.objectContaining({ id: turn.runId, status: 'completed', fence: 2, effects: 0, inDoubt: 0, tokens: null })]);
     expect(JSON.parse(await formatRunsCommand(db, { json: true, status: 'running' }, new Date()))).toEqual([]);
     expect(await formatRunsCommand(db, { status: 'running' }, new Date())).toBe('no runs\n');
   });
@@ -105,6 +105,11 @@ describe('agent-kit show', () => {
       const finished = await db.query<{ data: { usage?: unknown } }>(
         `select data from agent_kit_thread_events where run_id = $1 and type = 'step-finished' order by seq`, [runId]);
       expect(finished.map((e) => e.data.usage)).toEqual([first, second]);
+      // The run list adds them up too, in its TOKENS IN/OUT column and in --json.
+      const listed = JSON.parse(await formatRunsCommand(db, { json: true }, new Date())) as { id: string; tokens: unknown }[];
+      expect(listed.find((r) => r.id === runId)!.tokens).toEqual({ input: 8, output: 16 });
+      const table = (await formatRunsCommand(db, {}, new Date())).split('\n').find((line) => line.startsWith(runId))!;
+      expect(table.split(/\s{2,}/)[9]).toBe('8/16');
       // A step whose provider reported nothing (or journalled before usage was kept) is said so.
       await db.query(`update agent_kit_steps set data = data - 'usage' where run_id = $1 and step_no = 0`, [runId]);
       expect(await formatShowCommand(db, runId, {}, new Date())).toContain('  tokens    4 in, 12 out, 1 of 2 model steps reported\n');

@@ -84,7 +84,7 @@ function noRunsLine(options: RunsOptions): string {
 }
 
 const runsHeader = [
-  'RUN', 'STATUS', 'TURN', 'FENCE', 'ATT', 'LEASE HOLDER', 'LEASE', 'EFFECTS', 'IN DOUBT', 'UPDATED',
+  'RUN', 'STATUS', 'TURN', 'FENCE', 'ATT', 'LEASE HOLDER', 'LEASE', 'EFFECTS', 'IN DOUBT', 'TOKENS IN/OUT', 'UPDATED',
   'THREAD OWNER',
 ];
 
@@ -99,6 +99,7 @@ function runRow(run: RunSummary, now: Date): string[] {
     run.leaseExpiresAt ? describeExpiry(run.leaseExpiresAt, now) : '-',
     String(run.effects),
     run.inDoubt > 0 ? String(run.inDoubt) : '-', // a number stands out in a column of dashes
+    run.tokens ? `${run.tokens.input.toLocaleString('en-US')}/${run.tokens.output.toLocaleString('en-US')}` : '-',
     `${formatDuration(now.getTime() - run.updatedAt.getTime())} ago`,
     run.ownerId,
   ];
