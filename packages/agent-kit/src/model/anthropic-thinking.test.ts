@@ -9,6 +9,7 @@ import { startAnthropicStub, stubSignature, type AnthropicReply, type AnthropicS
 import { messageText, shownText, streamedText } from '../../test/harness/run-text.js';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { effectsFile, makeRuntime } from '../../test/harness/turn-kit.js';
+import { formatShowCommand } from '../cli/commands/show.js';
 import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
 import { newOwner } from '../turn/runtime.js';
@@ -76,6 +77,8 @@ describe('a turn on Anthropic with extended thinking on', () => {
       expect(step!.data.reasoning).toEqual([
         { text: 'The user wants a note.', providerMetadata: { anthropic: { signature: stubSignature(1) } } },
       ]);
+      // `agent-kit show` marks the step that kept reasoning.
+      expect(await formatShowCommand(db, runId, {}, new Date())).toMatch(/\n\s+0\s+model\s+1\s+\[calls record_effect\] {2}\[reasoning\]/);
       // Thinking is not the reply: viewers and the message have only the text.
       expect(await messageText(db, runId)).toBe('Noted.');
       expect(await streamedText(db, runId)).toBe('Noted.');

@@ -96,6 +96,9 @@ describe('agent-kit show', () => {
       const text = await formatShowCommand(db, runId, {}, new Date());
       const total = (key: 'inputTokens' | 'outputTokens') => (first![key] + second![key]).toLocaleString('en-US');
       expect(text).toContain(`  tokens    ${total('inputTokens')} in, ${total('outputTokens')} out, 2 model steps\n`);
+      // Each model step's row says what it used.
+      expect(text).toMatch(/\n\s+0\s+model\s+1\s+\s*\[calls record_effect\] {2}\(4 in, 4 out\)\n/);
+      expect(text).toMatch(/\n\s+2\s+model\s+1\s+.*\S {2}\(4 in, 12 out\)\n/);
       const json = JSON.parse(await formatShowCommand(db, runId, { json: true }, new Date()));
       expect(json.usage).toEqual({
         inputTokens: first!.inputTokens + second!.inputTokens, outputTokens: first!.outputTokens + second!.outputTokens,

@@ -123,7 +123,11 @@ function stepSummary(kind: string, data: Record<string, unknown>): string {
   }
   const toolCalls = Array.isArray(data.toolCalls) ? (data.toolCalls as { toolName?: string }[]) : [];
   const calls = toolCalls.map((c) => c.toolName);
-  return `${preview(data.text ?? '', 50)}${calls.length ? `  [calls ${calls.join(', ')}]` : ''}`;
+  // What the step cost and whether it kept reasoning for the next (ADR-0064, ADR-0065).
+  const usage = data.usage as { inputTokens?: number; outputTokens?: number } | undefined;
+  const tokens = usage ? `  (${count(usage.inputTokens)} in, ${count(usage.outputTokens)} out)` : '';
+  const reasoning = Array.isArray(data.reasoning) && data.reasoning.length > 0 ? '  [reasoning]' : '';
+  return `${preview(data.text ?? '', 50)}${calls.length ? `  [calls ${calls.join(', ')}]` : ''}${reasoning}${tokens}`;
 }
 
 function effectsSection({ effects }: RunDetail): string {
