@@ -61,9 +61,18 @@ export class ModelStalledError extends Error {
   }
 }
 
-/** The provider says it may work later (APICallError or GatewayError with isRetryable). */
+/**
+ * The provider says it may work later (APICallError or GatewayError with isRetryable), unless it
+ * is OpenAI's `insufficient_quota`: a 429 that no wait lifts (ADR-0066).
+ */
 export function isRetryableModelError(error: unknown): boolean {
-  return (error as { isRetryable?: unknown } | null)?.isRetryable === true;
+  return (error as { isRetryable?: unknown } | null)?.isRetryable === true && !outOfQuota(error);
+}
+
+/** OpenAI's "You exceeded your current quota" (a 429, as a response or in the stream). */
+function outOfQuota(error: unknown): boolean {
+  const e = error as { type?: unknown; data?: { error?: { code?: unknown; type?: unknown } } } | null;
+  return [e?.type, e?.data?.error?.code, e?.data?.error?.type].includes('insufficient_quota');
 }
 
 /**
@@ -76,16 +85,24 @@ export function refusedWhatItCarried(
   result: { error: unknown; produced: string }, carried: { prefix: string; reasoning: boolean },
 ): boolean {
   const carriedAny = carried.prefix.trim() !== '' || carried.reasoning;
-  return carriedAny && result.produced === 'nothing' && refusedForGood(result.error);
+  return carriedAny && result.produced === 'nothing' && rejectedRequest(result.error);
 }
 
 /**
- * The provider rejected the request itself, and would reject it again: a 4xx that is not a rate
- * limit, a timeout or a conflict (a bad request, a prompt past the context window, a bad key, an
- * unknown model, content refused). The turn fails at once instead of spending its attempts
- * (ADR-0066). An error without a status (a bug, a cut connection) is not one.
+ * The provider will refuse the request again however often it is sent: it rejected the request
+ * itself, or the account is out of quota. The turn fails at once instead of spending its
+ * attempts (ADR-0066). An error without a status (a bug, a cut connection) is not one.
  */
 export function refusedForGood(error: unknown): boolean {
+  return rejectedRequest(error) || outOfQuota(error);
+}
+
+/**
+ * A 4xx that is not a rate limit, a timeout or a conflict, and that the provider does not mark
+ * retryable: a bad request, a prompt past the context window, a bad key, an unknown model,
+ * content refused.
+ */
+function rejectedRequest(error: unknown): boolean {
   const statusCode = (error as { statusCode?: unknown } | null)?.statusCode;
   return typeof statusCode === 'number' && statusCode >= 400 && statusCode < 500 && ![408, 409, 429].includes(statusCode)
     && !isRetryableModelError(error);

@@ -1,7 +1,8 @@
 // A request the provider rejects as invalid (ADR-0066): a 4xx that is not a rate limit, a timeout
 // or a conflict is rejected again however often it is sent, so the turn fails at once, with the
 // provider's words in its message and in its run-closed event, instead of spending its attempts
-// and ending, minutes later, as salvaged. Errors without a status still fail only the segment.
+// and ending, minutes later, as salvaged; so does an account out of credit, OpenAI's 429
+// `insufficient_quota`. Errors without a status still fail only the segment.
 import { APICallError } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -10,7 +11,9 @@ import { openTestDb } from '../../test/harness/test-db.js';
 import { effectsFile, makeRuntime } from '../../test/harness/turn-kit.js';
 import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
-import { ModelStreamError, refusedForGood } from './model-retry.js';
+import { isRetryableModelError, ModelStreamError, refusedForGood } from './model-retry.js';
+import { quotaExceeded, startOpenAiStub } from '../../test/harness/openai-stub.js';
+import { resolveModel, type LanguageModelV3 } from '../model/index.js';
 import { newOwner } from './runtime.js';
 import { runSegment } from './run-segment.js';
 
@@ -39,7 +42,7 @@ function modelOf(...answers: (Error | (() => unknown))[]) {
   return { model, calls: () => calls };
 }
 
-async function turnWith(model: MockLanguageModelV3, text = 'hello') {
+async function turnWith(model: LanguageModelV3, text = 'hello') {
   const { runId } = await startTurn(db, { ownerId: 'alice', text });
   const outcome = await runSegment(makeRuntime(db, { model }), { runId, owner: newOwner('refused') });
   const [run] = await db.query<{ status: string; attempts: number; last_error: unknown }>(
@@ -58,6 +61,14 @@ describe('refusedForGood', () => {
     expect(refusedForGood(new ModelStreamError('invalid_request_error: bad', 'invalid_request_error', 400, false))).toBe(true);
     expect(refusedForGood(new ModelStreamError('odd: x', 'odd', 400, true))).toBe(false); // the provider says it may pass later
     expect(refusedForGood(new Error('no status'))).toBe(false);
+    // OpenAI's insufficient_quota: a 429 that no wait lifts, as a response or in the stream.
+    const outOfQuota = new APICallError({
+      message: 'You exceeded your current quota', url: 'http://provider.test/v1/chat', requestBodyValues: {}, statusCode: 429,
+      data: { error: { message: 'You exceeded your current quota', type: 'insufficient_quota', code: 'insufficient_quota' } },
+    });
+    expect(outOfQuota.isRetryable).toBe(true); // as the AI SDK marks every 429
+    expect([refusedForGood(outOfQuota), isRetryableModelError(outOfQuota)]).toEqual([true, false]);
+    expect(refusedForGood(new ModelStreamError('insufficient_quota: x', 'insufficient_quota', 429, false))).toBe(true);
     expect(refusedForGood(null)).toBe(false);
   });
 });
@@ -91,6 +102,21 @@ describe('a turn whose request the provider rejects as invalid', () => {
       expect(events.filter((e) => e.type === 'tool-result')).toHaveLength(1);
     } finally {
       effects.restore();
+    }
+  });
+
+  it('an account out of credit (OpenAI\'s 429 insufficient_quota) fails at once, not asked again as a rate limit is', async () => {
+    const stub = await startOpenAiStub();
+    try {
+      const model = resolveModel('openai-compatible:stub-model', { OPENAI_BASE_URL: stub.baseURL, OPENAI_API_KEY: 'k' });
+      const { outcome, run, message, events } = await turnWith(model, 'we are out of credit');
+      expect(outcome).toMatchObject({ kind: 'closed', status: 'failed' });
+      expect(run).toMatchObject({ status: 'failed', attempts: 1 });
+      expect(stub.received).toHaveLength(1);
+      expect(message!.content.error).toEqual({ name: 'AI_APICallError', message: quotaExceeded, statusCode: 429 });
+      expect(events.map((e) => e.type)).not.toContain('model-retry');
+    } finally {
+      await stub.close();
     }
   });
 

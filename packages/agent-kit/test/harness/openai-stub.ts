@@ -3,8 +3,8 @@
 // says "use the tool"; a conversation that says "server error" gets, the first time, the error
 // OpenAI puts in a stream (`{ error: { type: 'server_error' } }`), after two words when it also
 // says "mid-reply", else alone; one that says "too long for the model" gets OpenAI's 400 for a
-// prompt past the context window. The real providers (openai, openai-compatible) are tested
-// against it.
+// prompt past the context window, and one that says "out of credit" its 429 `insufficient_quota`.
+// The real providers (openai, openai-compatible) are tested against it.
 import { serveStub } from './provider-stub.js';
 
 export type StubBody = { model: string; stream: boolean; messages: { role: string; content: unknown }[] };
@@ -45,6 +45,9 @@ function replyEvents(body: StubBody): string[] {
 export const contextLengthExceeded =
   "This model's maximum context length is 8192 tokens. However, your messages resulted in 9120 tokens. Please reduce the length of the messages.";
 
+/** What OpenAI says to an account out of credit (a 429 that no wait lifts). */
+export const quotaExceeded = 'You exceeded your current quota, please check your plan and billing details.';
+
 /** The error event OpenAI streams when it fails a request it had accepted. */
 const serverError = `data: ${JSON.stringify({ error: {
   message: 'The server had an error while processing your request.', type: 'server_error', param: null, code: null,
@@ -65,6 +68,11 @@ export async function startOpenAiStub(options: { holdRetryMs?: number } = {}): P
       return;
     }
     const conversation = JSON.stringify(body.messages);
+    if (conversation.includes('out of credit')) {
+      response.writeHead(429, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ error: { message: quotaExceeded, type: 'insufficient_quota', param: null, code: 'insufficient_quota' } }));
+      return;
+    }
     if (conversation.includes('too long for the model')) {
       response.writeHead(400, { 'content-type': 'application/json' });
       response.end(JSON.stringify({ error: { message: contextLengthExceeded, type: 'invalid_request_error', param: 'messages',
