@@ -69,16 +69,23 @@ describe('notifyThread', () => {
   });
 
   it("wakes a run's thread, in this process and elsewhere, from the run's id", async () => {
-    const turn = await startTurn(db, { ownerId: 'u1', text: 'run actions' });
-    const local: string[] = [];
     const payloads: string[] = [];
-    const stop = onLocalNotify((threadId, seq) => local.push(`${threadId}:${seq}`));
     const unlisten = await listenToEvents(payloads);
+    const turn = await startTurn(db, { ownerId: 'u1', text: 'run actions' });
+    const ours = () => payloads.filter((p) => p.startsWith(turn.threadId));
+    const heard = async () => {
+      for (let i = 0; i < 100 && ours().length < 1; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    };
+    // startTurn wakes the thread too, without waiting for its NOTIFY to go out: heard before
+    // counting, it is not taken for the wake under test (it once arrived late, as a second one).
+    await heard();
+    payloads.length = 0;
+    const local: string[] = [];
+    const stop = onLocalNotify((threadId, seq) => local.push(`${threadId}:${seq}`));
     try {
       notifyRunThread(db, turn.runId);
       notifyRunThread(db, randomUUID()); // no such run: nothing, and no error
-      const ours = () => payloads.filter((p) => p.startsWith(turn.threadId));
-      for (let i = 0; i < 100 && ours().length < 1; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+      await heard();
       expect(local).toEqual([`${turn.threadId}:0`]);
       expect(ours()).toEqual([`${turn.threadId}:0`]);
     } finally {
