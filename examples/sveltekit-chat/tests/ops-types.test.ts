@@ -42,8 +42,8 @@ describe('passesLine', () => {
 
 describe('tokensCell', () => {
   it('gives the tokens in and out, or a dash for a run whose steps reported none', () => {
-    expect(tokensCell({ tokens: { input: 12345, output: 678 } })).toBe('12,345 / 678');
-    expect(tokensCell({ tokens: null })).toBe('—');
+    expect(tokensCell({ usage: { inputTokens: 12345, outputTokens: 678 } })).toBe('12,345 / 678');
+    expect(tokensCell({ usage: null })).toBe('—');
   });
 });
 

@@ -14,15 +14,15 @@ export interface OpsRun {
   effects: number;
   /** Of those, effects whose outcome nobody knows (a payment that may or may not have gone out). */
   inDoubt: number;
-  /** The tokens its model steps reported (ADR-0065); null when none did. */
-  tokens: { input: number; output: number } | null;
+  /** The tokens in and out its model steps reported (ADR-0065); null when none did. */
+  usage: { inputTokens: number; outputTokens: number } | null;
   updatedAt: string;
 }
 
 /** The runs table's tokens cell: "1,234 / 56" (in / out), or a dash when none were reported. */
-export function tokensCell(run: Pick<OpsRun, 'tokens'>): string {
+export function tokensCell(run: Pick<OpsRun, 'usage'>): string {
   const n = (count: number) => count.toLocaleString('en-US');
-  return run.tokens ? `${n(run.tokens.input)} / ${n(run.tokens.output)}` : '—';
+  return run.usage ? `${n(run.usage.inputTokens)} / ${n(run.usage.outputTokens)}` : '—';
 }
 
 /** The runs table's effects cell: the count, and how many are in doubt when any are. */

@@ -19,6 +19,7 @@ export {
   type RunSummary, type ListRunsOptions, type RunsPage, type EffectView, type StepView, type RunDetail,
 } from './read-runs.js';
 export { runUsage, tokenUsage, type RunUsage, type TokenUsage } from './token-usage.js';
+export { runFailureText } from './run-failure.js';
 export {
   readStoreStatus, statusAlerts, defaultStaleMs, maxStaleSeconds, type StoreStatus, type StatusAlert, type LastPass,
 } from './read-status.js';

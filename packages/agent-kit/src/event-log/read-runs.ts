@@ -23,8 +23,11 @@ export interface RunSummary {
   effects: number;
   /** Effects in doubt: nobody knows whether they happened (see the operating guide). */
   inDoubt: number;
-  /** The tokens its journalled model steps reported, added up; null when none reported (ADR-0065). */
-  tokens: { input: number; output: number } | null;
+  /**
+   * The tokens in and out its journalled model steps reported, added up, named as in
+   * RunDetail.usage; null when none reported (ADR-0065).
+   */
+  usage: { inputTokens: number; outputTokens: number } | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -102,7 +105,7 @@ interface RunSummaryRow {
   lease_expires_at: Date | null;
   effects: number | string;
   in_doubt: number | string;
-  tokens: { input: number | string | null; output: number | string | null; reported: number | string } | null;
+  usage: { input: number | string | null; output: number | string | null; reported: number | string } | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -167,7 +170,7 @@ async function queryRuns(db: Queryable, options: ListRunsOptions, limit: number)
             -- The journal's token counts (ADR-0065), read by run like the effects above.
             (select json_build_object('input', sum((s.data->'usage'->>'inputTokens')::numeric),
                                       'output', sum((s.data->'usage'->>'outputTokens')::numeric), 'reported', count(*))
-             from agent_kit_steps s where s.run_id = r.id and s.kind = 'model' and s.data ? 'usage') as tokens
+             from agent_kit_steps s where s.run_id = r.id and s.kind = 'model' and s.data ? 'usage') as usage
      from agent_kit_runs r join agent_kit_threads t on t.id = r.thread_id
      where ($1::text is null or t.owner_id = $1) and ($2::text is null or r.status = $2)
        ${options.inDoubt ? inDoubtClause : ''}
@@ -187,8 +190,8 @@ async function queryRuns(db: Queryable, options: ListRunsOptions, limit: number)
     leaseExpiresAt: row.lease_expires_at ? new Date(row.lease_expires_at) : null,
     effects: toNumber(row.effects),
     inDoubt: toNumber(row.in_doubt),
-    tokens: row.tokens && toNumber(row.tokens.reported) > 0
-      ? { input: toNumber(row.tokens.input ?? 0), output: toNumber(row.tokens.output ?? 0) } : null,
+    usage: row.usage && toNumber(row.usage.reported) > 0
+      ? { inputTokens: toNumber(row.usage.input ?? 0), outputTokens: toNumber(row.usage.output ?? 0) } : null,
     createdAt: new Date(row.created_at),
     updatedAt: new Date(row.updated_at),
   }));

@@ -6,6 +6,7 @@
 // supersedes.
 import type { UIMessageChunk } from 'ai';
 import type { ThreadEvent } from '../event-log/read-events.js';
+import { runFailureText } from '../event-log/run-failure.js';
 import { eventPayload, type SseEncoder } from './sse.js';
 
 /** Response headers of a UI message stream (the AI SDK client checks the version header). */
@@ -192,7 +193,8 @@ export class UIMessageTranslator {
     const metadata = { status, messageId: data.messageId ?? null, partial: data.partial === true };
     if (status === 'failed') {
       this.endStep(out);
-      out.push({ type: 'error', errorText: `the run failed${failure(data.error)}; its partial answer was kept` });
+      const why = runFailureText(data.error); // ADR-0066
+      out.push({ type: 'error', errorText: `the run failed${why ? `: ${why}` : ''}; its partial answer was kept` });
     }
     if (status === 'aborted') {
       this.endStep(out);
@@ -256,12 +258,4 @@ export function createUIMessageStreamEncoder(
       return `${lines(chunks)}data: [DONE]\n\n`;
     },
   };
-}
-
-/** Why a run failed, from its run-closed `error` (ADR-0066), as ": …"; empty when it gave none. */
-function failure(error: unknown): string {
-  if (typeof error === 'string' && error !== '') return `: ${error}`;
-  const { statusCode, message } = (error ?? {}) as { statusCode?: unknown; message?: unknown };
-  if (typeof message !== 'string' || message === '') return '';
-  return `: the model's provider refused the request${typeof statusCode === 'number' ? ` (${statusCode})` : ''}: ${message}`;
 }

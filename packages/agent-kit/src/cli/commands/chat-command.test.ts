@@ -100,7 +100,7 @@ describe('agent-kit chat', () => {
       expect(result.code).toBe(1);
       const lines = result.stderr.trim().split('\n');
       expect(lines.slice(1)).toEqual([
-        `[model refused for good: 400 ${contextLengthExceeded}]`, expect.stringMatching(/^error: run \S+ closed failed$/),
+        `[the model's provider refused the request (400): ${contextLengthExceeded}]`, expect.stringMatching(/^error: run \S+ closed failed$/),
       ]);
       expect(stub.received).toHaveLength(1); // not asked again (ADR-0066)
     } finally {

@@ -2,6 +2,7 @@
 // stdout, the way the chat request does: start the turn, follow the thread's events, run the
 // segment. A question or approval the turn waits for is printed with the command that answers it.
 import { type Command, CommanderError } from 'commander';
+import { runFailureText } from '../../event-log/run-failure.js';
 import type { Queryable } from '../../store/db.js';
 import type { SegmentOutcome } from '../../turn/types.js';
 import { defaultCliOwner } from './enqueue.js';
@@ -73,12 +74,10 @@ async function printRun(events: AsyncIterable<{ runId: string | null; type: stri
       process.stderr.write(`${lead}[model refused: ${status}${String(refusal.message)}; retry ${String(d.retry)} of ${String(d.of)}` +
         ` in ${(Number(d.delayMs) / 1000).toFixed(1)} s]\n`);
       if (typeof d.text === 'string') goOnFrom(d.text, 'the step starts again'); // ADR-0061
-    } else if (event.type === 'run-closed' && event.data.error !== undefined) {
+    } else if (event.type === 'run-closed' && runFailureText(event.data.error)) {
       // Failed by its own segment (ADR-0066): the provider's refusal for good, or the step limit.
-      const error = event.data.error as { message?: unknown; statusCode?: unknown } | string;
       const lead = shown === '' || shown.endsWith('\n') ? '' : '\n';
-      process.stderr.write(`${lead}[${typeof error === 'string' ? error : `model refused for good: ${
-        typeof error.statusCode === 'number' ? `${error.statusCode} ` : ''}${String(error.message)}`}]\n`);
+      process.stderr.write(`${lead}[${runFailureText(event.data.error)}]\n`);
     } else if (event.type === 'input-requested') {
       const d = event.data;
       process.stderr.write(d.kind === 'approval'
@@ -89,7 +88,6 @@ async function printRun(events: AsyncIterable<{ runId: string | null; type: stri
   process.stdout.write('\n');
 }
 
-/** Say how the turn ended here; a turn that did not complete (or wait for input) is exit 1. */
 /** How long until the run's job is due (a drain may claim it then), or null without one. */
 async function jobDueInMs(db: Queryable, runId: string): Promise<number | null> {
   const [row] = await db.query<{ ms: number | string | null }>(
@@ -97,6 +95,7 @@ async function jobDueInMs(db: Queryable, runId: string): Promise<number | null> 
   return row?.ms === null || row?.ms === undefined ? null : Number(row.ms);
 }
 
+/** Say how the turn ended here; a turn that did not complete (or wait for input) is exit 1. */
 function report(outcome: SegmentOutcome, runId: string, threadId: string, dueInMs: number | null): void {
   if (outcome.kind === 'closed' && outcome.status === 'completed') return;
   if (outcome.kind === 'parked' && outcome.status === 'waiting_input') {

@@ -44,7 +44,7 @@ describe('agent-kit runs', () => {
 
   it('prints JSON for scripts, filtered by status', async () => {
     const runs = JSON.parse(await formatRunsCommand(db, { json: true }, new Date()));
-    expect(runs).toEqual([expect.objectContaining({ id: turn.runId, status: 'completed', fence: 2, effects: 0, inDoubt: 0, tokens: null })]);
+    expect(runs).toEqual([expect.objectContaining({ id: turn.runId, status: 'completed', fence: 2, effects: 0, inDoubt: 0, usage: null })]);
     expect(JSON.parse(await formatRunsCommand(db, { json: true, status: 'running' }, new Date()))).toEqual([]);
     expect(await formatRunsCommand(db, { status: 'running' }, new Date())).toBe('no runs\n');
   });
@@ -109,8 +109,8 @@ describe('agent-kit show', () => {
         `select data from agent_kit_thread_events where run_id = $1 and type = 'step-finished' order by seq`, [runId]);
       expect(finished.map((e) => e.data.usage)).toEqual([first, second]);
       // The run list adds them up too, in its TOKENS IN/OUT column and in --json.
-      const listed = JSON.parse(await formatRunsCommand(db, { json: true }, new Date())) as { id: string; tokens: unknown }[];
-      expect(listed.find((r) => r.id === runId)!.tokens).toEqual({ input: 8, output: 16 });
+      const listed = JSON.parse(await formatRunsCommand(db, { json: true }, new Date())) as { id: string; usage: unknown }[];
+      expect(listed.find((r) => r.id === runId)!.usage).toEqual({ inputTokens: 8, outputTokens: 16 });
       const table = (await formatRunsCommand(db, {}, new Date())).split('\n').find((line) => line.startsWith(runId))!;
       expect(table.split(/\s{2,}/)[9]).toBe('8/16');
       // A step whose provider reported nothing (or journalled before usage was kept) is said so.

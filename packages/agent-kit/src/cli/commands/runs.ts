@@ -99,7 +99,7 @@ function runRow(run: RunSummary, now: Date): string[] {
     run.leaseExpiresAt ? describeExpiry(run.leaseExpiresAt, now) : '-',
     String(run.effects),
     run.inDoubt > 0 ? String(run.inDoubt) : '-', // a number stands out in a column of dashes
-    run.tokens ? `${run.tokens.input.toLocaleString('en-US')}/${run.tokens.output.toLocaleString('en-US')}` : '-',
+    run.usage ? `${run.usage.inputTokens.toLocaleString('en-US')}/${run.usage.outputTokens.toLocaleString('en-US')}` : '-',
     `${formatDuration(now.getTime() - run.updatedAt.getTime())} ago`,
     run.ownerId,
   ];
