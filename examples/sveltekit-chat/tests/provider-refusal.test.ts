@@ -4,7 +4,8 @@
 // asks again from the step's start (ADR-0061): the page drops the two words while it says the
 // provider had an error and the reply is rewritten, then shows the whole reply once, on the run's
 // first attempt. A request it rejects for good (a prompt past the context window, a 400) fails the
-// turn at once, and the page says why (ADR-0066).
+// turn at once, and the page says why (ADR-0066); the thread's next turn, past the window with
+// that one in its history, is asked again without it and says so (ADR-0067).
 import type { Browser, BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { contextLengthExceeded, startOpenAiStub, type OpenAiStub } from '../../../packages/agent-kit/test/harness/openai-stub';
@@ -84,6 +85,17 @@ describe.skipIf(!hasChromium)(`a provider refusing midway${hasChromium ? '' : ` 
       .toBe(`The model's provider refused the request (400): ${contextLengthExceeded}`);
     expect(await run.getAttribute('data-attempt')).toBe('1');
     expect(stub.received.filter((r) => JSON.stringify(r.body.messages).includes('too long for the model'))).toHaveLength(1);
+
+    // The thread's next turn carries that one in its history: refused, it is asked again at once
+    // without it (ADR-0067), completes, and says what the model was not given.
+    await sendChat(page, 'and now?');
+    await waitForRunStatus(page, 'completed');
+    const next = page.getByTestId('run').last();
+    expect(await next.getByTestId('run-text').textContent()).toBe('Hello from stub');
+    expect(await next.getByTestId('history-cut').textContent())
+      .toBe('This conversation is longer than the model can take: it was not given the earlier turn.');
+    expect(await next.getAttribute('data-attempt')).toBe('1');
+    expect(await page.getByTestId('history-cut').count()).toBe(1); // not the failed turn's
     await page.close();
   });
 });

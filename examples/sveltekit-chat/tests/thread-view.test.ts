@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { buildRunTimeline, segmentKilledEventType } from '../src/lib/run-timeline';
 import {
-  announceEvent, applyEvent, emptyThreadView, inDoubtNotices, openRun, retryNotice, runBadge, type RunItem, type WireEvent,
+  announceEvent, applyEvent, emptyThreadView, inDoubtNotices, openRun, historyCutNotice, retryNotice, runBadge, type RunItem, type WireEvent,
 } from '../src/lib/thread-view';
 import { sidebarThreads, type ThreadLink } from '../src/lib/sidebar';
 
@@ -65,6 +65,29 @@ describe('the thread view', () => {
       "The model's provider is busy: trying again in 2 s (2 of 5).",
       null,
       null,
+    ]);
+  });
+
+  it('keeps what a run\'s model was not given of a thread past its context window, with no wait to show', () => {
+    const refused = { name: 'AI_APICallError', message: 'prompt is too long: 1300 tokens > 1000 maximum', statusCode: 400 };
+    const log = makeLog([
+      ['run-queued', 0, { runId, turnNo: 13 }],
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1, owner: 'a' }],
+      ['model-retry', 1, { stepNo: 0, delayMs: 0, error: refused, earlierTurns: { kept: 3, of: 12 }, text: '' }],
+      ['text-delta', 1, { text: 'Fits.' }],
+      ['run-closed', 1, { status: 'completed', text: 'Fits.', partial: false }],
+    ]);
+    const runs = [3, 5].map((n) => fold(log.slice(0, n)).items[0] as RunItem);
+    expect(runs.map((run) => [historyCutNotice(run), retryNotice(run)])).toEqual(Array(2).fill([
+      'This conversation is longer than the model can take: it was given only the newest 3 of the 12 earlier turns.', null,
+    ]));
+    const none = (of: number) => historyCutNotice({ ...runs[1]!, historyCut: { kept: 0, of } });
+    expect([none(1), none(4)]).toEqual([
+      'This conversation is longer than the model can take: it was not given the earlier turn.',
+      'This conversation is longer than the model can take: it was given none of the 4 earlier turns.',
+    ]);
+    expect(buildRunTimeline(log, runId, t0 + 9000, false).bars[0]!.markers.map((m) => m.label)).toEqual([
+      "past the model's context window: asked again with the newest 3 of 12 earlier turns",
     ]);
   });
 

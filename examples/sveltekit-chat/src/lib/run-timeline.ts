@@ -70,6 +70,10 @@ function segmentMarker(event: WireEvent, atMs: number): TimelineMarker | null {
   if (event.type === segmentKilledEventType) {
     return { atMs, kind: 'kill', label: `killed by ${killerOf(event)} (demo)` };
   }
+  if (event.type === 'model-retry' && isCut(data.earlierTurns)) {
+    const { kept, of } = data.earlierTurns;
+    return { atMs, kind: 'retry', label: `past the model's context window: asked again with the newest ${kept} of ${of} earlier turns` };
+  }
   if (event.type === 'model-retry') {
     const error = (data.error ?? {}) as { statusCode?: unknown; message?: unknown };
     const status = typeof error.statusCode === 'number' ? ` (${error.statusCode})` : '';
@@ -157,4 +161,10 @@ export function buildRunTimeline(
   if (!Number.isFinite(startMs)) startMs = nowMs;
   const endMs = Math.max(lastMs, last?.endMs ?? 0, startMs + 1_000);
   return { startMs, endMs, bars, intents };
+}
+
+/** A model-retry event's `earlierTurns`: the history cut to fit the context window (ADR-0067). */
+function isCut(value: unknown): value is { kept: number; of: number } {
+  const cut = value as { kept?: unknown; of?: unknown } | null | undefined;
+  return typeof cut?.kept === 'number' && typeof cut.of === 'number';
 }

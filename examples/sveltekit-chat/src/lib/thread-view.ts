@@ -71,6 +71,11 @@ export interface RunItem {
    * failed when its segment said so (the provider's refusal, the step limit: ADR-0066).
    */
   closed: { status: string; partial: boolean; cancelled: boolean; reason: string | null } | null;
+  /**
+   * The thread was past the model's context window: the run's model was given only the newest
+   * `kept` of its `of` earlier turns (ADR-0067); sticky.
+   */
+  historyCut: { kept: number; of: number } | null;
   /** The model's provider refused its request for now and the run waits to ask again (ADR-0057). */
   retrying: {
     retry: number; of: number; delayMs: number; statusCode: number | null;
@@ -147,7 +152,7 @@ function ensureRun(view: ThreadView, runId: string): RunItem {
   const run: RunItem = {
     kind: 'run', key: `run-${runId}`, runId, status: 'queued', text: '', attempt: 0, fence: 0,
     resumedAfterCrash: false, pending: null, answered: [], tools: [], cancelRequested: false,
-    takeoverRequested: false, inDoubt: [], closed: null, retrying: null,
+    takeoverRequested: false, inDoubt: [], closed: null, retrying: null, historyCut: null,
   };
   view.items.push(run);
   return run;
@@ -260,6 +265,12 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
   run.retrying = null;
   switch (event.type) {
     case 'model-retry': {
+      const cut = (data.earlierTurns ?? null) as { kept?: unknown; of?: unknown } | null;
+      if (typeof cut?.kept === 'number' && typeof cut.of === 'number') {
+        // Asked again at once with fewer earlier turns (ADR-0067): no wait to show.
+        run.historyCut = { kept: cut.kept, of: cut.of };
+        break;
+      }
       const refusal = (data.error ?? {}) as Record<string, unknown>;
       const statusCode = typeof refusal.statusCode === 'number' ? refusal.statusCode : null;
       run.retrying = {
@@ -421,6 +432,15 @@ export function retryNotice(run: RunItem): string | null {
       : "The model's provider is busy";
   return `${what}${statusCode === null ? '' : ` (${statusCode})`}: trying again in ${seconds} s (${retry} of ${of})` +
     `${redo ? ', rewriting the unfinished part of the reply' : ''}.`;
+}
+
+/** What the reader should know of a run whose thread was past the model's context window (ADR-0067). */
+export function historyCutNotice(run: RunItem): string | null {
+  if (!run.historyCut) return null;
+  const { kept, of } = run.historyCut;
+  const given = kept > 0 ? `was given only the newest ${kept} of the ${of} earlier turns`
+    : of === 1 ? 'was not given the earlier turn' : `was given none of the ${of} earlier turns`;
+  return `This conversation is longer than the model can take: it ${given}.`;
 }
 
 /** Whether an earlier turn of the thread is still open, so `run` waits for it (ADR-0001). */

@@ -25,6 +25,15 @@ export type ClaimResult =
 
 export type Interrupt = 'cancel' | 'takeover' | null;
 
+/** A cancel or takeover requested of the run `lease` holds (null once the fence moved on). */
+export async function readInterrupt(db: Queryable, lease: Lease): Promise<Interrupt> {
+  const [row] = await db.query<{ interrupt: Interrupt }>(
+    `select case when cancel_requested_at is not null then 'cancel'
+                 when takeover_requested_at is not null then 'takeover' end as interrupt
+     from agent_kit_runs where id = $1 and fence = $2`, [lease.runId, lease.fence]);
+  return row?.interrupt ?? null;
+}
+
 /** Milliseconds as a Postgres interval literal. */
 export function msInterval(ms: number): string {
   if (!Number.isFinite(ms) || ms <= 0) throw new InvalidArgumentError(`expected a positive duration in ms, got ${ms}`);

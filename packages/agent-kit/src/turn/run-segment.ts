@@ -7,7 +7,7 @@ import { sleep } from '../queue/pace.js';
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
-  closeRun, parkForRetry, parkRun, renewLease, requestInput, retryStep, salvageRun, type Interrupt, type Lease, type ParkStatus,
+  closeRun, parkForRetry, parkRun, readInterrupt, renewLease, requestInput, retryStep, salvageRun, type Interrupt, type Lease, type ParkStatus,
 } from '../lease/lease.js';
 import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
@@ -16,6 +16,7 @@ import {
   loadJournal, modelStepOf, pendingToolCalls,
   type StartedEffect, type Step,
 } from './journal.js';
+import { cutToFit, pastContextWindow, type HistoryCut } from './context-window.js';
 import { describeRefusal, isRetryableModelError, refusedForGood, refusedWhatItCarried, retryDelayMs } from './model-retry.js';
 import { runModelStep, type StepStop } from './model-step.js';
 import { defaultTurnSettings, type TurnSettings } from './settings.js';
@@ -127,8 +128,8 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
 
   let prefix = continuationPrefix(s, journal, model);
   s.startText = committedText(journal) + prefix;
-  let history = freshHistory;
-  if (!history) {
+  let history = freshHistory ?? [];
+  if (!freshHistory) {
     const begun = await beginSegmentWithHistory(
       rt.db, lease, s.startText, { continued: prefix.length > 0, stepNo: journal.length }, s.run.turnNo, rt.historyTurns,
     );
@@ -140,6 +141,7 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
   let started: StartedEffect | undefined; // the first tool call's effect, started by the step's commit
   let system: string | undefined; // the instructions, read before this segment's first model step
   let retries = 0; // of the current model step, refused by its provider for now
+  let earlierTurnsOf: number | undefined; // in the history before its first cut to fit the context window
   for (;;) {
     if (pendingToolCalls(journal).length > 0) {
       const settled = await settleToolCalls(
@@ -166,14 +168,26 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
 
     // One that throws fails the segment in runSegment's catch, as a model error does.
     system ??= await instructionsFor(rt, { runId: lease.runId, threadId: lease.threadId, turnNo: s.run.turnNo });
+    const messages = buildMessages(history, journal, { reasoning: s.settings.sendReasoning });
     const result = await runModelStep({
-      model, system, messages: buildMessages(history, journal, { reasoning: s.settings.sendReasoning }), tools: rt.tools, prefix, mirror: s.mirror,
+      model, system, messages, tools: rt.tools, prefix, mirror: s.mirror,
       segmentSignal: s.signal, stopAtMs: s.stopAtMs, stallTimeoutMs: s.settings.stallTimeoutMs,
     });
     if (result.kind === 'stopped') return handleStop(s, result.reason, model);
     if (result.kind === 'error') {
       const stopped = await s.mirror.flush();
       if (stopped) return handleStop(s, stopped, model);
+      // A prompt past the model's context window is asked again at once with fewer earlier turns (ADR-0067).
+      const cut: HistoryCut | undefined = result.produced === 'nothing' && s.settings.fitContextWindow && pastContextWindow(result.error)
+        ? cutToFit(history, (system ?? '').length + JSON.stringify(messages).length, result.error) : undefined;
+      if (cut) {
+        const earlierTurns = { kept: cut.kept, of: (earlierTurnsOf ??= cut.of) };
+        rt.log?.({ msg: 'prompt past the context window', runId: lease.runId, fence: lease.fence, ...earlierTurns });
+        const data = { stepNo: journal.length, delayMs: 0, error: describeRefusal(result.error), earlierTurns };
+        if ((await retryStep(rt.db, lease, visibleText(s), data)) === null) return lost(s);
+        history = cut.history;
+        continue;
+      }
       // Asked again in this segment (ADR-0057). A model that continues a prefill goes on from
       // what it streamed, if that was only text (ADR-0059); otherwise the step starts again and
       // what it streamed is dropped, from the run's partial and from every viewer (ADR-0061).
@@ -248,7 +262,7 @@ async function waitToRetry(
   const until = Date.now() + delayMs;
   for (let left = delayMs; left > 0 && !stopping(s) && !s.interrupt; left = until - Date.now()) {
     await sleepUnlessStopped(s, Math.min(left, interruptPollMs));
-    if (until - Date.now() > 0 && !stopping(s)) s.interrupt = await readInterrupt(s);
+    if (until - Date.now() > 0 && !stopping(s)) s.interrupt = await readInterrupt(s.rt.db, s.lease);
   }
   return 'retry';
 }
@@ -263,15 +277,6 @@ function stopping(s: Segment): boolean {
 function sleepUnlessStopped(s: Segment, ms: number): Promise<void> {
   const { stopSignal } = s.options;
   return sleep(ms, stopSignal ? AbortSignal.any([s.signal, stopSignal]) : s.signal);
-}
-
-/** A cancel or takeover requested of the run this segment holds (null once the fence moved on). */
-async function readInterrupt(s: Segment): Promise<Interrupt> {
-  const [row] = await s.rt.db.query<{ interrupt: Interrupt }>(
-    `select case when cancel_requested_at is not null then 'cancel'
-                 when takeover_requested_at is not null then 'takeover' end as interrupt
-     from agent_kit_runs where id = $1 and fence = $2`, [s.lease.runId, s.lease.fence]);
-  return row?.interrupt ?? null;
 }
 
 /** Mid-step continuation: the dead segment's mirrored text past the committed steps, if usable. */
@@ -347,10 +352,7 @@ async function park(s: Segment, status: 'queued' | 'waiting_takeover'): Promise<
 
 /** The run's status once parked (an answer or a takeover may already have moved it on). */
 async function parked(s: Segment, status: ParkStatus): Promise<SegmentOutcome> {
-  const [row] = await s.rt.db.query<{ status: 'queued' | 'waiting_input' | 'waiting_takeover' }>(
-    'select status from agent_kit_runs where id = $1',
-    [s.lease.runId],
-  );
+  const [row] = await s.rt.db.query<{ status: ParkStatus }>('select status from agent_kit_runs where id = $1', [s.lease.runId]);
   return { kind: 'parked', status: row?.status ?? status, fence: s.lease.fence };
 }
 

@@ -20,6 +20,11 @@ export interface TurnSettings {
    * whose provider rejects a request that carried it asks again without, and stops sending it.
    */
   sendReasoning: boolean;
+  /**
+   * Ask again with fewer earlier turns, the oldest dropped first, when the provider rejects a
+   * prompt past the model's context window (ADR-0067). Off: such a turn fails at once (ADR-0066).
+   */
+  fitContextWindow: boolean;
   /** The most a tool's reconcile hook may take (capped at what is left); then in doubt. ADR-0041. */
   reconcileTimeoutMs: number;
   /**
@@ -44,6 +49,7 @@ export function defaultTurnSettings(budgetMs: number): TurnSettings {
     maxSteps: 16,
     continueMidStep: true,
     sendReasoning: true,
+    fitContextWindow: true,
     reconcileTimeoutMs: defaultReconcileTimeoutMs,
     // Backoff of 1, 2, 4, 8 and 16 s (with jitter): a provider's burst of refusals of about half
     // a minute, or five Retry-Afters, before the attempt is spent.

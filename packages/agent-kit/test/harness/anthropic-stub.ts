@@ -3,7 +3,8 @@
 // tool_use, ended either by the message's end or, as Anthropic does when overloaded mid-stream,
 // by an `error` event. With `thinking` enabled in the request it applies the API's rule: in a
 // tool loop or a prefill, the last assistant message must start with a thinking block this
-// server signed. The real anthropic provider is tested against it.
+// server signed; given a context window, it refuses a longer prompt as the API does. The real
+// anthropic provider is tested against it.
 import type { ServerResponse } from 'node:http';
 import { serveStub } from './provider-stub.js';
 
@@ -107,7 +108,11 @@ function refuse(response: ServerResponse, status: number, type: string, message:
   response.end(JSON.stringify({ type: 'error', error: { type, message } }));
 }
 
-export async function startAnthropicStub(replies: AnthropicReply[]): Promise<AnthropicStub> {
+/**
+ * `contextChars`: the model's context window, in characters of the request's messages (four to a
+ * token); a longer prompt is refused with the API's 400 "prompt is too long".
+ */
+export async function startAnthropicStub(replies: AnthropicReply[], options: { contextChars?: number } = {}): Promise<AnthropicStub> {
   const received: AnthropicBody[] = [];
   const signed = new Set<string>();
   let answered = 0;
@@ -121,6 +126,12 @@ export async function startAnthropicStub(replies: AnthropicReply[]): Promise<Ant
     if (last?.role === 'assistant' && /\s$/.test(textOf(last.content))) {
       // As the real API answers a prefill that ends in whitespace.
       refuse(response, 400, 'invalid_request_error', 'messages: final assistant content cannot end with trailing whitespace');
+      return;
+    }
+    const chars = JSON.stringify(body.messages).length;
+    if (options.contextChars !== undefined && chars > options.contextChars) {
+      const [used, limit] = [Math.ceil(chars / 4), Math.floor(options.contextChars / 4)];
+      refuse(response, 400, 'invalid_request_error', `prompt is too long: ${used} tokens > ${limit} maximum`);
       return;
     }
     const thinking = thinkingRefusal(body, signed);

@@ -3,7 +3,8 @@
 // says "use the tool"; a conversation that says "server error" gets, the first time, the error
 // OpenAI puts in a stream (`{ error: { type: 'server_error' } }`), after two words when it also
 // says "mid-reply", else alone; one that says "too long for the model" gets OpenAI's 400 for a
-// prompt past the context window, and one that says "out of credit" its 429 `insufficient_quota`.
+// prompt past the context window (as does one past the window it was given), and one that says
+// "out of credit" its 429 `insufficient_quota`.
 // The real providers (openai, openai-compatible) are tested against it.
 import { serveStub } from './provider-stub.js';
 
@@ -57,7 +58,11 @@ const serverError = `data: ${JSON.stringify({ error: {
  * `holdRetryMs`: how long a conversation that got its server error waits for the reply when it is
  * asked again, so a test can watch the wait (a browser that subscribes late still sees it).
  */
-export async function startOpenAiStub(options: { holdRetryMs?: number } = {}): Promise<OpenAiStub> {
+/**
+ * `contextChars`: the model's context window, in characters of the request's messages (four to a
+ * token); a longer prompt gets OpenAI's 400 `context_length_exceeded` with both counts.
+ */
+export async function startOpenAiStub(options: { holdRetryMs?: number; contextChars?: number } = {}): Promise<OpenAiStub> {
   const received: StubRequest[] = [];
   const failed = new Set<string>();
   const server = await serveStub<StubBody>((request, body, response) => {
@@ -73,10 +78,14 @@ export async function startOpenAiStub(options: { holdRetryMs?: number } = {}): P
       response.end(JSON.stringify({ error: { message: quotaExceeded, type: 'insufficient_quota', param: null, code: 'insufficient_quota' } }));
       return;
     }
-    if (conversation.includes('too long for the model')) {
+    const pastWindow = options.contextChars !== undefined && conversation.length > options.contextChars;
+    if (conversation.includes('too long for the model') || pastWindow) {
+      const message = pastWindow
+        ? `This model's maximum context length is ${Math.floor(options.contextChars! / 4)} tokens. However, your messages ` +
+          `resulted in ${Math.ceil(conversation.length / 4)} tokens. Please reduce the length of the messages.`
+        : contextLengthExceeded;
       response.writeHead(400, { 'content-type': 'application/json' });
-      response.end(JSON.stringify({ error: { message: contextLengthExceeded, type: 'invalid_request_error', param: 'messages',
-        code: 'context_length_exceeded' } }));
+      response.end(JSON.stringify({ error: { message, type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' } }));
       return;
     }
     response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });

@@ -103,6 +103,16 @@ describe('agent-kit chat', () => {
         `[the model's provider refused the request (400): ${contextLengthExceeded}]`, expect.stringMatching(/^error: run \S+ closed failed$/),
       ]);
       expect(stub.received).toHaveLength(1); // not asked again (ADR-0066)
+
+      // The next turn of that thread carries the failed one in its history: refused, it is asked
+      // again at once without it (ADR-0067), and says so.
+      const threadId = /^thread (\S+)/.exec(lines[0]!)![1]!;
+      const next = await cli(['chat', 'and now?', '--thread', threadId], env);
+      expect(next.stderr.trim().split('\n').slice(1)).toEqual([
+        "[the thread is past the model's context window: asked again with the newest 0 of 1 earlier turns]",
+      ]);
+      expect([next.stdout, next.code]).toEqual(['Hello from stub\n', 0]);
+      expect(stub.received).toHaveLength(3);
     } finally {
       await stub.close();
     }

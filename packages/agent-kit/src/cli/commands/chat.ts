@@ -66,6 +66,10 @@ async function printRun(events: AsyncIterable<{ runId: string | null; type: stri
       shown += delta;
     } else if (event.type === 'tool-result') {
       process.stderr.write(`\n[tool ${String(event.data.toolName)}: ${String(event.data.outcome)}]\n`);
+    } else if (event.type === 'model-retry' && isCut(event.data.earlierTurns)) {
+      // A prompt past the model's context window, asked again at once with fewer earlier turns (ADR-0067).
+      const { kept, of } = event.data.earlierTurns;
+      process.stderr.write(`[the thread is past the model's context window: asked again with the newest ${kept} of ${of} earlier turns]\n`);
     } else if (event.type === 'model-retry') {
       const d = event.data;
       const refusal = (d.error ?? {}) as { message?: unknown; statusCode?: unknown };
@@ -111,4 +115,10 @@ function report(outcome: SegmentOutcome, runId: string, threadId: string, dueInM
         '`agent-kit drain` or a worker continues it'
       : `run ${runId} did not finish here (${JSON.stringify(outcome)}); the drain will continue it`;
   throw new CommanderError(1, 'agent-kit.turnNotCompleted', what);
+}
+
+/** A model-retry event's `earlierTurns`: the history cut to fit the context window. */
+function isCut(value: unknown): value is { kept: number; of: number } {
+  const cut = value as { kept?: unknown; of?: unknown } | null | undefined;
+  return typeof cut?.kept === 'number' && typeof cut.of === 'number';
 }
