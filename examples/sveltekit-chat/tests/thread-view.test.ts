@@ -89,6 +89,20 @@ describe('the thread view', () => {
     expect(buildRunTimeline(log, runId, t0 + 9000, false).bars[0]!.markers.map((m) => m.label)).toEqual([
       "past the model's context window: asked again with the newest 3 of 12 earlier turns",
     ]);
+    // Then, with no earlier turn left, the turn's own answered tool results.
+    const more = makeLog([
+      ['run-queued', 0, { runId, turnNo: 13 }],
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1, owner: 'a' }],
+      ['model-retry', 1, { stepNo: 0, delayMs: 0, error: refused, earlierTurns: { kept: 0, of: 12 }, text: '' }],
+      ['model-retry', 1, { stepNo: 0, delayMs: 0, error: refused, toolResults: { dropped: 2, of: 3 }, text: '' }],
+    ]);
+    const both = fold(more).items[0] as RunItem;
+    expect(historyCutNotice(both)).toBe('This conversation is longer than the model can take: it was given none of the 12 earlier ' +
+      'turns, and was not given 2 of the 3 tool results it had already read.');
+    expect(historyCutNotice({ ...both, historyCut: null, resultsLeftOut: { dropped: 1, of: 1 } }))
+      .toBe('This conversation is longer than the model can take: it was not given the tool result it had already read.');
+    expect(buildRunTimeline(more, runId, t0 + 9000, false).bars[0]!.markers.map((m) => m.label)[1])
+      .toBe("past the model's context window: asked again without 2 of 3 answered tool results");
   });
 
   it('says the model stopped answering when its stream went silent', () => {

@@ -70,9 +70,13 @@ function segmentMarker(event: WireEvent, atMs: number): TimelineMarker | null {
   if (event.type === segmentKilledEventType) {
     return { atMs, kind: 'kill', label: `killed by ${killerOf(event)} (demo)` };
   }
-  if (event.type === 'model-retry' && isCut(data.earlierTurns)) {
+  if (event.type === 'model-retry' && isCut(data.earlierTurns, 'kept')) {
     const { kept, of } = data.earlierTurns;
     return { atMs, kind: 'retry', label: `past the model's context window: asked again with the newest ${kept} of ${of} earlier turns` };
+  }
+  if (event.type === 'model-retry' && isCut(data.toolResults, 'dropped')) {
+    const { dropped, of } = data.toolResults;
+    return { atMs, kind: 'retry', label: `past the model's context window: asked again without ${dropped} of ${of} answered tool results` };
   }
   if (event.type === 'model-retry') {
     const error = (data.error ?? {}) as { statusCode?: unknown; message?: unknown };
@@ -163,8 +167,8 @@ export function buildRunTimeline(
   return { startMs, endMs, bars, intents };
 }
 
-/** A model-retry event's `earlierTurns`: the history cut to fit the context window (ADR-0067). */
-function isCut(value: unknown): value is { kept: number; of: number } {
-  const cut = value as { kept?: unknown; of?: unknown } | null | undefined;
-  return typeof cut?.kept === 'number' && typeof cut.of === 'number';
+/** A model-retry event's `earlierTurns` or `toolResults`: what it left out to fit the context window (ADR-0067). */
+function isCut<K extends 'kept' | 'dropped'>(value: unknown, key: K): value is Record<K | 'of', number> {
+  const cut = value as Record<string, unknown> | null | undefined;
+  return typeof cut?.[key] === 'number' && typeof cut.of === 'number';
 }

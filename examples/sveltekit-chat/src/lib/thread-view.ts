@@ -76,6 +76,8 @@ export interface RunItem {
    * `kept` of its `of` earlier turns (ADR-0067); sticky.
    */
   historyCut: { kept: number; of: number } | null;
+  /** Then, no earlier turn left, the model was not given `dropped` of its `of` answered tool results; sticky. */
+  resultsLeftOut: { dropped: number; of: number } | null;
   /** The model's provider refused its request for now and the run waits to ask again (ADR-0057). */
   retrying: {
     retry: number; of: number; delayMs: number; statusCode: number | null;
@@ -153,6 +155,7 @@ function ensureRun(view: ThreadView, runId: string): RunItem {
     kind: 'run', key: `run-${runId}`, runId, status: 'queued', text: '', attempt: 0, fence: 0,
     resumedAfterCrash: false, pending: null, answered: [], tools: [], cancelRequested: false,
     takeoverRequested: false, inDoubt: [], closed: null, retrying: null, historyCut: null,
+    resultsLeftOut: null,
   };
   view.items.push(run);
   return run;
@@ -265,10 +268,15 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
   run.retrying = null;
   switch (event.type) {
     case 'model-retry': {
+      // Asked again at once with less of the conversation (ADR-0067): no wait to show.
       const cut = (data.earlierTurns ?? null) as { kept?: unknown; of?: unknown } | null;
+      const left = (data.toolResults ?? null) as { dropped?: unknown; of?: unknown } | null;
       if (typeof cut?.kept === 'number' && typeof cut.of === 'number') {
-        // Asked again at once with fewer earlier turns (ADR-0067): no wait to show.
         run.historyCut = { kept: cut.kept, of: cut.of };
+        break;
+      }
+      if (typeof left?.dropped === 'number' && typeof left.of === 'number') {
+        run.resultsLeftOut = { dropped: left.dropped, of: left.of };
         break;
       }
       const refusal = (data.error ?? {}) as Record<string, unknown>;
@@ -436,11 +444,18 @@ export function retryNotice(run: RunItem): string | null {
 
 /** What the reader should know of a run whose thread was past the model's context window (ADR-0067). */
 export function historyCutNotice(run: RunItem): string | null {
-  if (!run.historyCut) return null;
-  const { kept, of } = run.historyCut;
-  const given = kept > 0 ? `was given only the newest ${kept} of the ${of} earlier turns`
-    : of === 1 ? 'was not given the earlier turn' : `was given none of the ${of} earlier turns`;
-  return `This conversation is longer than the model can take: it ${given}.`;
+  if (!run.historyCut && !run.resultsLeftOut) return null;
+  const notGiven: string[] = [];
+  if (run.historyCut) {
+    const { kept, of } = run.historyCut;
+    notGiven.push(kept > 0 ? `was given only the newest ${kept} of the ${of} earlier turns`
+      : of === 1 ? 'was not given the earlier turn' : `was given none of the ${of} earlier turns`);
+  }
+  if (run.resultsLeftOut) {
+    const { dropped, of } = run.resultsLeftOut;
+    notGiven.push(`was not given ${dropped === of ? (of === 1 ? 'the' : `all ${of}`) : `${dropped} of the ${of}`} tool result${of === 1 ? '' : 's'} it had already read`);
+  }
+  return `This conversation is longer than the model can take: it ${notGiven.join(', and ')}.`;
 }
 
 /** Whether an earlier turn of the thread is still open, so `run` waits for it (ADR-0001). */

@@ -3,18 +3,22 @@
 // the current turn never cut; by the refusal's token counts when it gives them, else by half. A
 // turn that is too long alone, or with the setting off, fails at once as before (ADR-0066).
 import { APICallError } from 'ai';
+import { simulateReadableStream } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import type { ModelMessage } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAnthropicStub } from '../../test/harness/anthropic-stub.js';
-import { answering, calling } from '../../test/harness/mock-streams.js';
+import { answering, calling, mockUsage as answeringUsage } from '../../test/harness/mock-streams.js';
 import { startOpenAiStub } from '../../test/harness/openai-stub.js';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { effectsFile, makeRuntime } from '../../test/harness/turn-kit.js';
 import { resolveModel, type LanguageModelV3 } from '../model/index.js';
 import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
-import { cutToFit, earlierTurns, keepEarlierTurns, pastContextWindow, tokensOverLimit } from './context-window.js';
+import { z } from 'zod';
+import type { AgentTool } from '../model/index.js';
+import { cutToFit, droppableResults, dropResultsToFit, earlierTurns, keepEarlierTurns, pastContextWindow, tokensOverLimit } from './context-window.js';
+import { buildMessages, type Step } from './journal.js';
 import { ModelStreamError } from './model-retry.js';
 import { runSegment } from './run-segment.js';
 import { newOwner } from './runtime.js';
@@ -97,6 +101,39 @@ describe('cutting the history to fit', () => {
     expect(cutToFit(h, chars, rejection(400, 'Input is too long for requested model.'))!.kept).toBe(5);
     expect(cutToFit(history(1), 100, rejection(400, 'Input is too long for requested model.'))!.kept).toBe(0);
     expect(cutToFit(history(0), 100, rejection(400, 'Input is too long for requested model.'))).toBeUndefined();
+  });
+});
+
+describe('leaving out tool results to fit', () => {
+  const model = (stepNo: number, callIds: string[]): Step => ({
+    kind: 'model', stepNo, text: '', toolCalls: callIds.map((id) => ({ toolCallId: id, toolName: 'fetch_page', input: {} })),
+  } as Step);
+  const tool = (stepNo: number, id: string, output: unknown): Step => ({
+    kind: 'tool', stepNo, toolCallId: id, toolName: 'fetch_page', outcome: 'completed', output,
+  } as Step);
+  const journal = [model(0, ['a']), tool(1, 'a', 'A'.repeat(100)), model(2, ['b', 'c']), tool(3, 'b', 'B'), tool(4, 'c', 'C')];
+
+  it('may leave out only the results the model has answered, oldest first, and says so in their place', () => {
+    expect(droppableResults(journal).map((step) => step.stepNo)).toEqual([1]);
+    expect(droppableResults([...journal, model(5, ['d']), tool(6, 'd', 'D')]).map((step) => step.stepNo)).toEqual([1, 3, 4]);
+    expect(droppableResults([model(0, ['a']), tool(1, 'a', 'A')])).toEqual([]);
+    const results = (n: number) => buildMessages([], journal, { droppedResults: n })
+      .filter((m) => m.role === 'tool').map((m) => (m.content as { output: unknown }[])[0]!.output);
+    expect(results(0)[0]).toEqual({ type: 'json', value: 'A'.repeat(100) });
+    expect(results(1)).toEqual([
+      { type: 'text', value: "[This result of fetch_page (102 characters) was left out: the conversation is past the model's context window.]" },
+      { type: 'json', value: 'B' }, { type: 'json', value: 'C' },
+    ]);
+  });
+
+  it('drops more each time, by the same rule as earlier turns, until none is left to drop', () => {
+    const long = [...journal, model(5, ['d']), tool(6, 'd', 'D')];
+    const refusal = rejection(400, 'Input is too long for requested model.');
+    expect(dropResultsToFit(long, 0, 500, refusal)).toBe(2); // half of 3, rounded up
+    expect(dropResultsToFit(long, 2, 500, refusal)).toBe(3);
+    expect(dropResultsToFit(long, 3, 500, refusal)).toBeUndefined();
+    // By the counts: 102 characters of 500 cover the 10 % over and the twentieth more.
+    expect(dropResultsToFit(long, 0, 500, rejection(400, 'prompt is too long: 1100 tokens > 990 maximum'))).toBe(1);
   });
 });
 
@@ -257,5 +294,40 @@ describe('a turn whose thread is past the model\'s context window', () => {
     } finally {
       effects.restore();
     }
+  });
+
+  it('a turn too long once no earlier turn is left: its answered tool results go, oldest first, the newest kept', async () => {
+    const threadId = await threadOf(2);
+    const fetchPage: AgentTool<{ url: string }, string> = {
+      name: 'fetch_page', description: 'Fetch a page.', inputSchema: z.object({ url: z.string() }),
+      execute: async ({ url }) => `${url}: ${'p'.repeat(2_000)}`,
+    };
+    const fetching = (id: string, url: string) => ({ stream: simulateReadableStream({ chunks: [
+      { type: 'tool-call', toolCallId: id, toolName: 'fetch_page', input: JSON.stringify({ url }) },
+      { type: 'finish', finishReason: { unified: 'tool-calls', raw: undefined }, usage: answeringUsage },
+    ] as never[] }) }) as never;
+    const prompts: string[] = [];
+    const model = new MockLanguageModelV3({
+      doStream: async ({ prompt }) => {
+        const text = JSON.stringify(prompt);
+        prompts.push(text);
+        if (text.length > 3_500) throw rejection(400, `prompt is too long: ${Math.ceil(text.length / 4)} tokens > 875 maximum`);
+        const fetched = (text.match(/: p{2000}/g) ?? []).length + (text.match(/was left out/g) ?? []).length;
+        return fetched === 0 ? fetching('call-a', 'first') : fetched === 1 ? fetching('call-b', 'second') : answering(['Read both.']);
+      },
+    });
+    const { runId } = await startTurn(db, { threadId, ownerId: 'carol', text: 'read two pages' });
+    const outcome = await runSegment(makeRuntime(db, { model, tools: { fetch_page: fetchPage } }), { runId, owner: newOwner('fit') });
+    expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
+    const events = await db.query<{ type: string; data: Record<string, any> }>(
+      `select type, data from agent_kit_thread_events where run_id = $1 and type = 'model-retry' order by seq`, [runId]);
+    // The earlier turns first (both, by the counts), then the first page's result.
+    expect(events.map((e) => e.data.earlierTurns ?? e.data.toolResults)).toEqual([{ kept: 0, of: 2 }, { dropped: 1, of: 1 }]);
+    const last = prompts.at(-1)!;
+    expect(last).not.toContain('first: ppp');
+    expect(last).toContain('This result of fetch_page');
+    expect(last).toContain(`second: ${'p'.repeat(2_000)}`); // the newest, which the step is asked about
+    expect(last).not.toContain('question 1:');
+    expect(prompts).toHaveLength(5);
   });
 });

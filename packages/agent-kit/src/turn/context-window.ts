@@ -4,6 +4,7 @@
 // the oldest dropped first, until it fits or none is left; the current turn itself (its user
 // message and its steps so far) is never cut.
 import type { ModelMessage } from 'ai';
+import type { Step, ToolStep } from './journal.js';
 
 /**
  * The provider rejected the request because the prompt is past the model's context window:
@@ -60,30 +61,56 @@ export interface HistoryCut {
 }
 
 /**
- * The history for the next request after `error`, a refusal for the prompt's length of a request
- * whose whole prompt took `promptChars` characters: the oldest earlier turns dropped until their
+ * How many of the oldest pieces (their sizes in characters, oldest first) to leave out after
+ * `error`, a refusal for the length of a prompt of `promptChars` characters: enough that their
  * characters make up the share of the prompt the refusal says is over the limit, and a twentieth
- * of it more; half of them when it says no numbers. At least one goes. Undefined when none is
- * left to drop: then the current turn alone is too long, and the turn fails (ADR-0066).
+ * of it more; half of them when it gives no counts. At least one; none when there are none.
+ */
+export function oldestToDrop(sizes: readonly number[], promptChars: number, error: unknown): number {
+  const over = tokensOverLimit(error);
+  if (!over) return Math.ceil(sizes.length / 2);
+  const toDrop = promptChars * ((over.used - over.limit) / over.used + 0.05);
+  let n = 0;
+  for (let dropped = 0; n < sizes.length && dropped < toDrop; n++) dropped += sizes[n]!;
+  return Math.max(n, Math.min(1, sizes.length));
+}
+
+/**
+ * The history for the next request after a refusal for the prompt's length (see oldestToDrop):
+ * without its oldest earlier turns. Undefined when it has none left to drop.
  */
 export function cutToFit(history: readonly ModelMessage[], promptChars: number, error: unknown): HistoryCut | undefined {
   const of = earlierTurns(history);
   if (of === 0) return undefined;
-  const over = tokensOverLimit(error);
-  let kept: number;
-  if (over) {
-    const toDrop = promptChars * ((over.used - over.limit) / over.used + 0.05);
-    const starts = history.flatMap((m, i) => (m.role === 'user' ? [i] : []));
-    let dropped = 0;
-    kept = of;
-    while (kept > 0 && dropped < toDrop) {
-      const first = starts[of - kept]!;
-      dropped += JSON.stringify(history.slice(first, starts[of - kept + 1])).length;
-      kept--;
-    }
-    kept = Math.min(kept, of - 1);
-  } else {
-    kept = Math.floor(of / 2);
-  }
+  const starts = history.flatMap((m, i) => (m.role === 'user' ? [i] : []));
+  const sizes = starts.slice(0, of).map((start, i) => JSON.stringify(history.slice(start, starts[i + 1])).length);
+  const kept = of - oldestToDrop(sizes, promptChars, error);
   return { history: keepEarlierTurns(history, kept), kept, of };
+}
+
+/**
+ * The tool results of this turn that a prompt may leave out once no earlier turn is left: those
+ * the model has answered already (before its last step), oldest first. The newest, which the
+ * next step is asked about, are always sent.
+ */
+export function droppableResults(journal: readonly Step[]): ToolStep[] {
+  const lastModel = journal.findLastIndex((step) => step.kind === 'model');
+  return journal.slice(0, Math.max(0, lastModel)).filter((step): step is ToolStep => step.kind === 'tool');
+}
+
+/**
+ * After a refusal for the prompt's length with no earlier turn left: how many of the turn's
+ * droppable results (oldest first) to leave out, more than the `dropped` already left out.
+ * Undefined when every one is already.
+ */
+export function dropResultsToFit(journal: readonly Step[], dropped: number, promptChars: number, error: unknown): number | undefined {
+  const sizes = droppableResults(journal).slice(dropped).map((step) => JSON.stringify(step.output ?? null).length);
+  if (sizes.length === 0) return undefined;
+  return dropped + oldestToDrop(sizes, promptChars, error);
+}
+
+/** What a prompt says in place of a tool result it leaves out. */
+export function droppedResultNote(step: ToolStep): string {
+  const chars = JSON.stringify(step.output ?? null).length;
+  return `[This result of ${step.toolName} (${chars} characters) was left out: the conversation is past the model's context window.]`;
 }

@@ -3,6 +3,7 @@
 import type { ModelMessage, ProviderMetadata } from 'ai';
 import type { EffectRecord } from '../effect-ledger/index.js';
 import type { TokenUsage } from '../event-log/token-usage.js';
+import { droppableResults, droppedResultNote } from './context-window.js';
 import { assert, InvalidArgumentError } from '../errors.js';
 import {
   claimParams, claimResult, msInterval, type ClaimOptions, type ClaimResult, type Interrupt, type Lease,
@@ -216,10 +217,14 @@ export function isTurnFinished(journal: Step[]): boolean {
 
 /**
  * The prompt for the next model step: thread history, then this run's journal, each model step's
- * reasoning first unless `reasoning` is false.
+ * reasoning first unless `reasoning` is false, and the oldest `droppedResults` of the results the
+ * model has answered already left out, a note in their place (ADR-0067).
  */
-export function buildMessages(history: ModelMessage[], journal: Step[], options: { reasoning?: boolean } = {}): ModelMessage[] {
+export function buildMessages(
+  history: ModelMessage[], journal: Step[], options: { reasoning?: boolean; droppedResults?: number } = {},
+): ModelMessage[] {
   const reasoning = options.reasoning ?? true;
+  const dropped = new Set(droppableResults(journal).slice(0, options.droppedResults ?? 0));
   const messages = [...history];
   for (const step of journal) {
     if (step.kind === 'model') {
@@ -240,9 +245,9 @@ export function buildMessages(history: ModelMessage[], journal: Step[], options:
           type: 'tool-result',
           toolCallId: step.toolCallId,
           toolName: step.toolName,
-          output: isError
-            ? { type: 'error-text', value: String(step.output) }
-            : { type: 'json', value: (step.output ?? null) as never },
+          output: dropped.has(step) ? { type: 'text', value: droppedResultNote(step) }
+            : isError ? { type: 'error-text', value: String(step.output) }
+              : { type: 'json', value: (step.output ?? null) as never },
         }],
       });
     }

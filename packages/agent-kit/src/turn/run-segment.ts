@@ -16,7 +16,7 @@ import {
   loadJournal, modelStepOf, pendingToolCalls,
   type StartedEffect, type Step,
 } from './journal.js';
-import { cutToFit, pastContextWindow, type HistoryCut } from './context-window.js';
+import { cutToFit, droppableResults, dropResultsToFit, pastContextWindow } from './context-window.js';
 import { describeRefusal, isRetryableModelError, refusedForGood, refusedWhatItCarried, retryDelayMs } from './model-retry.js';
 import { runModelStep, type StepStop } from './model-step.js';
 import { defaultTurnSettings, type TurnSettings } from './settings.js';
@@ -141,6 +141,7 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
   let started: StartedEffect | undefined; // the first tool call's effect, started by the step's commit
   let system: string | undefined; // the instructions, read before this segment's first model step
   let retries = 0; // of the current model step, refused by its provider for now
+  let droppedResults = 0; // of this turn's answered tool results, left out to fit the context window
   let earlierTurnsOf: number | undefined; // in the history before its first cut to fit the context window
   for (;;) {
     if (pendingToolCalls(journal).length > 0) {
@@ -168,7 +169,7 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
 
     // One that throws fails the segment in runSegment's catch, as a model error does.
     system ??= await instructionsFor(rt, { runId: lease.runId, threadId: lease.threadId, turnNo: s.run.turnNo });
-    const messages = buildMessages(history, journal, { reasoning: s.settings.sendReasoning });
+    const messages = buildMessages(history, journal, { reasoning: s.settings.sendReasoning, droppedResults });
     const result = await runModelStep({
       model, system, messages, tools: rt.tools, prefix, mirror: s.mirror,
       segmentSignal: s.signal, stopAtMs: s.stopAtMs, stallTimeoutMs: s.settings.stallTimeoutMs,
@@ -177,16 +178,22 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
     if (result.kind === 'error') {
       const stopped = await s.mirror.flush();
       if (stopped) return handleStop(s, stopped, model);
-      // A prompt past the model's context window is asked again at once with fewer earlier turns (ADR-0067).
-      const cut: HistoryCut | undefined = result.produced === 'nothing' && s.settings.fitContextWindow && pastContextWindow(result.error)
-        ? cutToFit(history, (system ?? '').length + JSON.stringify(messages).length, result.error) : undefined;
-      if (cut) {
-        const earlierTurns = { kept: cut.kept, of: (earlierTurnsOf ??= cut.of) };
-        rt.log?.({ msg: 'prompt past the context window', runId: lease.runId, fence: lease.fence, ...earlierTurns });
-        const data = { stepNo: journal.length, delayMs: 0, error: describeRefusal(result.error), earlierTurns };
-        if ((await retryStep(rt.db, lease, visibleText(s), data)) === null) return lost(s);
-        history = cut.history;
-        continue;
+      // A prompt past the model's context window is asked again at once without its oldest earlier
+      // turns, then without the turn's oldest answered tool results (ADR-0067).
+      if (result.produced === 'nothing' && s.settings.fitContextWindow && pastContextWindow(result.error)) {
+        const promptChars = (system ?? '').length + JSON.stringify(messages).length;
+        const cut = cutToFit(history, promptChars, result.error);
+        const drop = cut ? undefined : dropResultsToFit(journal, droppedResults, promptChars, result.error);
+        if (cut || drop !== undefined) {
+          const fit = cut ? { earlierTurns: { kept: cut.kept, of: (earlierTurnsOf ??= cut.of) } }
+            : { toolResults: { dropped: drop!, of: droppableResults(journal).length } };
+          rt.log?.({ msg: 'prompt past the context window', runId: lease.runId, fence: lease.fence, ...fit });
+          const data = { stepNo: journal.length, delayMs: 0, error: describeRefusal(result.error), ...fit };
+          if ((await retryStep(rt.db, lease, visibleText(s), data)) === null) return lost(s);
+          if (cut) history = cut.history;
+          else droppedResults = drop!;
+          continue;
+        }
       }
       // Asked again in this segment (ADR-0057). A model that continues a prefill goes on from
       // what it streamed, if that was only text (ADR-0059); otherwise the step starts again and

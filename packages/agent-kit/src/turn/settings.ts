@@ -21,8 +21,9 @@ export interface TurnSettings {
    */
   sendReasoning: boolean;
   /**
-   * Ask again with fewer earlier turns, the oldest dropped first, when the provider rejects a
-   * prompt past the model's context window (ADR-0067). Off: such a turn fails at once (ADR-0066).
+   * Ask again with fewer earlier turns, the oldest dropped first, then without the turn's oldest
+   * answered tool results, when the provider rejects a prompt past the model's context window
+   * (ADR-0067). Off: such a turn fails at once (ADR-0066).
    */
   fitContextWindow: boolean;
   /** The most a tool's reconcile hook may take (capped at what is left); then in doubt. ADR-0041. */

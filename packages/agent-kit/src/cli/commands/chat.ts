@@ -66,10 +66,9 @@ async function printRun(events: AsyncIterable<{ runId: string | null; type: stri
       shown += delta;
     } else if (event.type === 'tool-result') {
       process.stderr.write(`\n[tool ${String(event.data.toolName)}: ${String(event.data.outcome)}]\n`);
-    } else if (event.type === 'model-retry' && isCut(event.data.earlierTurns)) {
-      // A prompt past the model's context window, asked again at once with fewer earlier turns (ADR-0067).
-      const { kept, of } = event.data.earlierTurns;
-      process.stderr.write(`[the thread is past the model's context window: asked again with the newest ${kept} of ${of} earlier turns]\n`);
+    } else if (event.type === 'model-retry' && contextCut(event.data)) {
+      // A prompt past the model's context window, asked again at once with less of it (ADR-0067).
+      process.stderr.write(`[the thread is past the model's context window: asked again ${contextCut(event.data)}]\n`);
     } else if (event.type === 'model-retry') {
       const d = event.data;
       const refusal = (d.error ?? {}) as { message?: unknown; statusCode?: unknown };
@@ -117,8 +116,14 @@ function report(outcome: SegmentOutcome, runId: string, threadId: string, dueInM
   throw new CommanderError(1, 'agent-kit.turnNotCompleted', what);
 }
 
-/** A model-retry event's `earlierTurns`: the history cut to fit the context window. */
-function isCut(value: unknown): value is { kept: number; of: number } {
-  const cut = value as { kept?: unknown; of?: unknown } | null | undefined;
-  return typeof cut?.kept === 'number' && typeof cut.of === 'number';
+/** What a model-retry event left out of the prompt to fit the context window (ADR-0067), in words. */
+function contextCut(data: Record<string, unknown>): string | undefined {
+  const count = (value: unknown, key: 'kept' | 'dropped') => {
+    const cut = value as Record<string, unknown> | null | undefined;
+    return typeof cut?.[key] === 'number' && typeof cut.of === 'number' ? [cut[key], cut.of] : undefined;
+  };
+  const turns = count(data.earlierTurns, 'kept');
+  if (turns) return `with the newest ${turns[0]} of ${turns[1]} earlier turns`;
+  const results = count(data.toolResults, 'dropped');
+  return results && `without ${results[0]} of the turn's ${results[1]} answered tool results`;
 }
