@@ -3,43 +3,25 @@
 // turn ends, waits, slices at its deadline, or loses the lease — writing nothing after a loss.
 import type { ModelMessage } from 'ai';
 import { assert, coerceError, serializeError, StoreUnavailableError } from '../errors.js';
-import { sleep } from '../queue/pace.js';
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
-  closeRun, parkForRetry, parkRun, readInterrupt, renewLease, requestInput, retryStep, salvageRun, type Interrupt, type Lease, type ParkStatus,
+  closeRun, parkRun, renewLease, requestInput, retryStep, salvageRun, type Lease, type ParkStatus,
 } from '../lease/lease.js';
-import type { Run } from '../lease/run-row.js';
-import { supportsPrefill } from '../model/index.js';
 import {
   beginSegmentWithHistory, buildMessages, claimSegment, commitStep, committedText, hasReasoning, isTurnFinished,
   loadJournal, modelStepOf, pendingToolCalls,
   type StartedEffect, type Step,
 } from './journal.js';
 import { cutToFit, droppableResults, dropResultsToFit, pastContextWindow } from './context-window.js';
-import { describeRefusal, isRetryableModelError, refusedForGood, refusedWhatItCarried, retryDelayMs } from './model-retry.js';
+import { describeRefusal, refusedForGood, refusedWhatItCarried } from './model-retry.js';
 import { runModelStep, type StepStop } from './model-step.js';
-import { defaultTurnSettings, type TurnSettings } from './settings.js';
+import { defaultTurnSettings } from './settings.js';
 import { StreamMirror } from './stream-mirror.js';
 import { nextEffectStart, settleToolCalls } from './tool-calls.js';
 import { instructionsFor } from './runtime.js';
+import { continuesMidStep, sliceDue, visibleText, waitToRetry, type Segment } from './segment.js';
 import type { Runtime, SegmentOptions, SegmentOutcome } from './types.js';
-
-interface Segment {
-  rt: Runtime;
-  lease: Lease;
-  run: Run;
-  settings: TurnSettings;
-  mirror: StreamMirror;
-  /** Aborted with a StepStop reason when the lease is lost or the mirror stops. */
-  signal: AbortSignal;
-  stopAtMs: number;
-  options: SegmentOptions;
-  /** The run's visible text when this segment started (committed steps + continued prefix). */
-  startText: string;
-  /** The run's pending cancel or takeover as the last guarded write saw it (claim, step). */
-  interrupt: Interrupt;
-}
 
 /**
  * Run one segment of a run: claim it with the next fence and drive it as far as this invocation
@@ -243,60 +225,12 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
   }
 }
 
-/**
- * A model request its provider refused for now (ADR-0057): wait as it asks, or back off, then ask
- * again. The wait is a `model-retry` event in the thread's log, written with the run's partial set
- * to `from`, the text the retry goes on from (ADR-0061). It ends early for a lost lease or a stop
- * signal, and for a cancel or takeover, read from the run every second meanwhile. A wait that
- * leaves this segment no time for a step after it parks the run instead, due when the wait ends,
- * its attempt spent (ADR-0062).
- */
-async function waitToRetry(
-  s: Segment, error: Error, retry: number, at: { stepNo: number; from: string; redo: boolean; refused: boolean },
-): Promise<'retry' | 'parked' | 'no' | 'lost'> {
-  if (retry > s.settings.modelRetries || !(isRetryableModelError(error) || at.refused)) return 'no';
-  const delayMs = retryDelayMs(error, retry);
-  const fits = Date.now() + delayMs < s.stopAtMs - s.settings.sliceMarginMs;
-  const refusal = describeRefusal(error);
-  const { stepNo, from, redo } = at;
-  s.rt.log?.({ msg: 'model retry', runId: s.lease.runId, fence: s.lease.fence, stepNo, retry, delayMs, redo, fits, error: refusal.message });
-  const data = { stepNo, retry, of: s.settings.modelRetries, delayMs, error: refusal, redo: fits && redo };
-  if (!fits) {
-    // The next segment begins from the journal, redoing or continuing the step as a takeover does.
-    return (await parkForRetry(s.rt.db, s.lease, delayMs, data)) === null ? 'lost' : 'parked';
-  }
-  if ((await retryStep(s.rt.db, s.lease, from, data)) === null) return 'lost';
-  const until = Date.now() + delayMs;
-  for (let left = delayMs; left > 0 && !stopping(s) && !s.interrupt; left = until - Date.now()) {
-    await sleepUnlessStopped(s, Math.min(left, interruptPollMs));
-    if (until - Date.now() > 0 && !stopping(s)) s.interrupt = await readInterrupt(s.rt.db, s.lease);
-  }
-  return 'retry';
-}
-
-/** How often a segment waiting to retry looks for a cancel or a takeover. */
-const interruptPollMs = 1_000;
-
-function stopping(s: Segment): boolean {
-  return s.signal.aborted || Boolean(s.options.stopSignal?.aborted);
-}
-
-function sleepUnlessStopped(s: Segment, ms: number): Promise<void> {
-  const { stopSignal } = s.options;
-  return sleep(ms, stopSignal ? AbortSignal.any([s.signal, stopSignal]) : s.signal);
-}
-
 /** Mid-step continuation: the dead segment's mirrored text past the committed steps, if usable. */
 function continuationPrefix(s: Segment, journal: Step[], model: unknown): string {
   if (!continuesMidStep(s, model)) return '';
   if (pendingToolCalls(journal).length > 0 || isTurnFinished(journal)) return '';
   const committed = committedText(journal);
   return s.run.partial.startsWith(committed) ? s.run.partial.slice(committed.length) : '';
-}
-
-/** A step cut mid-stream goes on from its text: the setting allows it and the model continues a prefill. */
-function continuesMidStep(s: Segment, model: unknown): boolean {
-  return s.settings.continueMidStep && supportsPrefill(model as { provider: string });
 }
 
 /**
@@ -306,11 +240,6 @@ function continuesMidStep(s: Segment, model: unknown): boolean {
 function checkBoundary(s: Segment): Promise<SegmentOutcome> | undefined {
   if (sliceDue(s)) return park(s, 'queued');
   return honourInterrupt(s);
-}
-
-/** Too little time left to start a model step or a tool call, or asked to stop: slice. */
-function sliceDue(s: Segment): boolean {
-  return Boolean(s.options.stopSignal?.aborted) || Date.now() >= s.stopAtMs - s.settings.sliceMarginMs;
 }
 
 /** A cancel closes the run aborted with the text so far; a takeover parks it for the operator. */
@@ -340,11 +269,6 @@ async function handleStop(s: Segment, reason: StepStop, model: unknown): Promise
       }
       return { kind: 'stopped', fence: s.lease.fence, reason: 'deadline mid-step' };
   }
-}
-
-/** The run's text as viewers see it now: what this segment started from plus what it mirrored. */
-function visibleText(s: Segment): string {
-  return s.startText + s.mirror.writtenText;
 }
 
 async function waitForInput(s: Segment, waitingFor: Record<string, unknown>): Promise<SegmentOutcome> {

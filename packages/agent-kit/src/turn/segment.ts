@@ -1,0 +1,87 @@
+// A segment as the engine drives it (see run-segment.ts): its lease, settings and stream mirror,
+// and what it asks of them between steps: the text viewers have, whether to slice, how a step
+// cut mid-stream goes on, and the wait before a model request refused for now is asked again.
+import { parkForRetry, readInterrupt, retryStep, type Interrupt, type Lease } from '../lease/lease.js';
+import type { Run } from '../lease/run-row.js';
+import { supportsPrefill } from '../model/index.js';
+import { sleep } from '../queue/pace.js';
+import { describeRefusal, isRetryableModelError, retryDelayMs } from './model-retry.js';
+import type { TurnSettings } from './settings.js';
+import type { StreamMirror } from './stream-mirror.js';
+import type { Runtime, SegmentOptions } from './types.js';
+
+/** One segment of a run, as runSegment drives it. */
+export interface Segment {
+  rt: Runtime;
+  lease: Lease;
+  run: Run;
+  settings: TurnSettings;
+  mirror: StreamMirror;
+  /** Aborted with a StepStop reason when the lease is lost or the mirror stops. */
+  signal: AbortSignal;
+  stopAtMs: number;
+  options: SegmentOptions;
+  /** The run's visible text when this segment started (committed steps + continued prefix). */
+  startText: string;
+  /** The run's pending cancel or takeover as the last guarded write saw it (claim, step). */
+  interrupt: Interrupt;
+}
+
+/**
+ * A model request its provider refused for now (ADR-0057): wait as it asks, or back off, then ask
+ * again. The wait is a `model-retry` event in the thread's log, written with the run's partial set
+ * to `from`, the text the retry goes on from (ADR-0061). It ends early for a lost lease or a stop
+ * signal, and for a cancel or takeover, read from the run every second meanwhile. A wait that
+ * leaves this segment no time for a step after it parks the run instead, due when the wait ends,
+ * its attempt spent (ADR-0062).
+ */
+export async function waitToRetry(
+  s: Segment, error: Error, retry: number, at: { stepNo: number; from: string; redo: boolean; refused: boolean },
+): Promise<'retry' | 'parked' | 'no' | 'lost'> {
+  if (retry > s.settings.modelRetries || !(isRetryableModelError(error) || at.refused)) return 'no';
+  const delayMs = retryDelayMs(error, retry);
+  const fits = Date.now() + delayMs < s.stopAtMs - s.settings.sliceMarginMs;
+  const refusal = describeRefusal(error);
+  const { stepNo, from, redo } = at;
+  s.rt.log?.({ msg: 'model retry', runId: s.lease.runId, fence: s.lease.fence, stepNo, retry, delayMs, redo, fits, error: refusal.message });
+  const data = { stepNo, retry, of: s.settings.modelRetries, delayMs, error: refusal, redo: fits && redo };
+  if (!fits) {
+    // The next segment begins from the journal, redoing or continuing the step as a takeover does.
+    return (await parkForRetry(s.rt.db, s.lease, delayMs, data)) === null ? 'lost' : 'parked';
+  }
+  if ((await retryStep(s.rt.db, s.lease, from, data)) === null) return 'lost';
+  const until = Date.now() + delayMs;
+  for (let left = delayMs; left > 0 && !stopping(s) && !s.interrupt; left = until - Date.now()) {
+    await sleepUnlessStopped(s, Math.min(left, interruptPollMs));
+    if (until - Date.now() > 0 && !stopping(s)) s.interrupt = await readInterrupt(s.rt.db, s.lease);
+  }
+  return 'retry';
+}
+
+/** How often a segment waiting to retry looks for a cancel or a takeover. */
+const interruptPollMs = 1_000;
+
+export function stopping(s: Segment): boolean {
+  return s.signal.aborted || Boolean(s.options.stopSignal?.aborted);
+}
+
+function sleepUnlessStopped(s: Segment, ms: number): Promise<void> {
+  const { stopSignal } = s.options;
+  return sleep(ms, stopSignal ? AbortSignal.any([s.signal, stopSignal]) : s.signal);
+}
+
+/** A step cut mid-stream goes on from its text: the setting allows it and the model continues a prefill. */
+export function continuesMidStep(s: Segment, model: unknown): boolean {
+  return s.settings.continueMidStep && supportsPrefill(model as { provider: string });
+}
+
+
+/** Too little time left to start a model step or a tool call, or asked to stop: slice. */
+export function sliceDue(s: Segment): boolean {
+  return Boolean(s.options.stopSignal?.aborted) || Date.now() >= s.stopAtMs - s.settings.sliceMarginMs;
+}
+
+/** The run's text as viewers see it now: what this segment started from plus what it mirrored. */
+export function visibleText(s: Segment): string {
+  return s.startText + s.mirror.writtenText;
+}
