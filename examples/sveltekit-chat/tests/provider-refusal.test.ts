@@ -5,7 +5,8 @@
 // provider had an error and the reply is rewritten, then shows the whole reply once, on the run's
 // first attempt. A request it rejects for good (a prompt past the context window, a 400) fails the
 // turn at once, and the page says why (ADR-0066); the thread's next turn, past the window with
-// that one in its history, is asked again without it and says so (ADR-0067).
+// that one in its history, is asked again without it and says so (ADR-0067). A reply the model's
+// output limit cut says so under it (ADR-0068).
 import type { Browser, BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { contextLengthExceeded, startOpenAiStub, type OpenAiStub } from '../../../packages/agent-kit/test/harness/openai-stub';
@@ -96,6 +97,17 @@ describe.skipIf(!hasChromium)(`a provider refusing midway${hasChromium ? '' : ` 
       .toBe('This conversation is longer than the model can take: it was not given the earlier turn.');
     expect(await next.getAttribute('data-attempt')).toBe('1');
     expect(await page.getByTestId('history-cut').count()).toBe(1); // not the failed turn's
+    await page.close();
+  });
+
+  it("says under a reply that the model's output limit cut it", async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    await sendChat(page, `tell me a long story ${Date.now()}`);
+    await waitForRunStatus(page, 'completed');
+    const run = page.getByTestId('run').last();
+    expect(await run.getByTestId('run-text').textContent()).toBe('Hello from stub');
+    expect(await run.getByTestId('output-limit').textContent()).toBe("The reply stops here: it reached the model's output limit.");
     await page.close();
   });
 });

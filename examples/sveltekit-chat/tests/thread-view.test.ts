@@ -105,6 +105,20 @@ describe('the thread view', () => {
       .toBe("past the model's context window: asked again without 2 of 3 answered tool results");
   });
 
+  it('knows a reply the model\'s output limit cut, from its last step', () => {
+    const log = makeLog([
+      ['run-queued', 0, { runId, turnNo: 1 }],
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1, owner: 'a' }],
+      ['text-delta', 1, { text: 'Once upon' }],
+      ['step-finished', 1, { stepNo: 0, text: 'Once upon', toolCalls: [], finishReason: 'length' }],
+      ['run-closed', 1, { status: 'completed', text: 'Once upon', partial: false }],
+    ]);
+    expect([3, 4, 5].map((n) => (fold(log.slice(0, n)).items[0] as RunItem).cutAtLimit)).toEqual([false, true, true]);
+    const whole = makeLog([...log.slice(0, 3).map((e): EventSpec => [e.type, e.fence, e.data]),
+      ['step-finished', 1, { stepNo: 0, text: 'Once upon', toolCalls: [] }]]);
+    expect((fold(whole).items[0] as RunItem).cutAtLimit).toBe(false);
+  });
+
   it('says the model stopped answering when its stream went silent', () => {
     const log = makeLog([
       ['run-queued', 0, { runId, turnNo: 1 }],

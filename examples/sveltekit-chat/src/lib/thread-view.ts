@@ -78,6 +78,8 @@ export interface RunItem {
   historyCut: { kept: number; of: number } | null;
   /** Then, no earlier turn left, the model was not given `dropped` of its `of` answered tool results; sticky. */
   resultsLeftOut: { dropped: number; of: number } | null;
+  /** Its last model step stopped at the model's output limit: the reply may end mid-sentence. */
+  cutAtLimit: boolean;
   /** The model's provider refused its request for now and the run waits to ask again (ADR-0057). */
   retrying: {
     retry: number; of: number; delayMs: number; statusCode: number | null;
@@ -155,7 +157,7 @@ function ensureRun(view: ThreadView, runId: string): RunItem {
     kind: 'run', key: `run-${runId}`, runId, status: 'queued', text: '', attempt: 0, fence: 0,
     resumedAfterCrash: false, pending: null, answered: [], tools: [], cancelRequested: false,
     takeoverRequested: false, inDoubt: [], closed: null, retrying: null, historyCut: null,
-    resultsLeftOut: null,
+    resultsLeftOut: null, cutAtLimit: false,
   };
   view.items.push(run);
   return run;
@@ -304,6 +306,10 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
       }
       break;
     }
+    case 'step-finished':
+      // The reply stops where the model's output limit cut it (ADR-0068): the last step says.
+      run.cutAtLimit = data.finishReason === 'length';
+      break;
     case 'tool-result':
       run.tools.push({ toolCallId: str(data.toolCallId), toolName: str(data.toolName), outcome: str(data.outcome), output: data.output });
       break;

@@ -31,6 +31,16 @@ export function tokenUsage(usage: LanguageModelUsage | undefined): TokenUsage | 
   return known.length > 0 ? Object.fromEntries(known) as TokenUsage : undefined;
 }
 
+/** Two requests' usage added up, count by count; undefined when neither reported any. */
+export function addUsage(a: TokenUsage | undefined, b: TokenUsage | undefined): TokenUsage | undefined {
+  if (!a || !b) return a ?? b;
+  const sum: TokenUsage = {};
+  for (const count of tokenCounts) {
+    if (a[count] !== undefined || b[count] !== undefined) sum[count] = (a[count] ?? 0) + (b[count] ?? 0);
+  }
+  return sum;
+}
+
 /** A run's token counts, each the sum over the model steps that reported it. */
 export type RunUsage = TokenUsage & {
   /** The model steps in the journal, and how many of them reported their usage. */

@@ -50,6 +50,18 @@ describe('the UI message stream of a run', () => {
     expect(chunks.at(-1)).toMatchObject({ type: 'finish', finishReason: 'stop' });
   });
 
+  it('finishes with "length" when the reply stopped at the model\'s output limit (ADR-0068)', () => {
+    const finish = (finishReason?: string) => translate([
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1 }],
+      ['text-delta', 1, { text: 'Cut' }],
+      ['step-finished', 1, { stepNo: 0, text: 'Cut', toolCalls: [], ...(finishReason ? { finishReason } : {}) }],
+      ['run-closed', 1, { status: 'completed', text: 'Cut', partial: false, fence: 1 }],
+    ]).at(-1);
+    expect([finish('length'), finish()]).toMatchObject([
+      { type: 'finish', finishReason: 'length' }, { type: 'finish', finishReason: 'stop' },
+    ]);
+  });
+
   it('goes on in the same part where the retry keeps the text (a prefill), and after an older retry without one', () => {
     const chunks = translate([
       ['segment-started', 1, { text: '', attempt: 1, fence: 1 }],

@@ -28,6 +28,8 @@ export class UIMessageTranslator {
   private readonly toolCalls = new Set<string>();
   /** The last park's status while the run has not gone on since. */
   private parked: Record<string, unknown> | undefined;
+  /** The last model step stopped at the model's output limit. */
+  private cutAtLimit = false;
 
   constructor(private readonly runId: string) {}
 
@@ -155,6 +157,7 @@ export class UIMessageTranslator {
   /** A model step was journaled: its text was already streamed; its tool calls are shown now. */
   private stepFinished(out: Chunk[], event: ThreadEvent) {
     const { toolCalls } = event.data;
+    this.cutAtLimit = event.data.finishReason === 'length'; // the reply the output limit cut (ADR-0068)
     const calls = Array.isArray(toolCalls) ? (toolCalls as Record<string, unknown>[]) : [];
     for (const call of calls) this.toolCall(out, event, call);
   }
@@ -200,11 +203,11 @@ export class UIMessageTranslator {
       this.endStep(out);
       out.push({ type: 'abort', reason: 'cancelled' });
     }
-    const reason = status === 'completed' ? 'stop' : status === 'failed' ? 'error' : 'other';
+    const reason = status === 'completed' ? (this.cutAtLimit ? 'length' : 'stop') : status === 'failed' ? 'error' : 'other';
     this.finish(out, reason, metadata);
   }
 
-  private finish(out: Chunk[], finishReason: 'stop' | 'error' | 'other', metadata: Record<string, unknown>) {
+  private finish(out: Chunk[], finishReason: 'stop' | 'length' | 'error' | 'other', metadata: Record<string, unknown>) {
     this.ensureStarted(out);
     this.endStep(out);
     out.push({ type: 'finish', finishReason, messageMetadata: { runId: this.runId, ...metadata } });

@@ -51,7 +51,9 @@ export function modelStepOf(
     ...(result.reasoning.length > 0 ? { reasoning: result.reasoning } : {}),
     ...(usage ? { usage } : {}),
   };
-  return { step, event: { type: 'step-finished', data: { stepNo, text, toolCalls, ...(usage ? { usage } : {}) } } };
+  // A reply the output limit cut short says so (ADR-0068); viewers tell the reader.
+  const cut = finishReason === 'length' ? { finishReason } : {};
+  return { step, event: { type: 'step-finished', data: { stepNo, text, toolCalls, ...(usage ? { usage } : {}), ...cut } } };
 }
 
 export type ToolOutcome = 'completed' | 'failed' | 'in_doubt' | 'denied' | 'invalid' | 'answered';

@@ -17,10 +17,11 @@ import { cutToFit, droppableResults, dropResultsToFit, pastContextWindow } from 
 import { describeRefusal, refusedForGood, refusedWhatItCarried } from './model-retry.js';
 import { runModelStep, type StepStop } from './model-step.js';
 import { defaultTurnSettings } from './settings.js';
+import { addUsage, type TokenUsage } from '../event-log/token-usage.js';
 import { StreamMirror } from './stream-mirror.js';
 import { nextEffectStart, settleToolCalls } from './tool-calls.js';
 import { instructionsFor } from './runtime.js';
-import { continuesMidStep, sliceDue, visibleText, waitToRetry, type Segment } from './segment.js';
+import { continuesAtLimit, continuesMidStep, sliceDue, visibleText, waitToRetry, type Segment } from './segment.js';
 import type { Runtime, SegmentOptions, SegmentOutcome } from './types.js';
 
 /**
@@ -123,6 +124,8 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
   let started: StartedEffect | undefined; // the first tool call's effect, started by the step's commit
   let system: string | undefined; // the instructions, read before this segment's first model step
   let retries = 0; // of the current model step, refused by its provider for now
+  let continued = 0; // requests of the current model step after its reply reached the output limit
+  let earlierUsage: TokenUsage | undefined; // of those requests before the current one
   let droppedResults = 0; // of this turn's answered tool results, left out to fit the context window
   let earlierTurnsOf: number | undefined; // in the history before its first cut to fit the context window
   for (;;) {
@@ -199,12 +202,21 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
       prefix = goesOn ? result.text : ''; // what was streamed of this step (the same prefix when nothing was)
       continue; // the same step again, after the boundary checks
     }
-    prefix = '';
-    retries = 0;
+    const usage = addUsage(earlierUsage, result.usage);
+    // A reply cut at the model's output limit goes on from its text in a request of its own, as a
+    // step cut mid-stream does, when the model continues a prefill (ADR-0068).
+    if (continuesAtLimit(s, model, result) && ++continued <= s.settings.continueAtOutputLimit) {
+      const stopped = await s.mirror.flush();
+      if (stopped) return handleStop(s, stopped, model);
+      rt.log?.({ msg: 'reply at the output limit goes on', runId: lease.runId, fence: lease.fence, stepNo: journal.length, continued });
+      [prefix, earlierUsage] = [result.text, usage];
+      continue;
+    }
+    [prefix, retries, continued, earlierUsage] = ['', 0, 0, undefined];
     const taken = await s.mirror.takeForCommit();
     if ('stopped' in taken) return handleStop(s, taken.stopped, model);
 
-    const { step, event } = modelStepOf(journal.length, result);
+    const { step, event } = modelStepOf(journal.length, { ...result, ...(usage ? { usage } : {}) });
     // A step without tool calls ends the turn: it is journalled and the run closed in one write.
     const ends = step.toolCalls.length === 0;
     // A step with tool calls starts the first call's effect in the same write (migration 0016),

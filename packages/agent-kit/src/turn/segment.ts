@@ -85,3 +85,15 @@ export function sliceDue(s: Segment): boolean {
 export function visibleText(s: Segment): string {
   return s.startText + s.mirror.writtenText;
 }
+
+/**
+ * The model stopped at its output limit in the middle of a reply, with text and no tool call, and
+ * it continues a prefill, so it can be asked to go on (ADR-0068). Not a step with reasoning:
+ * Anthropic refuses a prefill with extended thinking on.
+ */
+export function continuesAtLimit(
+  s: Segment, model: unknown, result: { finishReason: string; text: string; toolCalls: unknown[]; reasoning: unknown[] },
+): boolean {
+  return result.finishReason === 'length' && result.toolCalls.length === 0 && result.reasoning.length === 0
+    && result.text.trim() !== '' && continuesMidStep(s, model);
+}

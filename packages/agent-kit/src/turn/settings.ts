@@ -26,6 +26,12 @@ export interface TurnSettings {
    * (ADR-0067). Off: such a turn fails at once (ADR-0066).
    */
   fitContextWindow: boolean;
+  /**
+   * Requests more a model step may make after its reply stopped at the model's output limit
+   * (`max_tokens`), each going on from the reply's text, when the model continues a prefill
+   * (ADR-0068). 0: the reply ends where the limit cut it, as with every other model.
+   */
+  continueAtOutputLimit: number;
   /** The most a tool's reconcile hook may take (capped at what is left); then in doubt. ADR-0041. */
   reconcileTimeoutMs: number;
   /**
@@ -51,6 +57,8 @@ export function defaultTurnSettings(budgetMs: number): TurnSettings {
     continueMidStep: true,
     sendReasoning: true,
     fitContextWindow: true,
+    // Up to four times the model's output limit for one reply; each request more costs as much.
+    continueAtOutputLimit: 3,
     reconcileTimeoutMs: defaultReconcileTimeoutMs,
     // Backoff of 1, 2, 4, 8 and 16 s (with jitter): a provider's burst of refusals of about half
     // a minute, or five Retry-Afters, before the attempt is spent.

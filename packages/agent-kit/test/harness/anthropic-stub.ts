@@ -20,6 +20,8 @@ export type AnthropicBody = {
  */
 export type AnthropicReply = {
   thinking?: string; text: readonly string[]; toolUse?: { name: string; input: unknown };
+  /** Stop at the output limit (`max_tokens`) after the text pieces, as a reply longer than it does. */
+  maxTokens?: true;
   error?: { type: string; message: string }; drop?: true;
 };
 
@@ -67,7 +69,7 @@ function replyEvents(reply: AnthropicReply, n: number): { head: string[]; tail: 
       sse('content_block_stop', { index: at }),
     );
   }
-  const stop = reply.toolUse ? 'tool_use' : 'end_turn';
+  const stop = reply.toolUse ? 'tool_use' : reply.maxTokens ? 'max_tokens' : 'end_turn';
   tail.push(
     sse('message_delta', { delta: { stop_reason: stop, stop_sequence: null }, usage: { output_tokens: reply.text.length } }),
     sse('message_stop', {}),

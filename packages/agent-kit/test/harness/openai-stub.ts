@@ -1,11 +1,12 @@
 // A local OpenAI-compatible chat-completions server (node:http on 127.0.0.1, SSE): it records
 // each request and streams three words, or a tool call to record_effect when the conversation
-// says "use the tool"; a conversation that says "server error" gets, the first time, the error
-// OpenAI puts in a stream (`{ error: { type: 'server_error' } }`), after two words when it also
-// says "mid-reply", else alone; one that says "too long for the model" gets OpenAI's 400 for a
-// prompt past the context window (as does one past the window it was given), and one that says
-// "out of credit" its 429 `insufficient_quota`.
-// The real providers (openai, openai-compatible) are tested against it.
+// says "use the tool"; the three words stop at the output limit (`length`) when the last message
+// asks for "a long story". A conversation that says "server error" gets, the first time, the
+// error OpenAI puts in a stream (`{ error: { type: 'server_error' } }`), after two words when it
+// also says "mid-reply", else alone; one that says "too long for the model" gets OpenAI's 400 for
+// a prompt past the context window (as does one past the window it was given), and one that says
+// "out of credit" its 429 `insufficient_quota`. The real providers (openai, openai-compatible)
+// are tested against it.
 import { serveStub } from './provider-stub.js';
 
 export type StubBody = { model: string; stream: boolean; messages: { role: string; content: unknown }[] };
@@ -28,6 +29,7 @@ function chunk(delta: Record<string, unknown>, finishReason: string | null = nul
 /** SSE events for a reply: a streamed tool call when the user asks for one, else three words. */
 function replyEvents(body: StubBody): string[] {
   const wantsTool = JSON.stringify(body.messages.at(-1)).includes('use the tool');
+  const wantsLong = JSON.stringify(body.messages.at(-1)).includes('a long story'); // cut at the output limit
   const events = wantsTool
     ? [chunk({ role: 'assistant', tool_calls: [{ index: 0, id: 'call_stub_1', type: 'function',
       function: { name: 'record_effect', arguments: '' } }] }),
@@ -35,7 +37,7 @@ function replyEvents(body: StubBody): string[] {
     chunk({ tool_calls: [{ index: 0, function: { arguments: '"from stub"}' } }] }),
     chunk({}, 'tool_calls')]
     : [chunk({ role: 'assistant', content: 'Hello' }), chunk({ content: ' from' }),
-      chunk({ content: ' stub' }), chunk({}, 'stop')];
+      chunk({ content: ' stub' }), chunk({}, wantsLong ? 'length' : 'stop')];
   const usage = { id: 'chatcmpl-stub', object: 'chat.completion.chunk', created: 1_700_000_000,
     model: 'stub-model', choices: [],
     usage: { prompt_tokens: 3, completion_tokens: 3, total_tokens: 6 } };

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildCli, openCliStore, run, type CliStore } from '../../../test/hostile/cli-kit.js';
-import { contextLengthExceeded, startOpenAiStub } from '../../../test/harness/openai-stub.js';
+import { contextLengthExceeded, startOpenAiStub, type OpenAiStub } from '../../../test/harness/openai-stub.js';
 import { onPostgres } from '../../../test/harness/test-db.js';
 import { createEmptyDatabase } from '../../../test/harness/empty-database.js';
 import { scriptedReplyText } from '../../model/index.js';
@@ -28,6 +28,16 @@ afterAll(async () => {
 
 const cli = (args: string[], env: NodeJS.ProcessEnv = store.env) =>
   run(process.execPath, [bin, ...args], { env, timeoutMs: 60_000 });
+
+/** `test` with the OpenAI-compatible stub running and the environment that points the CLI at it. */
+async function withOpenAiStub(test: (stub: OpenAiStub, env: NodeJS.ProcessEnv) => Promise<void>) {
+  const stub = await startOpenAiStub();
+  try {
+    await test(stub, { ...store.env, AGENT_KIT_MODEL: 'openai-compatible:stub-model', OPENAI_BASE_URL: stub.baseURL, OPENAI_API_KEY: 'k' });
+  } finally {
+    await stub.close();
+  }
+}
 
 describe('agent-kit chat', () => {
   it('streams a completed turn to stdout and exits 0', async () => {
@@ -74,28 +84,18 @@ describe('agent-kit chat', () => {
   it('says so when a model without prefill fails mid-reply, and prints the reply again from the start of the step', async () => {
     // OpenAI's server_error after two words (the local stub): the step is asked again from its
     // start (ADR-0061), and the terminal, which cannot take back what it printed, says so.
-    const stub = await startOpenAiStub();
-    try {
-      const env = {
-        ...store.env, AGENT_KIT_MODEL: 'openai-compatible:stub-model', OPENAI_BASE_URL: stub.baseURL, OPENAI_API_KEY: 'k',
-      };
+    await withOpenAiStub(async (stub, env) => {
       const result = await cli(['chat', 'a server error mid-reply'], env);
       expect(result.code, result.stderr).toBe(0);
       expect(result.stderr).toMatch(
         /^thread \S+ · run \S+\n\n\[model refused: 500 server_error: The server had an error while processing your request\.; retry 1 of 5 in [01]\.\d s\]\n$/);
       expect(result.stdout).toBe('Hello from\n[the step starts again]\nHello from stub\n');
       expect(stub.received).toHaveLength(2);
-    } finally {
-      await stub.close();
-    }
+    });
   });
 
   it('says why the turn failed when the provider rejects its request for good, and exits 1 at once', async () => {
-    const stub = await startOpenAiStub();
-    try {
-      const env = {
-        ...store.env, AGENT_KIT_MODEL: 'openai-compatible:stub-model', OPENAI_BASE_URL: stub.baseURL, OPENAI_API_KEY: 'k',
-      };
+    await withOpenAiStub(async (stub, env) => {
       const result = await cli(['chat', 'a message too long for the model'], env);
       expect(result.code).toBe(1);
       const lines = result.stderr.trim().split('\n');
@@ -113,9 +113,16 @@ describe('agent-kit chat', () => {
       ]);
       expect([next.stdout, next.code]).toEqual(['Hello from stub\n', 0]);
       expect(stub.received).toHaveLength(3);
-    } finally {
-      await stub.close();
-    }
+    });
+  });
+
+  it("says when the reply stopped at the model's output limit", async () => {
+    await withOpenAiStub(async (stub, env) => {
+      const result = await cli(['chat', 'tell me a long story'], env);
+      expect([result.stdout, result.code]).toEqual(['Hello from stub\n', 0]);
+      // On a line of its own after the reply's last words, as a terminal shows both streams.
+      expect(result.stderr).toMatch(/^thread \S+ · run \S+\n\n\[the reply reached the model's output limit\]\n$/);
+    });
   });
 
   it("says when the turn is queued until the model's provider takes it, a wait too long for its budget", async () => {

@@ -64,6 +64,9 @@ async function printRun(events: AsyncIterable<{ runId: string | null; type: stri
       const delta = String(event.data.text ?? '');
       process.stdout.write(delta);
       shown += delta;
+    } else if (event.type === 'step-finished' && event.data.finishReason === 'length') {
+      // The reply stops where the model's output limit cut it (ADR-0068).
+      process.stderr.write(`${shown === '' || shown.endsWith('\n') ? '' : '\n'}[the reply reached the model's output limit]\n`);
     } else if (event.type === 'tool-result') {
       process.stderr.write(`\n[tool ${String(event.data.toolName)}: ${String(event.data.outcome)}]\n`);
     } else if (event.type === 'model-retry' && contextCut(event.data)) {
