@@ -103,6 +103,16 @@ describe('the thread view', () => {
       .toBe('This conversation is longer than the model can take: it was not given the tool result it had already read.');
     expect(buildRunTimeline(more, runId, t0 + 9000, false).bars[0]!.markers.map((m) => m.label)[1])
       .toBe("past the model's context window: asked again without 2 of 3 answered tool results");
+    // Then, nothing left to leave out, the newest results cut short.
+    const cut = makeLog([
+      ['run-queued', 0, { runId, turnNo: 1 }],
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1, owner: 'a' }],
+      ['model-retry', 1, { stepNo: 2, delayMs: 0, error: refused, toolResults: { cutTo: 2_800 }, text: '' }],
+    ]);
+    expect(historyCutNotice(fold(cut).items[0] as RunItem)).toBe('This conversation is longer than the model can take: it was ' +
+      'given only the first 2800 characters of a long tool result.');
+    expect(buildRunTimeline(cut, runId, t0 + 9000, false).bars[0]!.markers.map((m) => m.label))
+      .toEqual(["past the model's context window: asked again with tool results cut to 2800 characters"]);
   });
 
   it('knows a reply the model\'s output limit cut, from its last step', () => {

@@ -78,6 +78,10 @@ function segmentMarker(event: WireEvent, atMs: number): TimelineMarker | null {
     const { dropped, of } = data.toolResults;
     return { atMs, kind: 'retry', label: `past the model's context window: asked again without ${dropped} of ${of} answered tool results` };
   }
+  const cutTo = (data.toolResults as { cutTo?: unknown } | undefined)?.cutTo;
+  if (event.type === 'model-retry' && typeof cutTo === 'number') {
+    return { atMs, kind: 'retry', label: `past the model's context window: asked again with tool results cut to ${cutTo} characters` };
+  }
   if (event.type === 'model-retry') {
     const error = (data.error ?? {}) as { statusCode?: unknown; message?: unknown };
     const status = typeof error.statusCode === 'number' ? ` (${error.statusCode})` : '';

@@ -78,6 +78,8 @@ export interface RunItem {
   historyCut: { kept: number; of: number } | null;
   /** Then, no earlier turn left, the model was not given `dropped` of its `of` answered tool results; sticky. */
   resultsLeftOut: { dropped: number; of: number } | null;
+  /** Then, nothing left to drop, the newest tool results were cut to this many characters; sticky. */
+  resultsCutTo: number | null;
   /** Its last model step stopped at the model's output limit: the reply may end mid-sentence. */
   cutAtLimit: boolean;
   /** The model's provider refused its request for now and the run waits to ask again (ADR-0057). */
@@ -157,7 +159,7 @@ function ensureRun(view: ThreadView, runId: string): RunItem {
     kind: 'run', key: `run-${runId}`, runId, status: 'queued', text: '', attempt: 0, fence: 0,
     resumedAfterCrash: false, pending: null, answered: [], tools: [], cancelRequested: false,
     takeoverRequested: false, inDoubt: [], closed: null, retrying: null, historyCut: null,
-    resultsLeftOut: null, cutAtLimit: false,
+    resultsLeftOut: null, resultsCutTo: null, cutAtLimit: false,
   };
   view.items.push(run);
   return run;
@@ -272,13 +274,17 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
     case 'model-retry': {
       // Asked again at once with less of the conversation (ADR-0067): no wait to show.
       const cut = (data.earlierTurns ?? null) as { kept?: unknown; of?: unknown } | null;
-      const left = (data.toolResults ?? null) as { dropped?: unknown; of?: unknown } | null;
+      const left = (data.toolResults ?? null) as { dropped?: unknown; of?: unknown; cutTo?: unknown } | null;
       if (typeof cut?.kept === 'number' && typeof cut.of === 'number') {
         run.historyCut = { kept: cut.kept, of: cut.of };
         break;
       }
       if (typeof left?.dropped === 'number' && typeof left.of === 'number') {
         run.resultsLeftOut = { dropped: left.dropped, of: left.of };
+        break;
+      }
+      if (typeof left?.cutTo === 'number') {
+        run.resultsCutTo = left.cutTo;
         break;
       }
       const refusal = (data.error ?? {}) as Record<string, unknown>;
@@ -450,7 +456,7 @@ export function retryNotice(run: RunItem): string | null {
 
 /** What the reader should know of a run whose thread was past the model's context window (ADR-0067). */
 export function historyCutNotice(run: RunItem): string | null {
-  if (!run.historyCut && !run.resultsLeftOut) return null;
+  if (!run.historyCut && !run.resultsLeftOut && run.resultsCutTo === null) return null;
   const notGiven: string[] = [];
   if (run.historyCut) {
     const { kept, of } = run.historyCut;
@@ -461,6 +467,7 @@ export function historyCutNotice(run: RunItem): string | null {
     const { dropped, of } = run.resultsLeftOut;
     notGiven.push(`was not given ${dropped === of ? (of === 1 ? 'the' : `all ${of}`) : `${dropped} of the ${of}`} tool result${of === 1 ? '' : 's'} it had already read`);
   }
+  if (run.resultsCutTo !== null) notGiven.push(`was given only the first ${run.resultsCutTo} characters of a long tool result`);
   return `This conversation is longer than the model can take: it ${notGiven.join(', and ')}.`;
 }
 

@@ -17,7 +17,10 @@ import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
 import { z } from 'zod';
 import type { AgentTool } from '../model/index.js';
-import { cutToFit, droppableResults, dropResultsToFit, earlierTurns, keepEarlierTurns, pastContextWindow, tokensOverLimit } from './context-window.js';
+import {
+  capResultsToFit, cutToFit, droppableResults, dropResultsToFit, earlierTurns, keepEarlierTurns, minResultChars, pastContextWindow,
+  tokensOverLimit,
+} from './context-window.js';
 import { buildMessages, type Step } from './journal.js';
 import { ModelStreamError } from './model-retry.js';
 import { runSegment } from './run-segment.js';
@@ -104,13 +107,15 @@ describe('cutting the history to fit', () => {
   });
 });
 
+/** A journal's model step calling fetch_page under `callIds`, and a tool step with its result. */
+const model = (stepNo: number, callIds: string[]): Step => ({
+  kind: 'model', stepNo, text: '', toolCalls: callIds.map((id) => ({ toolCallId: id, toolName: 'fetch_page', input: {} })),
+} as Step);
+const tool = (stepNo: number, id: string, output: unknown): Step => ({
+  kind: 'tool', stepNo, toolCallId: id, toolName: 'fetch_page', outcome: 'completed', output,
+} as Step);
+
 describe('leaving out tool results to fit', () => {
-  const model = (stepNo: number, callIds: string[]): Step => ({
-    kind: 'model', stepNo, text: '', toolCalls: callIds.map((id) => ({ toolCallId: id, toolName: 'fetch_page', input: {} })),
-  } as Step);
-  const tool = (stepNo: number, id: string, output: unknown): Step => ({
-    kind: 'tool', stepNo, toolCallId: id, toolName: 'fetch_page', outcome: 'completed', output,
-  } as Step);
   const journal = [model(0, ['a']), tool(1, 'a', 'A'.repeat(100)), model(2, ['b', 'c']), tool(3, 'b', 'B'), tool(4, 'c', 'C')];
 
   it('may leave out only the results the model has answered, oldest first, and says so in their place', () => {
@@ -134,6 +139,34 @@ describe('leaving out tool results to fit', () => {
     expect(dropResultsToFit(long, 3, 500, refusal)).toBeUndefined();
     // By the counts: 102 characters of 500 cover the 10 % over and the twentieth more.
     expect(dropResultsToFit(long, 0, 500, rejection(400, 'prompt is too long: 1100 tokens > 990 maximum'))).toBe(1);
+  });
+});
+
+describe('cutting the newest tool results to fit', () => {
+  const refusal = rejection(400, 'Input is too long for requested model.');
+
+  it('cuts the longest first, to the largest length that sheds what the refusal asks', () => {
+    const journal = [model(0, ['a', 'b']), tool(1, 'a', 'a'.repeat(1_000)), tool(2, 'b', 'b'.repeat(9_000))];
+    // Without counts, half of what they hold: of 10,000 characters, the short one whole and the long one 4,000.
+    expect(capResultsToFit(journal, undefined, 12_000, refusal)).toBe(4_000);
+    expect(capResultsToFit(journal, 4_000, 12_000, refusal)).toBe(1_500); // 2,500 of 5,000
+    expect(capResultsToFit(journal, 1_500, 12_000, refusal)).toBe(625); // 1,250 of 2,500: both cut
+    expect(capResultsToFit(journal, 625, 12_000, refusal)).toBeUndefined(); // would go under minResultChars
+    expect(minResultChars).toBe(500);
+    // By the counts: 20 % over (+5 %) of a 12,000-character prompt is 3,000 characters.
+    expect(capResultsToFit(journal, undefined, 12_000, rejection(400, 'prompt is too long: 1000 tokens > 800 maximum'))).toBe(6_000);
+    // Nothing to cut: no result after the last model step, or none longer than the cut.
+    expect(capResultsToFit([...journal, model(3, [])], undefined, 12_000, refusal)).toBeUndefined();
+  });
+
+  it('sends a cut result as its head and a note; the results within the cap as they are', () => {
+    const journal = [model(0, ['a', 'b']), tool(1, 'a', 'short'), tool(2, 'b', { page: 'x'.repeat(800) })];
+    const outputs = buildMessages([], journal, { resultCap: 600 })
+      .filter((m) => m.role === 'tool').map((m) => (m.content as { output: { type: string; value: unknown } }[])[0]!.output);
+    expect(outputs[0]).toEqual({ type: 'json', value: 'short' });
+    expect(outputs[1]!.type).toBe('text');
+    expect(outputs[1]!.value).toBe(`${JSON.stringify({ page: 'x'.repeat(800) }).slice(0, 600)}\n[This result of fetch_page was cut to ` +
+      "its first 600 of 811 characters: the conversation is past the model's context window.]");
   });
 });
 
@@ -329,5 +362,36 @@ describe('a turn whose thread is past the model\'s context window', () => {
     expect(last).toContain(`second: ${'p'.repeat(2_000)}`); // the newest, which the step is asked about
     expect(last).not.toContain('question 1:');
     expect(prompts).toHaveLength(5);
+  });
+
+  it('a tool result too long for the model: the newest result is cut to fit, the journal keeps it whole', async () => {
+    const fetchPage: AgentTool<{ url: string }, string> = {
+      name: 'fetch_page', description: 'Fetch a page.', inputSchema: z.object({ url: z.string() }),
+      execute: async () => 'p'.repeat(6_000),
+    };
+    const prompts: string[] = [];
+    const model = new MockLanguageModelV3({
+      doStream: async ({ prompt }) => {
+        const text = JSON.stringify(prompt);
+        prompts.push(text);
+        if (prompts.length === 1) return calling('fetch_page', { url: 'big' });
+        if (text.length > 3_500) throw rejection(400, `prompt is too long: ${Math.ceil(text.length / 4)} tokens > 875 maximum`);
+        return answering(['Read the start of it.']);
+      },
+    });
+    const { runId } = await startTurn(db, { ownerId: 'carol', text: 'read a big page' });
+    const outcome = await runSegment(makeRuntime(db, { model, tools: { fetch_page: fetchPage } }), { runId, owner: newOwner('fit') });
+    expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
+    const retries = await db.query<{ data: Record<string, any> }>(
+      `select data from agent_kit_thread_events where run_id = $1 and type = 'model-retry' order by seq`, [runId]);
+    expect(retries).toHaveLength(1);
+    const { cutTo } = retries[0]!.data.toolResults;
+    expect(cutTo).toBeGreaterThanOrEqual(minResultChars);
+    expect(cutTo).toBeLessThan(6_000);
+    expect(prompts).toHaveLength(3);
+    expect(prompts[2]).toContain(`was cut to its first ${cutTo} of 6000 characters`);
+    const [step] = await db.query<{ data: { output: string } }>(
+      `select data from agent_kit_steps where run_id = $1 and kind = 'tool'`, [runId]);
+    expect(step!.data.output).toHaveLength(6_000);
   });
 });

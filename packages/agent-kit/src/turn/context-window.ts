@@ -114,3 +114,82 @@ export function droppedResultNote(step: ToolStep): string {
   const chars = JSON.stringify(step.output ?? null).length;
   return `[This result of ${step.toolName} (${chars} characters) was left out: the conversation is past the model's context window.]`;
 }
+
+/** The text of a tool result as the prompt gives it: a string as it is, anything else as JSON. */
+const resultText = (step: ToolStep) => (typeof step.output === 'string' ? step.output : JSON.stringify(step.output ?? null));
+
+/** The shortest a result is cut to: below it, the model could not use what is left. */
+export const minResultChars = 500;
+
+/**
+ * After a refusal for the prompt's length with nothing left to drop: the most characters of each
+ * of the turn's newest results (those the step is asked about) to send, cut from `cap` (none yet
+ * when undefined) so that the share the refusal says is over goes, and a twentieth more (half of
+ * what they hold without counts). Undefined when the cut would go under minResultChars, or
+ * would cut nothing: the turn is too long for the model.
+ */
+export function capResultsToFit(journal: readonly Step[], cap: number | undefined, promptChars: number, error: unknown): number | undefined {
+  const newest = journal.slice(journal.findLastIndex((step) => step.kind === 'model') + 1);
+  const sizes = newest.flatMap((step) => (step.kind === 'tool' ? [Math.min(resultText(step).length, cap ?? Infinity)] : []));
+  const total = sizes.reduce((a, b) => a + b, 0);
+  const over = tokensOverLimit(error);
+  const keep = total - (over ? promptChars * ((over.used - over.limit) / over.used + 0.05) : total / 2);
+  // The largest cap c with the results, each cut to c, adding up to no more than `keep`.
+  const sorted = [...sizes].sort((a, b) => a - b);
+  let next = 0;
+  let below = 0;
+  for (let i = 0; i < sorted.length; i++) {
+    const c = Math.floor((keep - below) / (sorted.length - i));
+    if (c <= sorted[i]!) {
+      next = c;
+      break;
+    }
+    below += sorted[i]!;
+  }
+  const largest = sorted.at(-1) ?? 0;
+  return next >= minResultChars && next < largest ? next : undefined;
+}
+
+/** A result cut to its first `cap` characters, with a note of what was cut. */
+export function cutResultText(step: ToolStep, cap: number): string {
+  const text = resultText(step);
+  return `${text.slice(0, cap)}\n[This result of ${step.toolName} was cut to its first ${cap} of ${text.length} characters: ` +
+    "the conversation is past the model's context window.]";
+}
+
+/** Whether `step`'s result is longer than `cap` characters. */
+export const overCap = (step: ToolStep, cap: number | undefined): boolean => cap !== undefined && resultText(step).length > cap;
+
+/**
+ * What a segment's prompts leave out to fit the model's context window: the history they send,
+ * how many of the turn's answered results they leave out, the most characters of a result.
+ */
+export interface PromptFit {
+  history: ModelMessage[];
+  droppedResults: number;
+  resultCap?: number;
+  /** The earlier turns in the history before its first cut. */
+  earlierTurnsOf?: number;
+}
+
+/**
+ * The next fit after `error`, a refusal for the length of a prompt of `promptChars` characters:
+ * fewer earlier turns while there are any, then fewer of the turn's answered results, then its
+ * newest results cut shorter; with what its model-retry event says of it. Undefined when nothing
+ * is left to cut: the turn fails (ADR-0066).
+ */
+export function fitAfter(
+  fit: PromptFit, journal: readonly Step[], promptChars: number, error: unknown,
+): { fit: PromptFit; said: Record<string, unknown> } | undefined {
+  const cut = cutToFit(fit.history, promptChars, error);
+  if (cut) {
+    const of = fit.earlierTurnsOf ?? cut.of;
+    return { fit: { ...fit, history: cut.history, earlierTurnsOf: of }, said: { earlierTurns: { kept: cut.kept, of } } };
+  }
+  const dropped = dropResultsToFit(journal, fit.droppedResults, promptChars, error);
+  if (dropped !== undefined) {
+    return { fit: { ...fit, droppedResults: dropped }, said: { toolResults: { dropped, of: droppableResults(journal).length } } };
+  }
+  const cap = capResultsToFit(journal, fit.resultCap, promptChars, error);
+  return cap === undefined ? undefined : { fit: { ...fit, resultCap: cap }, said: { toolResults: { cutTo: cap } } };
+}

@@ -3,7 +3,7 @@
 import type { ModelMessage, ProviderMetadata } from 'ai';
 import type { EffectRecord } from '../effect-ledger/index.js';
 import type { TokenUsage } from '../event-log/token-usage.js';
-import { droppableResults, droppedResultNote } from './context-window.js';
+import { cutResultText, droppableResults, droppedResultNote, overCap } from './context-window.js';
 import { assert, InvalidArgumentError } from '../errors.js';
 import {
   claimParams, claimResult, msInterval, type ClaimOptions, type ClaimResult, type Interrupt, type Lease,
@@ -219,11 +219,12 @@ export function isTurnFinished(journal: Step[]): boolean {
 
 /**
  * The prompt for the next model step: thread history, then this run's journal, each model step's
- * reasoning first unless `reasoning` is false, and the oldest `droppedResults` of the results the
- * model has answered already left out, a note in their place (ADR-0067).
+ * reasoning first unless `reasoning` is false; the oldest `droppedResults` of the results the
+ * model has answered already left out, a note in their place, and every result longer than
+ * `resultCap` characters cut to it (ADR-0067).
  */
 export function buildMessages(
-  history: ModelMessage[], journal: Step[], options: { reasoning?: boolean; droppedResults?: number } = {},
+  history: ModelMessage[], journal: Step[], options: { reasoning?: boolean; droppedResults?: number; resultCap?: number } = {},
 ): ModelMessage[] {
   const reasoning = options.reasoning ?? true;
   const dropped = new Set(droppableResults(journal).slice(0, options.droppedResults ?? 0));
@@ -247,14 +248,20 @@ export function buildMessages(
           type: 'tool-result',
           toolCallId: step.toolCallId,
           toolName: step.toolName,
-          output: dropped.has(step) ? { type: 'text', value: droppedResultNote(step) }
-            : isError ? { type: 'error-text', value: String(step.output) }
-              : { type: 'json', value: (step.output ?? null) as never },
+          output: resultOutput(step, isError, dropped.has(step), options.resultCap),
         }],
       });
     }
   }
   return messages;
+}
+
+/** A tool result as the next prompt gives it: as it is, left out, or cut to `cap` (ADR-0067). */
+function resultOutput(step: ToolStep, isError: boolean, dropped: boolean, cap: number | undefined) {
+  if (dropped) return { type: 'text', value: droppedResultNote(step) } as const;
+  if (overCap(step, cap)) return { type: 'text', value: cutResultText(step, cap!) } as const;
+  if (isError) return { type: 'error-text', value: String(step.output) } as const;
+  return { type: 'json', value: (step.output ?? null) as never } as const;
 }
 
 /**

@@ -13,7 +13,7 @@ import {
   loadJournal, modelStepOf, pendingToolCalls,
   type StartedEffect, type Step,
 } from './journal.js';
-import { cutToFit, droppableResults, dropResultsToFit, pastContextWindow } from './context-window.js';
+import { fitAfter, pastContextWindow, type PromptFit } from './context-window.js';
 import { describeRefusal, refusedForGood, refusedWhatItCarried } from './model-retry.js';
 import { runModelStep, type StepStop } from './model-step.js';
 import { defaultTurnSettings } from './settings.js';
@@ -126,8 +126,7 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
   let retries = 0; // of the current model step, refused by its provider for now
   let continued = 0; // requests of the current model step after its reply reached the output limit
   let earlierUsage: TokenUsage | undefined; // of those requests before the current one
-  let droppedResults = 0; // of this turn's answered tool results, left out to fit the context window
-  let earlierTurnsOf: number | undefined; // in the history before its first cut to fit the context window
+  let fit: PromptFit = { history, droppedResults: 0 }; // what the prompt leaves out to fit the context window
   for (;;) {
     if (pendingToolCalls(journal).length > 0) {
       const settled = await settleToolCalls(
@@ -154,7 +153,8 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
 
     // One that throws fails the segment in runSegment's catch, as a model error does.
     system ??= await instructionsFor(rt, { runId: lease.runId, threadId: lease.threadId, turnNo: s.run.turnNo });
-    const messages = buildMessages(history, journal, { reasoning: s.settings.sendReasoning, droppedResults });
+    const { droppedResults, resultCap } = fit;
+    const messages = buildMessages(fit.history, journal, { reasoning: s.settings.sendReasoning, droppedResults, resultCap });
     const result = await runModelStep({
       model, system, messages, tools: rt.tools, prefix, mirror: s.mirror,
       segmentSignal: s.signal, stopAtMs: s.stopAtMs, stallTimeoutMs: s.settings.stallTimeoutMs,
@@ -164,21 +164,15 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
       const stopped = await s.mirror.flush();
       if (stopped) return handleStop(s, stopped, model);
       // A prompt past the model's context window is asked again at once without its oldest earlier
-      // turns, then without the turn's oldest answered tool results (ADR-0067).
-      if (result.produced === 'nothing' && s.settings.fitContextWindow && pastContextWindow(result.error)) {
-        const promptChars = (system ?? '').length + JSON.stringify(messages).length;
-        const cut = cutToFit(history, promptChars, result.error);
-        const drop = cut ? undefined : dropResultsToFit(journal, droppedResults, promptChars, result.error);
-        if (cut || drop !== undefined) {
-          const fit = cut ? { earlierTurns: { kept: cut.kept, of: (earlierTurnsOf ??= cut.of) } }
-            : { toolResults: { dropped: drop!, of: droppableResults(journal).length } };
-          rt.log?.({ msg: 'prompt past the context window', runId: lease.runId, fence: lease.fence, ...fit });
-          const data = { stepNo: journal.length, delayMs: 0, error: describeRefusal(result.error), ...fit };
-          if ((await retryStep(rt.db, lease, visibleText(s), data)) === null) return lost(s);
-          if (cut) history = cut.history;
-          else droppedResults = drop!;
-          continue;
-        }
+      // turns, then without the turn's oldest answered tool results, then with its newest cut (ADR-0067).
+      const fitted = result.produced === 'nothing' && s.settings.fitContextWindow && pastContextWindow(result.error)
+        ? fitAfter(fit, journal, (system ?? '').length + JSON.stringify(messages).length, result.error) : undefined;
+      if (fitted) {
+        rt.log?.({ msg: 'prompt past the context window', runId: lease.runId, fence: lease.fence, ...fitted.said });
+        const data = { stepNo: journal.length, delayMs: 0, error: describeRefusal(result.error), ...fitted.said };
+        if ((await retryStep(rt.db, lease, visibleText(s), data)) === null) return lost(s);
+        fit = fitted.fit;
+        continue;
       }
       // Asked again in this segment (ADR-0057). A model that continues a prefill goes on from
       // what it streamed, if that was only text (ADR-0059); otherwise the step starts again and

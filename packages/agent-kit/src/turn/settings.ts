@@ -22,8 +22,8 @@ export interface TurnSettings {
   sendReasoning: boolean;
   /**
    * Ask again with fewer earlier turns, the oldest dropped first, then without the turn's oldest
-   * answered tool results, when the provider rejects a prompt past the model's context window
-   * (ADR-0067). Off: such a turn fails at once (ADR-0066).
+   * answered tool results, then with its newest results cut short, when the provider rejects a
+   * prompt past the model's context window (ADR-0067). Off: such a turn fails at once (ADR-0066).
    */
   fitContextWindow: boolean;
   /**

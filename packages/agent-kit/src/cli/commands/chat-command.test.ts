@@ -15,6 +15,7 @@ import { onPostgres } from '../../../test/harness/test-db.js';
 import { createEmptyDatabase } from '../../../test/harness/empty-database.js';
 import { scriptedReplyText } from '../../model/index.js';
 import { openDb } from '../../store/open.js';
+import { contextCut } from './chat.js';
 
 let bin: string;
 let store: CliStore;
@@ -210,5 +211,21 @@ describe('commands on a store that was never migrated', () => {
     } finally {
       await empty.drop();
     }
+  });
+});
+
+describe("agent-kit chat's line for a prompt cut to fit the context window (ADR-0067)", () => {
+  it('names what was left out, and nothing for a model-retry of another kind', () => {
+    expect([
+      contextCut({ earlierTurns: { kept: 3, of: 12 } }),
+      contextCut({ toolResults: { dropped: 2, of: 5 } }),
+      contextCut({ toolResults: { cutTo: 2_800 } }),
+      contextCut({ retry: 1, of: 5, delayMs: 1_000 }),
+    ]).toEqual([
+      'with the newest 3 of 12 earlier turns',
+      "without 2 of the turn's 5 answered tool results",
+      'with the newest tool results cut to 2800 characters',
+      undefined,
+    ]);
   });
 });

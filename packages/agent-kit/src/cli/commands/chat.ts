@@ -120,7 +120,7 @@ function report(outcome: SegmentOutcome, runId: string, threadId: string, dueInM
 }
 
 /** What a model-retry event left out of the prompt to fit the context window (ADR-0067), in words. */
-function contextCut(data: Record<string, unknown>): string | undefined {
+export function contextCut(data: Record<string, unknown>): string | undefined {
   const count = (value: unknown, key: 'kept' | 'dropped') => {
     const cut = value as Record<string, unknown> | null | undefined;
     return typeof cut?.[key] === 'number' && typeof cut.of === 'number' ? [cut[key], cut.of] : undefined;
@@ -128,5 +128,7 @@ function contextCut(data: Record<string, unknown>): string | undefined {
   const turns = count(data.earlierTurns, 'kept');
   if (turns) return `with the newest ${turns[0]} of ${turns[1]} earlier turns`;
   const results = count(data.toolResults, 'dropped');
-  return results && `without ${results[0]} of the turn's ${results[1]} answered tool results`;
+  if (results) return `without ${results[0]} of the turn's ${results[1]} answered tool results`;
+  const cutTo = (data.toolResults as { cutTo?: unknown } | null | undefined)?.cutTo;
+  return typeof cutTo === 'number' ? `with the newest tool results cut to ${cutTo} characters` : undefined;
 }
