@@ -22,7 +22,7 @@ import {
   tokensOverLimit,
 } from './context-window.js';
 import { buildMessages, type Step } from './journal.js';
-import { ModelStreamError } from './model-retry.js';
+import { isRetryableModelError, ModelStreamError, refusedForGood, streamError } from './model-retry.js';
 import { runSegment } from './run-segment.js';
 import { newOwner } from './runtime.js';
 import type { TurnSettings } from './settings.js';
@@ -63,6 +63,9 @@ describe('pastContextWindow', () => {
     expect([openAi, byCodeOnly, ...words.map((w) => rejection(400, w)), rejection(413, 'Request Entity Too Large')]
       .every(pastContextWindow)).toBe(true);
     expect(pastContextWindow(new ModelStreamError('context_length_exceeded: x', 'context_length_exceeded', 400, false))).toBe(true);
+    // As OpenAI's Responses API streams it: a 400, not retryable, so not asked again as is (ADR-0066).
+    const streamed = streamError({ type: 'error', code: 'context_length_exceeded', message: 'Your input exceeds the context window.' });
+    expect([pastContextWindow(streamed), refusedForGood(streamed), isRetryableModelError(streamed)]).toEqual([true, true, false]);
     // A rate limit or a server error that mentions the context, a bad key, no status: not one.
     expect(pastContextWindow(rejection(429, 'Rate limit reached for tokens per minute; context length 8192'))).toBe(false);
     expect(pastContextWindow(rejection(500, 'prompt is too long to process right now'))).toBe(false);

@@ -28,7 +28,9 @@ export function streamError(raw: unknown): Error {
   const type = typeof body.type === 'string' && body.type !== 'error' ? body.type : code;
   const message = typeof body.message === 'string' ? body.message : JSON.stringify(raw) ?? String(raw);
   const known = statusOfStreamError.get(type ?? '') ?? statusOfStreamError.get(code ?? '');
-  const statusCode = typeof body.statusCode === 'number' ? body.statusCode : known;
+  // A prompt past the context window, in a stream (OpenAI's Responses API): the 400 it is as a response.
+  const tooLong = [type, code].includes('context_length_exceeded') ? 400 : undefined;
+  const statusCode = typeof body.statusCode === 'number' ? body.statusCode : known ?? tooLong;
   const retryable = typeof body.isRetryable === 'boolean' ? body.isRetryable : known !== undefined;
   return new ModelStreamError(type ? `${type}: ${message}` : message, type, statusCode, retryable);
 }
