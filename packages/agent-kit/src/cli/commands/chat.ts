@@ -113,7 +113,7 @@ function report(outcome: SegmentOutcome, runId: string, threadId: string, dueInM
   const what = outcome.kind === 'closed'
     ? `run ${runId} closed ${outcome.status}`
     : outcome.kind === 'parked' && outcome.status === 'queued'
-      ? `run ${runId} is queued${dueInMs !== null && dueInMs > 0 ? `, due in ${formatDuration(dueInMs)}` : ''}: ` +
+      ? `run ${runId} is queued${dueInMs === null ? '' : dueInMs > 0 ? `, due in ${formatDuration(dueInMs)}` : ', due now'}: ` +
         '`agent-kit drain` or a worker continues it'
       : `run ${runId} did not finish here (${JSON.stringify(outcome)}); the drain will continue it`;
   throw new CommanderError(1, 'agent-kit.turnNotCompleted', what);
