@@ -9,6 +9,7 @@ import { startAnthropicStub, type AnthropicReply } from '../../test/harness/anth
 import { startOpenAiStub } from '../../test/harness/openai-stub.js';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { makeRuntime } from '../../test/harness/turn-kit.js';
+import { formatShowCommand } from '../cli/commands/show.js';
 import { addUsage } from '../event-log/token-usage.js';
 import { resolveModel, type LanguageModelV3 } from '../model/index.js';
 import { startTurn } from '../queue/start-turn.js';
@@ -35,7 +36,7 @@ async function turnOn(model: LanguageModelV3, text: string, settings: Partial<Tu
   const events = await db.query<{ type: string; data: Record<string, any> }>(
     'select type, data from agent_kit_thread_events where run_id = $1 order by seq', [runId]);
   const deltas = events.filter((e) => e.type === 'text-delta').map((e) => e.data.text as string).join('');
-  return { outcome, message: message!, steps: steps.map((s) => s.data), events, deltas };
+  return { runId, outcome, message: message!, steps: steps.map((s) => s.data), events, deltas };
 }
 
 async function onAnthropic(replies: AnthropicReply[], settings: Partial<TurnSettings> = {}) {
@@ -76,7 +77,7 @@ describe('a reply cut at the output limit', () => {
   });
 
   it('stops going on after continueAtOutputLimit requests, and its step-finished says the limit cut it', async () => {
-    const { outcome, message, steps, events, received } = await onAnthropic([
+    const { runId, outcome, message, steps, events, received } = await onAnthropic([
       { text: ['One.'], maxTokens: true }, { text: [' Two.'], maxTokens: true }, { text: [' Three.'], maxTokens: true },
     ], { continueAtOutputLimit: 2 });
     expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
@@ -84,6 +85,8 @@ describe('a reply cut at the output limit', () => {
     expect(received).toHaveLength(3);
     expect(steps[0]).toMatchObject({ finishReason: 'length' });
     expect(events.find((e) => e.type === 'step-finished')!.data).toMatchObject({ finishReason: 'length' });
+    // The operator's view of the run marks the step.
+    expect(await formatShowCommand(db, runId, {}, new Date())).toMatch(/\n\s+0\s+model\s+1\s+One\. Two\. Three\. {2}\[output limit\]/);
   });
 
   it('is not continued with continueAtOutputLimit 0, nor when the step had reasoning', async () => {

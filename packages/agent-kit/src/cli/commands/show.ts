@@ -127,7 +127,9 @@ function stepSummary(kind: string, data: Record<string, unknown>): string {
   const usage = data.usage as { inputTokens?: number; outputTokens?: number } | undefined;
   const tokens = usage ? `  (${count(usage.inputTokens)} in, ${count(usage.outputTokens)} out)` : '';
   const reasoning = Array.isArray(data.reasoning) && data.reasoning.length > 0 ? '  [reasoning]' : '';
-  return `${preview(data.text ?? '', 50)}${calls.length ? `  [calls ${calls.join(', ')}]` : ''}${reasoning}${tokens}`;
+  // A reply the model's output limit cut, its continuations spent or impossible (ADR-0068).
+  const cut = data.finishReason === 'length' ? '  [output limit]' : '';
+  return `${preview(data.text ?? '', 50)}${calls.length ? `  [calls ${calls.join(', ')}]` : ''}${reasoning}${cut}${tokens}`;
 }
 
 function effectsSection({ effects }: RunDetail): string {
