@@ -107,7 +107,17 @@ describe.skipIf(!hasChromium)(`a provider refusing midway${hasChromium ? '' : ` 
     await waitForRunStatus(page, 'completed');
     const run = page.getByTestId('run').last();
     expect(await run.getByTestId('run-text').textContent()).toBe('Hello from stub');
-    expect(await run.getByTestId('output-limit').textContent()).toBe("The reply stops here: it reached the model's output limit.");
+    const note = run.getByTestId('output-limit');
+    expect((await note.textContent())?.trim()).toBe("The reply stops here: it reached the model's output limit. Continue");
+    // Continue asks for the rest in a message of the writer's; only the last reply offers it.
+    await note.getByRole('button', { name: 'Continue' }).click();
+    await page.getByTestId('user-message').filter({ hasText: 'Continue.' }).waitFor();
+    await page.locator('[data-testid="run"]').nth(1).waitFor();
+    await waitForRunStatus(page, 'completed');
+    expect(await page.getByTestId('run').count()).toBe(2);
+    expect(await page.getByTestId('run').last().getByTestId('run-text').textContent()).toBe('Hello from stub');
+    expect(await page.getByRole('button', { name: 'Continue' }).count()).toBe(0);
+    expect(stub.received.at(-1)!.body.messages.at(-1)).toMatchObject({ role: 'user', content: 'Continue.' });
     await page.close();
   });
 });
