@@ -112,8 +112,9 @@ describe.skipIf(!hasChromium)(`a provider refusing midway${hasChromium ? '' : ` 
     // Continue asks for the rest in a message of the writer's; only the last reply offers it.
     await note.getByRole('button', { name: 'Continue' }).click();
     await page.getByTestId('user-message').filter({ hasText: 'Continue.' }).waitFor();
-    await page.locator('[data-testid="run"]').nth(1).waitFor();
-    await waitForRunStatus(page, 'completed');
+    // Both replies completed (waitForRunStatus would find the first, completed already).
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="run"][data-status="completed"]').length === 2,
+      undefined, { timeout: 30_000 });
     expect(await page.getByTestId('run').count()).toBe(2);
     expect(await page.getByTestId('run').last().getByTestId('run-text').textContent()).toBe('Hello from stub');
     expect(await page.getByRole('button', { name: 'Continue' }).count()).toBe(0);
