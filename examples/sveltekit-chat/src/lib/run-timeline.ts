@@ -2,7 +2,7 @@
 // (fence) from its segment-started to its last event, how it ended, and markers for tool
 // results, questions, the demo's kills and operator intents. Pure, so the operator page redraws
 // it on each event.
-import type { WireEvent } from './thread-view';
+import { contextCutOf, type WireEvent } from './thread-view';
 
 /**
  * The event the demo's "kill segment" writes on the killed segment's fence, in the transaction
@@ -70,17 +70,12 @@ function segmentMarker(event: WireEvent, atMs: number): TimelineMarker | null {
   if (event.type === segmentKilledEventType) {
     return { atMs, kind: 'kill', label: `killed by ${killerOf(event)} (demo)` };
   }
-  if (event.type === 'model-retry' && isCut(data.earlierTurns, 'kept')) {
-    const { kept, of } = data.earlierTurns;
-    return { atMs, kind: 'retry', label: `past the model's context window: asked again with the newest ${kept} of ${of} earlier turns` };
-  }
-  if (event.type === 'model-retry' && isCut(data.toolResults, 'dropped')) {
-    const { dropped, of } = data.toolResults;
-    return { atMs, kind: 'retry', label: `past the model's context window: asked again without ${dropped} of ${of} answered tool results` };
-  }
-  const cutTo = (data.toolResults as { cutTo?: unknown } | undefined)?.cutTo;
-  if (event.type === 'model-retry' && typeof cutTo === 'number') {
-    return { atMs, kind: 'retry', label: `past the model's context window: asked again with tool results cut to ${cutTo} characters` };
+  const cut = event.type === 'model-retry' ? contextCutOf(data) : null;
+  if (cut) {
+    const asked = cut.kind === 'earlier-turns' ? `with the newest ${cut.kept} of ${cut.of} earlier turns`
+      : cut.kind === 'results-left-out' ? `without ${cut.dropped} of ${cut.of} answered tool results`
+        : `with tool results cut to ${cut.cutTo} characters`;
+    return { atMs, kind: 'retry', label: `past the model's context window: asked again ${asked}` };
   }
   if (event.type === 'model-retry') {
     const error = (data.error ?? {}) as { statusCode?: unknown; message?: unknown };
@@ -169,10 +164,4 @@ export function buildRunTimeline(
   if (!Number.isFinite(startMs)) startMs = nowMs;
   const endMs = Math.max(lastMs, last?.endMs ?? 0, startMs + 1_000);
   return { startMs, endMs, bars, intents };
-}
-
-/** A model-retry event's `earlierTurns` or `toolResults`: what it left out to fit the context window (ADR-0067). */
-function isCut<K extends 'kept' | 'dropped'>(value: unknown, key: K): value is Record<K | 'of', number> {
-  const cut = value as Record<string, unknown> | null | undefined;
-  return typeof cut?.[key] === 'number' && typeof cut.of === 'number';
 }

@@ -273,18 +273,11 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
   switch (event.type) {
     case 'model-retry': {
       // Asked again at once with less of the conversation (ADR-0067): no wait to show.
-      const cut = (data.earlierTurns ?? null) as { kept?: unknown; of?: unknown } | null;
-      const left = (data.toolResults ?? null) as { dropped?: unknown; of?: unknown; cutTo?: unknown } | null;
-      if (typeof cut?.kept === 'number' && typeof cut.of === 'number') {
-        run.historyCut = { kept: cut.kept, of: cut.of };
-        break;
-      }
-      if (typeof left?.dropped === 'number' && typeof left.of === 'number') {
-        run.resultsLeftOut = { dropped: left.dropped, of: left.of };
-        break;
-      }
-      if (typeof left?.cutTo === 'number') {
-        run.resultsCutTo = left.cutTo;
+      const cut = contextCutOf(data);
+      if (cut) {
+        if (cut.kind === 'earlier-turns') run.historyCut = { kept: cut.kept, of: cut.of };
+        else if (cut.kind === 'results-left-out') run.resultsLeftOut = { dropped: cut.dropped, of: cut.of };
+        else run.resultsCutTo = cut.cutTo;
         break;
       }
       const refusal = (data.error ?? {}) as Record<string, unknown>;
@@ -452,6 +445,23 @@ export function retryNotice(run: RunItem): string | null {
       : "The model's provider is busy";
   return `${what}${statusCode === null ? '' : ` (${statusCode})`}: trying again in ${seconds} s (${retry} of ${of})` +
     `${redo ? ', rewriting the unfinished part of the reply' : ''}.`;
+}
+
+/** What a model-retry event left out of the prompt to fit the model's context window (ADR-0067). */
+export type ContextCut =
+  | { kind: 'earlier-turns'; kept: number; of: number }
+  | { kind: 'results-left-out'; dropped: number; of: number }
+  | { kind: 'results-cut'; cutTo: number };
+
+/** The cut a model-retry event's data names, or null for a retry of another kind. */
+export function contextCutOf(data: Record<string, unknown>): ContextCut | null {
+  const turns = (data.earlierTurns ?? null) as { kept?: unknown; of?: unknown } | null;
+  const results = (data.toolResults ?? null) as { dropped?: unknown; of?: unknown; cutTo?: unknown } | null;
+  if (typeof turns?.kept === 'number' && typeof turns.of === 'number') return { kind: 'earlier-turns', kept: turns.kept, of: turns.of };
+  if (typeof results?.dropped === 'number' && typeof results.of === 'number') {
+    return { kind: 'results-left-out', dropped: results.dropped, of: results.of };
+  }
+  return typeof results?.cutTo === 'number' ? { kind: 'results-cut', cutTo: results.cutTo } : null;
 }
 
 /** What the reader should know of a run whose thread was past the model's context window (ADR-0067). */

@@ -60,6 +60,18 @@ function failingSecondRequest(model: LanguageModelV3): LanguageModelV3 {
   };
 }
 
+/**
+ * A turn that thinks, then calls a tool, whose first segment journals the call step and runs the
+ * tool, then dies on its second request: the run goes back to the queue, and the next segment
+ * builds its prompt from the journal. `model` is the one that does not die.
+ */
+async function turnWhoseFirstSegmentDied() {
+  const model = createOpenAI({ apiKey: 'k', baseURL: stub.baseURL }).responses('gpt-stub');
+  const { runId } = await startTurn(db, { ownerId: 'alice', text: 'think, then use the tool' });
+  const first = await runSegment(makeRuntime(db, { model: failingSecondRequest(model) }), { runId, owner: newOwner('responses') });
+  return { model, runId, first };
+}
+
 describe('a turn on the OpenAI Responses API (a local /v1/responses)', () => {
   it('streams a text reply: the turn completes with it, each word a text-delta', async () => {
     const { runId, outcome, run } = await turnOn('say hello');
@@ -154,13 +166,8 @@ describe('a reasoning model on the Responses API (ADR-0064)', () => {
   it('a resumed run rebuilds the reference from its journal: the next segment\'s request names the same item', async () => {
     const effects = effectsFile();
     try {
-      const model = createOpenAI({ apiKey: 'k', baseURL: stub.baseURL }).responses('gpt-stub');
-      // The first segment journals the call step and runs the tool, then its second request fails
-      // for good: the run goes back to the queue and the next segment builds its prompt from the journal.
-      const failsSecond = failingSecondRequest(model);
-      const { runId } = await startTurn(db, { ownerId: 'alice', text: 'think, then use the tool' });
-      expect(await runSegment(makeRuntime(db, { model: failsSecond }), { runId, owner: newOwner('responses') }))
-        .toMatchObject({ kind: 'stopped', reason: 'the process died here' });
+      const { model, runId, first } = await turnWhoseFirstSegmentDied();
+      expect(first).toMatchObject({ kind: 'stopped', reason: 'the process died here' });
       expect(await runSegment(makeRuntime(db, { model }), { runId, owner: newOwner('responses') }))
         .toMatchObject({ kind: 'closed', status: 'completed' });
       expect(stub.received).toHaveLength(2); // the failed request never reached the stub
@@ -174,10 +181,7 @@ describe('a reasoning model on the Responses API (ADR-0064)', () => {
   it('a reasoning item the API no longer has: the step is asked again without the reasoning, and completes', async () => {
     const effects = effectsFile();
     try {
-      const model = createOpenAI({ apiKey: 'k', baseURL: stub.baseURL }).responses('gpt-stub');
-      const failsSecond = failingSecondRequest(model);
-      const { runId } = await startTurn(db, { ownerId: 'alice', text: 'think, then use the tool' });
-      await runSegment(makeRuntime(db, { model: failsSecond }), { runId, owner: newOwner('responses') });
+      const { model, runId } = await turnWhoseFirstSegmentDied();
       stub.forget(); // the stored response expired while the run waited
       expect(await runSegment(makeRuntime(db, { model }), { runId, owner: newOwner('responses') }))
         .toMatchObject({ kind: 'closed', status: 'completed' });

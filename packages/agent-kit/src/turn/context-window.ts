@@ -1,22 +1,23 @@
 // A prompt past the model's context window (ADR-0067). A thread grows by a turn each time it is
-// used, so one day its history no longer fits the model: the provider rejects the request, every
-// new turn of the thread with it. Such a request is asked again with fewer of the earlier turns,
-// the oldest dropped first, until it fits or none is left; the current turn itself (its user
-// message and its steps so far) is never cut.
+// used, and a tool may return more than a model can read: one day the prompt no longer fits, and
+// the provider rejects it. Such a request is asked again with less in it: the oldest earlier
+// turns first, then the turn's tool results the model has answered already, then its newest
+// results cut short; the turn's user message and its model steps are never cut.
 import type { ModelMessage } from 'ai';
 import type { Step, ToolStep } from './journal.js';
+import { rejectedRequest } from './model-retry.js';
 
 /**
  * The provider rejected the request because the prompt is past the model's context window:
  * OpenAI's code `context_length_exceeded` (chat completions and the Responses API), or the words
  * of Anthropic ("prompt is too long"), Google ("input token count … exceeds the maximum"),
- * Mistral, xAI, Bedrock and OpenAI-compatible servers (vLLM, llama.cpp, LiteLLM); or a 413.
+ * Mistral, xAI, Bedrock and OpenAI-compatible servers (vLLM, llama.cpp, LiteLLM); or a 413. Only
+ * a request rejected for good (a 4xx not 408, 409 or 429, not retryable).
  */
 export function pastContextWindow(error: unknown): boolean {
-  const e = error as { statusCode?: unknown; type?: unknown; message?: unknown; data?: { error?: { code?: unknown } } } | null;
-  const status = e?.statusCode;
-  if (typeof status !== 'number' || status < 400 || status >= 500 || [408, 409, 429].includes(status)) return false;
-  if (status === 413 || e?.data?.error?.code === 'context_length_exceeded' || e?.type === 'context_length_exceeded') return true;
+  if (!rejectedRequest(error)) return false;
+  const e = error as { statusCode?: unknown; type?: unknown; message?: unknown; data?: { error?: { code?: unknown } } };
+  if (e.statusCode === 413 || e.data?.error?.code === 'context_length_exceeded' || e.type === 'context_length_exceeded') return true;
   return typeof e?.message === 'string' && tooLongWords.some((words) => words.test(e.message as string));
 }
 

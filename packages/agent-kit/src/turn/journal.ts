@@ -227,7 +227,7 @@ export function buildMessages(
   history: ModelMessage[], journal: Step[], options: { reasoning?: boolean; droppedResults?: number; resultCap?: number } = {},
 ): ModelMessage[] {
   const reasoning = options.reasoning ?? true;
-  const dropped = new Set(droppableResults(journal).slice(0, options.droppedResults ?? 0));
+  const dropped = new Set(options.droppedResults ? droppableResults(journal).slice(0, options.droppedResults) : []);
   const messages = [...history];
   for (const step of journal) {
     if (step.kind === 'model') {

@@ -104,7 +104,7 @@ export function refusedForGood(error: unknown): boolean {
  * retryable: a bad request, a prompt past the context window, a bad key, an unknown model,
  * content refused.
  */
-function rejectedRequest(error: unknown): boolean {
+export function rejectedRequest(error: unknown): boolean {
   const statusCode = (error as { statusCode?: unknown } | null)?.statusCode;
   return typeof statusCode === 'number' && statusCode >= 400 && statusCode < 500 && ![408, 409, 429].includes(statusCode)
     && !isRetryableModelError(error);
