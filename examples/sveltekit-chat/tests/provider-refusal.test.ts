@@ -97,6 +97,19 @@ describe.skipIf(!hasChromium)(`a provider refusing midway${hasChromium ? '' : ` 
       .toBe('This conversation is longer than the model can take: it was not given the earlier turn.');
     expect(await next.getAttribute('data-attempt')).toBe('1');
     expect(await page.getByTestId('history-cut').count()).toBe(1); // not the failed turn's
+
+    // The thread learned the model's window from that refusal: its next turn is cut before it is
+    // sent, in one request, and says so the same way (ADR-0069).
+    const requests = stub.received.length;
+    await sendChat(page, 'and then?');
+    await page.getByTestId('user-message').filter({ hasText: 'and then?' }).waitFor();
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="run"][data-status="completed"]').length === 2,
+      undefined, { timeout: 30_000 });
+    const third = page.getByTestId('run').last();
+    expect(await third.getByTestId('run-text').textContent()).toBe('Hello from stub');
+    expect(await third.getByTestId('history-cut').textContent())
+      .toBe('This conversation is longer than the model can take: it was given none of the 2 earlier turns.');
+    expect(stub.received.length - requests).toBe(1);
     await page.close();
   });
 

@@ -115,6 +115,23 @@ describe('the thread view', () => {
       .toEqual(["past the model's context window: asked again with tool results cut to 2800 characters"]);
   });
 
+  it('reads a prompt cut before it was sent, to the window the thread learned, as a cut without a retry', () => {
+    const log = makeLog([
+      ['run-queued', 0, { runId, turnNo: 14 }],
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1, owner: 'a' }],
+      ['text-delta', 1, { text: 'So far ' }],
+      ['prompt-cut', 1, { stepNo: 0, window: { chars: 1_900 }, earlierTurns: { kept: 4, of: 13 } }],
+      ['text-delta', 1, { text: 'so good.' }],
+    ]);
+    const run = fold(log).items[0] as RunItem;
+    expect([historyCutNotice(run), retryNotice(run), run.text]).toEqual([
+      'This conversation is longer than the model can take: it was given only the newest 4 of the 13 earlier turns.', null,
+      'So far so good.',
+    ]);
+    expect(buildRunTimeline(log, runId, t0 + 9000, false).bars[0]!.markers.map((m) => m.label))
+      .toEqual(["past the model's context window: sent with the newest 4 of 13 earlier turns"]);
+  });
+
   it('knows a reply the model\'s output limit cut, from its last step', () => {
     const log = makeLog([
       ['run-queued', 0, { runId, turnNo: 1 }],

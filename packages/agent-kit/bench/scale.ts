@@ -7,7 +7,7 @@
 import { claimResult, msInterval, parkRun } from '../src/lease/lease.js';
 import type { RunRow } from '../src/lease/run-row.js';
 import { takeJobs } from '../src/queue/jobs.js';
-import { claimDueSegments } from '../src/turn/journal.js';
+import { claimDueSegments } from '../src/turn/segment-claim.js';
 import type { Db } from '../src/store/db.js';
 import { seedQueuedRuns, vacuumAnalyze, type BenchDatabase } from './lib/bench-db.js';
 import { combine, measureThroughput, percentile, type Throughput } from './lib/measure.js';

@@ -175,6 +175,7 @@ create table agent_kit_threads (
   title text,
   created_at timestamp with time zone not null default now(),
   last_seq bigint not null default 0,
+  context_window jsonb,
   constraint agent_kit_threads_pkey PRIMARY KEY (id)
 );
 CREATE INDEX agent_kit_threads__created_at_idx ON agent_kit_threads USING btree (created_at DESC, id);
@@ -688,6 +689,30 @@ begin
   seq := v_seq;
   interrupt := case when v_cancel is not null then 'cancel' when v_takeover is not null then 'takeover' end;
   return next;
+end $function$
+
+-- function agent_kit_note_context_window(p_run_id uuid, p_owner text, p_fence bigint, p_window jsonb)
+CREATE OR REPLACE FUNCTION agent_kit_note_context_window(p_run_id uuid, p_owner text, p_fence bigint, p_window jsonb)
+ RETURNS boolean
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_thread_id uuid;
+begin
+  if p_window is null or jsonb_typeof(p_window->'model') is distinct from 'string'
+      or jsonb_typeof(p_window->'chars') is distinct from 'number' then
+    raise exception 'a context window is {"model": text, "chars": number}, got %', coalesce(p_window::text, 'NULL')
+      using errcode = 'AK001';
+  end if;
+  -- As agent_kit_append_event: the run row shared-locked under the guard, then the thread's row.
+  select thread_id into v_thread_id from agent_kit_runs
+  where id = p_run_id and owner = p_owner and fence = p_fence and status = 'running'
+  for share;
+  if not found then
+    return false;
+  end if;
+  update agent_kit_threads set context_window = p_window where id = v_thread_id;
+  return true;
 end $function$
 
 -- function agent_kit_now()

@@ -70,12 +70,14 @@ function segmentMarker(event: WireEvent, atMs: number): TimelineMarker | null {
   if (event.type === segmentKilledEventType) {
     return { atMs, kind: 'kill', label: `killed by ${killerOf(event)} (demo)` };
   }
-  const cut = event.type === 'model-retry' ? contextCutOf(data) : null;
+  const cut = event.type === 'model-retry' || event.type === 'prompt-cut' ? contextCutOf(data) : null;
   if (cut) {
     const asked = cut.kind === 'earlier-turns' ? `with the newest ${cut.kept} of ${cut.of} earlier turns`
       : cut.kind === 'results-left-out' ? `without ${cut.dropped} of ${cut.of} answered tool results`
         : `with tool results cut to ${cut.cutTo} characters`;
-    return { atMs, kind: 'retry', label: `past the model's context window: asked again ${asked}` };
+    // A prompt-cut was cut before it was sent, to the window the thread learned (ADR-0069).
+    const how = event.type === 'prompt-cut' ? 'sent' : 'asked again';
+    return { atMs, kind: 'retry', label: `past the model's context window: ${how} ${asked}` };
   }
   if (event.type === 'model-retry') {
     const error = (data.error ?? {}) as { statusCode?: unknown; message?: unknown };

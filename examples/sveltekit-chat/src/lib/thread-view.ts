@@ -271,6 +271,7 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
   const waiting = run.retrying;
   run.retrying = null;
   switch (event.type) {
+    case 'prompt-cut': // cut before it was sent, to the window the thread learned (ADR-0069)
     case 'model-retry': {
       // Asked again at once with less of the conversation (ADR-0067): no wait to show.
       const cut = contextCutOf(data);
@@ -280,6 +281,7 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
         else run.resultsCutTo = cut.cutTo;
         break;
       }
+      if (event.type === 'prompt-cut') break;
       const refusal = (data.error ?? {}) as Record<string, unknown>;
       const statusCode = typeof refusal.statusCode === 'number' ? refusal.statusCode : null;
       run.retrying = {
@@ -453,7 +455,7 @@ export type ContextCut =
   | { kind: 'results-left-out'; dropped: number; of: number }
   | { kind: 'results-cut'; cutTo: number };
 
-/** The cut a model-retry event's data names, or null for a retry of another kind. */
+/** The cut a model-retry or prompt-cut event's data names, or null for a retry of another kind. */
 export function contextCutOf(data: Record<string, unknown>): ContextCut | null {
   const turns = (data.earlierTurns ?? null) as { kept?: unknown; of?: unknown } | null;
   const results = (data.toolResults ?? null) as { dropped?: unknown; of?: unknown; cutTo?: unknown } | null;

@@ -4,7 +4,7 @@
 // job is lost and two drains at once are safe: a claim (the next fence) decides who runs a run.
 // No leader election. A run out of attempts is left to the reaper's salvage, never claimed again.
 import { assert, coerceError, InvalidArgumentError } from '../errors.js';
-import { claimDueSegments } from '../turn/journal.js';
+import { claimDueSegments } from '../turn/segment-claim.js';
 import type { RunSegment, Runtime, SegmentOptions, SegmentOutcome } from '../turn/types.js';
 import { ClaimPace } from './claim-pace.js';
 import { backoffMs, neverAborted, sleep } from './pace.js';

@@ -10,7 +10,7 @@ import { claimRun, closeRun, parkRun } from '../lease/lease.js';
 import { startTurn } from '../queue/start-turn.js';
 import { advanceFakeNow, clearFakeNow } from '../store/clock.js';
 import type { Db } from '../store/db.js';
-import { claimDueSegments, type ClaimDueOptions } from './journal.js';
+import { claimDueSegments, type ClaimDueOptions } from './segment-claim.js';
 
 let db: Db;
 beforeAll(async () => {

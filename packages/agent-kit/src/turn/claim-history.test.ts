@@ -9,7 +9,7 @@ import { onPostgres, openTestDb } from '../../test/harness/test-db.js';
 import { claimRun } from '../lease/lease.js';
 import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
-import { claimSegment } from './journal.js';
+import { claimSegment } from './segment-claim.js';
 
 let db: Db;
 beforeAll(async () => {

@@ -11,6 +11,7 @@ import { z } from 'zod';
 import { startAnthropicStub } from '../../test/harness/anthropic-stub.js';
 import { answering, calling, mockUsage as answeringUsage } from '../../test/harness/mock-streams.js';
 import { startOpenAiStub } from '../../test/harness/openai-stub.js';
+import { threadOfTurns } from '../../test/harness/long-thread.js';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { effectsFile, makeRuntime } from '../../test/harness/turn-kit.js';
 import { resolveModel, type AgentTool, type LanguageModelV3 } from '../model/index.js';
@@ -33,21 +34,7 @@ const rejection = (statusCode: number, message: string) => new APICallError({
   message, url: 'http://provider.test/v1/chat', requestBodyValues: {}, statusCode,
 });
 
-const question = (i: number) => `question ${i}: ${'q'.repeat(200)}`;
-const answer = (i: number) => `answer ${i}: ${'a'.repeat(200)}`;
-
-/** A thread of `turns` closed turns, each a 212-character question and answer. */
-async function threadOf(turns: number): Promise<string> {
-  let threadId: string | undefined;
-  for (let i = 1; i <= turns; i++) {
-    const started = await startTurn(db, { ...(threadId ? { threadId } : {}), ownerId: 'carol', text: question(i) });
-    threadId = started.threadId;
-    const model = new MockLanguageModelV3({ doStream: async () => answering([answer(i)]) });
-    const outcome = await runSegment(makeRuntime(db, { model }), { runId: started.runId, owner: newOwner('earlier') });
-    expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
-  }
-  return threadId!;
-}
+const threadOf = (turns: number) => threadOfTurns(db, turns, 'carol');
 
 /** The next turn of `threadId` on `model`, and what it left. */
 async function nextTurn(threadId: string, model: LanguageModelV3, text: string, settings: Partial<TurnSettings> = {}) {

@@ -5,8 +5,8 @@
 import { APICallError, type ModelMessage } from 'ai';
 import { describe, expect, it } from 'vitest';
 import {
-  capResultsToFit, cutToFit, droppableResults, dropResultsToFit, earlierTurns, keepEarlierTurns, minResultChars, pastContextWindow,
-  tokensOverLimit,
+  capResultsToFit, charsOverWindow, charsToShed, cutToFit, droppableResults, dropResultsToFit, earlierTurns, keepEarlierTurns, minResultChars, pastContextWindow,
+  modelName, tokensOverLimit, windowOf,
 } from './context-window.js';
 import { buildMessages, type Step } from './journal.js';
 import { isRetryableModelError, ModelStreamError, refusedForGood, streamError } from './model-retry.js';
@@ -75,14 +75,14 @@ describe('cutting the history to fit', () => {
     const h = history(10); // 705 characters of JSON, each earlier turn 68 or 70
     const chars = JSON.stringify(h).length;
     // 30 % of the prompt over the limit (+5 %): 247 characters, so 4 of the 10 turns go.
-    const cut = cutToFit(h, chars, rejection(400, 'prompt is too long: 1000 tokens > 700 maximum'))!;
+    const cut = cutToFit(h, charsToShed(chars, rejection(400, 'prompt is too long: 1000 tokens > 700 maximum')))!;
     expect([cut.kept, cut.of]).toEqual([6, 10]);
     expect(cut.history[0]).toEqual({ role: 'user', content: 'q5' });
     // Barely over: still one turn fewer.
-    expect(cutToFit(h, chars, rejection(400, 'prompt is too long: 1001 tokens > 1000 maximum'))!.kept).toBe(9);
-    expect(cutToFit(h, chars, rejection(400, 'Input is too long for requested model.'))!.kept).toBe(5);
-    expect(cutToFit(history(1), 100, rejection(400, 'Input is too long for requested model.'))!.kept).toBe(0);
-    expect(cutToFit(history(0), 100, rejection(400, 'Input is too long for requested model.'))).toBeUndefined();
+    expect(cutToFit(h, charsToShed(chars, rejection(400, 'prompt is too long: 1001 tokens > 1000 maximum')))!.kept).toBe(9);
+    expect(cutToFit(h, charsToShed(chars, rejection(400, 'Input is too long for requested model.')))!.kept).toBe(5);
+    expect(cutToFit(history(1), charsToShed(100, rejection(400, 'Input is too long for requested model.')))!.kept).toBe(0);
+    expect(cutToFit(history(0), charsToShed(100, rejection(400, 'Input is too long for requested model.')))).toBeUndefined();
   });
 });
 
@@ -113,11 +113,11 @@ describe('leaving out tool results to fit', () => {
   it('drops more each time, by the same rule as earlier turns, until none is left to drop', () => {
     const long = [...journal, model(5, ['d']), tool(6, 'd', 'D')];
     const refusal = rejection(400, 'Input is too long for requested model.');
-    expect(dropResultsToFit(long, 0, 500, refusal)).toBe(2); // half of 3, rounded up
-    expect(dropResultsToFit(long, 2, 500, refusal)).toBe(3);
-    expect(dropResultsToFit(long, 3, 500, refusal)).toBeUndefined();
+    expect(dropResultsToFit(long, 0, charsToShed(500, refusal))).toBe(2); // half of 3, rounded up
+    expect(dropResultsToFit(long, 2, charsToShed(500, refusal))).toBe(3);
+    expect(dropResultsToFit(long, 3, charsToShed(500, refusal))).toBeUndefined();
     // By the counts: 102 characters of 500 cover the 10 % over and the twentieth more.
-    expect(dropResultsToFit(long, 0, 500, rejection(400, 'prompt is too long: 1100 tokens > 990 maximum'))).toBe(1);
+    expect(dropResultsToFit(long, 0, charsToShed(500, rejection(400, 'prompt is too long: 1100 tokens > 990 maximum')))).toBe(1);
   });
 });
 
@@ -127,15 +127,15 @@ describe('cutting the newest tool results to fit', () => {
   it('cuts the longest first, to the largest length that sheds what the refusal asks', () => {
     const journal = [model(0, ['a', 'b']), tool(1, 'a', 'a'.repeat(1_000)), tool(2, 'b', 'b'.repeat(9_000))];
     // Without counts, half of what they hold: of 10,000 characters, the short one whole and the long one 4,000.
-    expect(capResultsToFit(journal, undefined, 12_000, refusal)).toBe(4_000);
-    expect(capResultsToFit(journal, 4_000, 12_000, refusal)).toBe(1_500); // 2,500 of 5,000
-    expect(capResultsToFit(journal, 1_500, 12_000, refusal)).toBe(625); // 1,250 of 2,500: both cut
-    expect(capResultsToFit(journal, 625, 12_000, refusal)).toBeUndefined(); // would go under minResultChars
+    expect(capResultsToFit(journal, undefined, charsToShed(12_000, refusal))).toBe(4_000);
+    expect(capResultsToFit(journal, 4_000, charsToShed(12_000, refusal))).toBe(1_500); // 2,500 of 5,000
+    expect(capResultsToFit(journal, 1_500, charsToShed(12_000, refusal))).toBe(625); // 1,250 of 2,500: both cut
+    expect(capResultsToFit(journal, 625, charsToShed(12_000, refusal))).toBeUndefined(); // would go under minResultChars
     expect(minResultChars).toBe(500);
     // By the counts: 20 % over (+5 %) of a 12,000-character prompt is 3,000 characters.
-    expect(capResultsToFit(journal, undefined, 12_000, rejection(400, 'prompt is too long: 1000 tokens > 800 maximum'))).toBe(6_000);
+    expect(capResultsToFit(journal, undefined, charsToShed(12_000, rejection(400, 'prompt is too long: 1000 tokens > 800 maximum')))).toBe(6_000);
     // Nothing to cut: no result after the last model step, or none longer than the cut.
-    expect(capResultsToFit([...journal, model(3, [])], undefined, 12_000, refusal)).toBeUndefined();
+    expect(capResultsToFit([...journal, model(3, [])], undefined, charsToShed(12_000, refusal))).toBeUndefined();
   });
 
   it('sends a cut result as its head and a note; the results within the cap as they are', () => {
@@ -146,5 +146,23 @@ describe('cutting the newest tool results to fit', () => {
     expect(outputs[1]!.type).toBe('text');
     expect(outputs[1]!.value).toBe(`${JSON.stringify({ page: 'x'.repeat(800) }).slice(0, 600)}\n[This result of fetch_page was cut to ` +
       "its first 600 of 811 characters: the conversation is past the model's context window.]");
+  });
+});
+
+describe('the window a thread learns (ADR-0069)', () => {
+  it('is the size a cut aims for by the counts, or the size asked next without them; it cuts only its own model\'s prompts', () => {
+    // 20 % over (+5 %) of 10,000 characters: the prompt a cut aims for is 7,500; without counts, the one asked next.
+    const byCounts = windowOf('p:m', 10_000, rejection(400, 'prompt is too long: 1000 tokens > 800 maximum'), 4_321);
+    expect(byCounts).toEqual({ model: 'p:m', chars: 7_500 });
+    expect(windowOf('p:m', 10_000, rejection(400, 'Input is too long for requested model.'), 4_321)).toEqual({ model: 'p:m', chars: 4_321 });
+    expect([7_000, 7_500, 9_000].map((chars) => charsOverWindow(chars, 'p:m', byCounts))).toEqual([0, 0, 1_500]);
+    expect([charsOverWindow(9_000, 'p:other', byCounts), charsOverWindow(9_000, 'p:m', null)]).toEqual([0, 0]);
+    expect(cutToFit(history(10), charsOverWindow(705 + 120, 'p:m', { model: 'p:m', chars: 705 }))!.kept).toBe(8);
+  });
+
+  it('names a model by its provider and id, or by the string it was given', () => {
+    expect(modelName({ provider: 'anthropic.messages', modelId: 'claude-x' })).toBe('anthropic.messages:claude-x');
+    expect(modelName('openai/gpt-x')).toBe('openai/gpt-x');
+    expect(modelName({})).toBe('unknown:unknown');
   });
 });

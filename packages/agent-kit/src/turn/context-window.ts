@@ -62,30 +62,37 @@ export interface HistoryCut {
 }
 
 /**
- * How many of the oldest pieces (their sizes in characters, oldest first) to leave out after
- * `error`, a refusal for the length of a prompt of `promptChars` characters: enough that their
- * characters make up the share of the prompt the refusal says is over the limit, and a twentieth
- * of it more; half of them when it gives no counts. At least one; none when there are none.
+ * How many characters a prompt of `promptChars` characters must shed after `error`, a refusal
+ * for its length: the share of it the refusal says is over the limit, and a twentieth of it more.
+ * Undefined when the refusal gives no counts: then each cut takes half of what it may.
  */
-export function oldestToDrop(sizes: readonly number[], promptChars: number, error: unknown): number {
+export function charsToShed(promptChars: number, error: unknown): number | undefined {
   const over = tokensOverLimit(error);
-  if (!over) return Math.ceil(sizes.length / 2);
-  const toDrop = promptChars * ((over.used - over.limit) / over.used + 0.05);
+  return over ? promptChars * ((over.used - over.limit) / over.used + 0.05) : undefined;
+}
+
+/**
+ * How many of the oldest pieces (their sizes in characters, oldest first) to leave out to shed
+ * `shed` characters (see charsToShed), half of them when undefined. At least one; none when
+ * there are none.
+ */
+export function oldestToDrop(sizes: readonly number[], shed: number | undefined): number {
+  if (shed === undefined) return Math.ceil(sizes.length / 2);
   let n = 0;
-  for (let dropped = 0; n < sizes.length && dropped < toDrop; n++) dropped += sizes[n]!;
+  for (let dropped = 0; n < sizes.length && dropped < shed; n++) dropped += sizes[n]!;
   return Math.max(n, Math.min(1, sizes.length));
 }
 
 /**
- * The history for the next request after a refusal for the prompt's length (see oldestToDrop):
- * without its oldest earlier turns. Undefined when it has none left to drop.
+ * The history for the next request when its prompt must shed `shed` characters (see
+ * charsToShed): without its oldest earlier turns. Undefined when it has none left to drop.
  */
-export function cutToFit(history: readonly ModelMessage[], promptChars: number, error: unknown): HistoryCut | undefined {
+export function cutToFit(history: readonly ModelMessage[], shed: number | undefined): HistoryCut | undefined {
   const of = earlierTurns(history);
   if (of === 0) return undefined;
   const starts = history.flatMap((m, i) => (m.role === 'user' ? [i] : []));
   const sizes = starts.slice(0, of).map((start, i) => JSON.stringify(history.slice(start, starts[i + 1])).length);
-  const kept = of - oldestToDrop(sizes, promptChars, error);
+  const kept = of - oldestToDrop(sizes, shed);
   return { history: keepEarlierTurns(history, kept), kept, of };
 }
 
@@ -100,14 +107,14 @@ export function droppableResults(journal: readonly Step[]): ToolStep[] {
 }
 
 /**
- * After a refusal for the prompt's length with no earlier turn left: how many of the turn's
+ * When a prompt with no earlier turn left must shed `shed` characters: how many of the turn's
  * droppable results (oldest first) to leave out, more than the `dropped` already left out.
  * Undefined when every one is already.
  */
-export function dropResultsToFit(journal: readonly Step[], dropped: number, promptChars: number, error: unknown): number | undefined {
+export function dropResultsToFit(journal: readonly Step[], dropped: number, shed: number | undefined): number | undefined {
   const sizes = droppableResults(journal).slice(dropped).map((step) => JSON.stringify(step.output ?? null).length);
   if (sizes.length === 0) return undefined;
-  return dropped + oldestToDrop(sizes, promptChars, error);
+  return dropped + oldestToDrop(sizes, shed);
 }
 
 /** What a prompt says in place of a tool result it leaves out. */
@@ -123,18 +130,17 @@ const resultText = (step: ToolStep) => (typeof step.output === 'string' ? step.o
 export const minResultChars = 500;
 
 /**
- * After a refusal for the prompt's length with nothing left to drop: the most characters of each
- * of the turn's newest results (those the step is asked about) to send, cut from `cap` (none yet
- * when undefined) so that the share the refusal says is over goes, and a twentieth more (half of
- * what they hold without counts). Undefined when the cut would go under minResultChars, or
- * would cut nothing: the turn is too long for the model.
+ * When a prompt with nothing left to drop must shed `shed` characters: the most characters of
+ * each of the turn's newest results (those the step is asked about) to send, cut from `cap`
+ * (none yet when undefined) so that they shed that much (half of what they hold when undefined).
+ * Undefined when the cut would go under minResultChars, or would cut nothing: the turn is too
+ * long for the model.
  */
-export function capResultsToFit(journal: readonly Step[], cap: number | undefined, promptChars: number, error: unknown): number | undefined {
+export function capResultsToFit(journal: readonly Step[], cap: number | undefined, shed: number | undefined): number | undefined {
   const newest = journal.slice(journal.findLastIndex((step) => step.kind === 'model') + 1);
   const sizes = newest.flatMap((step) => (step.kind === 'tool' ? [Math.min(resultText(step).length, cap ?? Infinity)] : []));
   const total = sizes.reduce((a, b) => a + b, 0);
-  const over = tokensOverLimit(error);
-  const keep = total - (over ? promptChars * ((over.used - over.limit) / over.used + 0.05) : total / 2);
+  const keep = total - (shed ?? total / 2);
   // The largest cap c with the results, each cut to c, adding up to no more than `keep`.
   const sorted = [...sizes].sort((a, b) => a - b);
   let next = 0;
@@ -174,23 +180,66 @@ export interface PromptFit {
 }
 
 /**
- * The next fit after `error`, a refusal for the length of a prompt of `promptChars` characters:
- * fewer earlier turns while there are any, then fewer of the turn's answered results, then its
- * newest results cut shorter; with what its model-retry event says of it. Undefined when nothing
- * is left to cut: the turn fails (ADR-0066).
+ * The next fit for a prompt that must shed `shed` characters (see charsToShed; half of what a
+ * cut may take when undefined): fewer earlier turns while there are any, then fewer of the turn's
+ * answered results, then its newest results cut shorter; with what its event says of it.
+ * Undefined when nothing is left to cut.
  */
 export function fitAfter(
-  fit: PromptFit, journal: readonly Step[], promptChars: number, error: unknown,
+  fit: PromptFit, journal: readonly Step[], shed: number | undefined,
 ): { fit: PromptFit; said: Record<string, unknown> } | undefined {
-  const cut = cutToFit(fit.history, promptChars, error);
+  const cut = cutToFit(fit.history, shed);
   if (cut) {
     const of = fit.earlierTurnsOf ?? cut.of;
     return { fit: { ...fit, history: cut.history, earlierTurnsOf: of }, said: { earlierTurns: { kept: cut.kept, of } } };
   }
-  const dropped = dropResultsToFit(journal, fit.droppedResults, promptChars, error);
+  const dropped = dropResultsToFit(journal, fit.droppedResults, shed);
   if (dropped !== undefined) {
     return { fit: { ...fit, droppedResults: dropped }, said: { toolResults: { dropped, of: droppableResults(journal).length } } };
   }
-  const cap = capResultsToFit(journal, fit.resultCap, promptChars, error);
+  const cap = capResultsToFit(journal, fit.resultCap, shed);
   return cap === undefined ? undefined : { fit: { ...fit, resultCap: cap }, said: { toolResults: { cutTo: cap } } };
 }
+
+/**
+ * What a thread knows of its model's context window (ADR-0069): the model that refused a prompt
+ * for its length, and the most characters of prompt to send it, as the last such refusal taught.
+ * The thread keeps it (`agent_kit_threads.context_window`) for its later prompts.
+ */
+export interface ContextWindow {
+  model: string;
+  chars: number;
+}
+
+/**
+ * What `error`, a refusal of a prompt of `promptChars` characters for its length, teaches of the
+ * model's window. With both counts in it: the characters its token limit stands for at the
+ * prompt's own characters per token, less a twentieth of the prompt, the size a cut aims for
+ * (charsToShed). Without them the refusal says only that this prompt did not fit: the most is
+ * `nextChars`, the size of the prompt cut to be asked next, until that too is refused.
+ */
+export function windowOf(model: string, promptChars: number, error: unknown, nextChars: number): ContextWindow {
+  const shed = charsToShed(promptChars, error);
+  return { model, chars: Math.floor(shed === undefined ? nextChars : promptChars - shed) };
+}
+
+/**
+ * How many characters a prompt of `promptChars` characters for `model` must shed before it is
+ * sent, by what the thread knows of the window: what it has past the most; 0 when it fits, or
+ * the window is another model's.
+ */
+export function charsOverWindow(promptChars: number, model: string, known: ContextWindow | null | undefined): number {
+  if (!known || known.model !== model) return 0;
+  return Math.max(0, promptChars - known.chars);
+}
+
+/** The name a thread's remembered window goes by: the provider and the model's id. */
+export function modelName(model: unknown): string {
+  if (typeof model === 'string') return model;
+  const { provider, modelId } = (model ?? {}) as { provider?: unknown; modelId?: unknown };
+  return `${String(provider ?? 'unknown')}:${String(modelId ?? 'unknown')}`;
+}
+
+/** A prompt's size as the cuts count it: the characters of its system prompt and of its messages as JSON. */
+export const promptChars = (system: string | undefined, messages: readonly ModelMessage[]): number =>
+  (system ?? '').length + JSON.stringify(messages).length;

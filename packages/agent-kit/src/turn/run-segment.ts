@@ -1,7 +1,6 @@
 // The turn engine: one segment of a run, under a fenced lease. It claims the run, reconciles what
 // a dead segment left, rebuilds the conversation from the step journal, and runs steps until the
 // turn ends, waits, slices at its deadline, or loses the lease — writing nothing after a loss.
-import type { ModelMessage } from 'ai';
 import { assert, coerceError, serializeError, StoreUnavailableError } from '../errors.js';
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
@@ -9,11 +8,12 @@ import {
   closeRun, parkRun, renewLease, requestInput, retryStep, salvageRun, type Lease, type ParkStatus,
 } from '../lease/lease.js';
 import {
-  beginSegmentWithHistory, buildMessages, claimSegment, commitStep, committedText, hasReasoning, isTurnFinished,
-  loadJournal, modelStepOf, pendingToolCalls,
+  buildMessages, commitStep, committedText, hasReasoning, isTurnFinished, loadJournal, modelStepOf, pendingToolCalls,
   type StartedEffect, type Step,
 } from './journal.js';
-import { fitAfter, pastContextWindow, type PromptFit } from './context-window.js';
+import { beginSegmentWithHistory, claimSegment, type Begun } from './segment-claim.js';
+import { charsToShed, fitAfter, modelName, pastContextWindow, promptChars, type PromptFit } from './context-window.js';
+import { fitKnownWindow, learnWindow } from './prompt-fit.js';
 import { describeRefusal, refusedForGood, refusedWhatItCarried } from './model-retry.js';
 import { runModelStep, type StepStop } from './model-step.js';
 import { defaultTurnSettings } from './settings.js';
@@ -46,14 +46,14 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
   const mirror = new StreamMirror(rt.db, lease, settings.mirrorIntervalMs, (reason) => controller.abort(reason));
   const stopRenewing = leaseTtlMs < budgetMs ? renewOnTimer(rt, lease, leaseTtlMs, controller) : () => {};
   const segment: Segment = {
-    rt, lease, run, settings, mirror, signal: controller.signal, options, startText: '', interrupt: null,
+    rt, lease, run, settings, mirror, signal: controller.signal, options, startText: '', interrupt: null, contextWindow: null,
     // Local clock: started before the claim, so we stop no later than the database's deadline.
     stopAtMs: startedAtMs + budgetMs - settings.deadlineSafetyMs,
   };
   rt.log?.({ msg: 'segment claimed', runId: lease.runId, fence: lease.fence, attempt: lease.attempts });
   if (claim.begun) notifyThread(rt.db, lease.threadId, claim.begun.seq);
   try {
-    return await driveSegment(segment, claim.begun?.history);
+    return await driveSegment(segment, claim.begun);
   } catch (raw) {
     const error = coerceError(raw);
     rt.log?.({ msg: 'segment error', runId: lease.runId, fence: lease.fence, error: error.message });
@@ -78,8 +78,8 @@ function renewOnTimer(rt: Runtime, lease: Lease, leaseTtlMs: number, controller:
   return () => clearInterval(timer);
 }
 
-/** `freshHistory`: the claim already began this (first) segment and read its history. */
-async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<SegmentOutcome> {
+/** `fresh`: the claim already began this (first) segment and read its history. */
+async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> {
   const { rt, lease } = s;
   // Every step and effect is written under the fence of the segment that wrote it, so the first
   // claim of a run (fence 1) has none to reconcile or replay: two reads saved per fresh turn.
@@ -111,22 +111,24 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
 
   let prefix = continuationPrefix(s, journal, model);
   s.startText = committedText(journal) + prefix;
-  let history = freshHistory ?? [];
-  if (!freshHistory) {
-    const begun = await beginSegmentWithHistory(
-      rt.db, lease, s.startText, { continued: prefix.length > 0, stepNo: journal.length }, s.run.turnNo, rt.historyTurns,
-    );
-    if (!begun) return lost(s);
-    notifyThread(rt.db, lease.threadId, begun.seq);
-    history = begun.history;
+  let begun = fresh;
+  if (!begun) {
+    const data = { continued: prefix.length > 0, stepNo: journal.length };
+    const next = await beginSegmentWithHistory(rt.db, lease, s.startText, data, s.run.turnNo, rt.historyTurns);
+    if (!next) return lost(s);
+    notifyThread(rt.db, lease.threadId, next.seq);
+    begun = next;
   }
+  s.contextWindow = begun.contextWindow; // what the thread knows of its model's context window (ADR-0069)
+  const modelId = modelName(model);
 
   let started: StartedEffect | undefined; // the first tool call's effect, started by the step's commit
   let system: string | undefined; // the instructions, read before this segment's first model step
   let retries = 0; // of the current model step, refused by its provider for now
   let continued = 0; // requests of the current model step after its reply reached the output limit
   let earlierUsage: TokenUsage | undefined; // of those requests before the current one
-  let fit: PromptFit = { history, droppedResults: 0 }; // what the prompt leaves out to fit the context window
+  let fit: PromptFit = { history: begun.history, droppedResults: 0 }; // what the prompt leaves out to fit the context window
+  let fittedStep = -1; // the step whose prompt was last fitted to the thread's known window
   for (;;) {
     if (pendingToolCalls(journal).length > 0) {
       const settled = await settleToolCalls(
@@ -153,6 +155,13 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
 
     // One that throws fails the segment in runSegment's catch, as a model error does.
     system ??= await instructionsFor(rt, { runId: lease.runId, threadId: lease.threadId, turnNo: s.run.turnNo });
+    // A thread whose model refused a prompt for its length before sends only what fits (ADR-0069),
+    // checked at a step's first request: after a refusal the refusal's cut is the one asked.
+    if (s.settings.fitContextWindow && fittedStep !== journal.length) {
+      const fitted = await fitKnownWindow(s, { fit, journal, system, model: modelId, known: s.contextWindow });
+      if (!fitted) return lost(s);
+      [fit, fittedStep] = [fitted, journal.length];
+    }
     const { droppedResults, resultCap } = fit;
     const messages = buildMessages(fit.history, journal, { reasoning: s.settings.sendReasoning, droppedResults, resultCap });
     const result = await runModelStep({
@@ -165,9 +174,13 @@ async function driveSegment(s: Segment, freshHistory?: ModelMessage[]): Promise<
       if (stopped) return handleStop(s, stopped, model);
       // A prompt past the model's context window is asked again at once without its oldest earlier
       // turns, then without the turn's oldest answered tool results, then with its newest cut (ADR-0067).
-      const fitted = result.produced === 'nothing' && s.settings.fitContextWindow && pastContextWindow(result.error)
-        ? fitAfter(fit, journal, (system ?? '').length + JSON.stringify(messages).length, result.error) : undefined;
+      const size = promptChars(system, messages);
+      const tooLong = result.produced === 'nothing' && s.settings.fitContextWindow && pastContextWindow(result.error);
+      const fitted = tooLong ? fitAfter(fit, journal, charsToShed(size, result.error)) : undefined;
       if (fitted) {
+        // The thread learns the model's window for its later prompts (ADR-0069).
+        const learnt = { model: modelId, system, refusedChars: size, error: result.error, next: fitted.fit, journal };
+        if (!(await learnWindow(s, learnt))) return lost(s);
         rt.log?.({ msg: 'prompt past the context window', runId: lease.runId, fence: lease.fence, ...fitted.said });
         const data = { stepNo: journal.length, delayMs: 0, error: describeRefusal(result.error), ...fitted.said };
         if ((await retryStep(rt.db, lease, visibleText(s), data)) === null) return lost(s);

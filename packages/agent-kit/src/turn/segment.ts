@@ -5,6 +5,7 @@ import { parkForRetry, readInterrupt, retryStep, type Interrupt, type Lease } fr
 import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
 import { sleep } from '../queue/pace.js';
+import type { ContextWindow } from './context-window.js';
 import { describeRefusal, isRetryableModelError, retryDelayMs } from './model-retry.js';
 import type { TurnSettings } from './settings.js';
 import type { StreamMirror } from './stream-mirror.js';
@@ -25,6 +26,8 @@ export interface Segment {
   startText: string;
   /** The run's pending cancel or takeover as the last guarded write saw it (claim, step). */
   interrupt: Interrupt;
+  /** What the run's thread knows of its model's context window (ADR-0069), as read or learned. */
+  contextWindow: ContextWindow | null;
 }
 
 /**

@@ -5,7 +5,7 @@ import type { AgentKitConfig } from '../config.js';
 import type { Db } from '../store/db.js';
 import type { AgentTool } from '../model/index.js';
 import type { CloseStatus, ParkStatus } from '../lease/lease.js';
-import type { ClaimedSegment } from './journal.js';
+import type { ClaimedSegment } from './segment-claim.js';
 import type { TurnSettings } from './settings.js';
 
 /** Everything a segment runs with. One Runtime serves many concurrent segments. */

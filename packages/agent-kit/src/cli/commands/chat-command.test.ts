@@ -114,6 +114,13 @@ describe('agent-kit chat', () => {
       ]);
       expect([next.stdout, next.code]).toEqual(['Hello from stub\n', 0]);
       expect(stub.received).toHaveLength(3);
+      // The thread learned the window: its next turn is cut before it is sent (ADR-0069).
+      const third = await cli(['chat', 'and then?', '--thread', threadId], env);
+      expect(third.stderr.trim().split('\n').slice(1)).toEqual([
+        "[the thread is past the model's context window: sent with the newest 0 of 2 earlier turns]",
+      ]);
+      expect([third.stdout, third.code]).toEqual(['Hello from stub\n', 0]);
+      expect(stub.received).toHaveLength(4);
     });
   });
 

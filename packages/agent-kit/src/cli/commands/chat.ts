@@ -69,9 +69,11 @@ async function printRun(events: AsyncIterable<{ runId: string | null; type: stri
       process.stderr.write(`${shown === '' || shown.endsWith('\n') ? '' : '\n'}[the reply reached the model's output limit]\n`);
     } else if (event.type === 'tool-result') {
       process.stderr.write(`\n[tool ${String(event.data.toolName)}: ${String(event.data.outcome)}]\n`);
-    } else if (event.type === 'model-retry' && contextCut(event.data)) {
-      // A prompt past the model's context window, asked again at once with less of it (ADR-0067).
-      process.stderr.write(`[the thread is past the model's context window: asked again ${contextCut(event.data)}]\n`);
+    } else if ((event.type === 'model-retry' || event.type === 'prompt-cut') && contextCut(event.data)) {
+      // A prompt past the model's context window, asked again at once with less of it (ADR-0067),
+      // or cut before it was sent to the window the thread learned (ADR-0069).
+      const how = event.type === 'prompt-cut' ? 'sent' : 'asked again';
+      process.stderr.write(`[the thread is past the model's context window: ${how} ${contextCut(event.data)}]\n`);
     } else if (event.type === 'model-retry') {
       const d = event.data;
       const refusal = (d.error ?? {}) as { message?: unknown; statusCode?: unknown };
@@ -119,7 +121,7 @@ function report(outcome: SegmentOutcome, runId: string, threadId: string, dueInM
   throw new CommanderError(1, 'agent-kit.turnNotCompleted', what);
 }
 
-/** What a model-retry event left out of the prompt to fit the context window (ADR-0067), in words. */
+/** What a model-retry or prompt-cut event left out of the prompt to fit the context window (ADR-0067), in words. */
 export function contextCut(data: Record<string, unknown>): string | undefined {
   const count = (value: unknown, key: 'kept' | 'dropped') => {
     const cut = value as Record<string, unknown> | null | undefined;
