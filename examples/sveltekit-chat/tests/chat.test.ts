@@ -5,8 +5,8 @@ import { scriptedAskQuestion, scriptedReplyText } from 'agent-kit';
 import type { Browser, BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  announcementsSaid, createTestStore, hasChromium, open, reload, lastRunText, launchBrowser, recordAnnouncements,
-  sendChat, signIn, skipReason, printServerOutputOnFailure, startServer, waitForAnnouncement, waitForRunStatus,
+  announcementsSaid, createTestStore, hasChromium, open, reload, lastRunText, launchBrowser, recordAnnouncements, recordRetryNotices,
+  retryNoticesSeen, sendChat, signIn, skipReason, printServerOutputOnFailure, startServer, waitForAnnouncement, waitForRunStatus,
   waitForWords, type AppServer, type TestStore,
 } from './harness';
 
@@ -434,12 +434,11 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     // #busy: the scripted model refuses the request once, as a rate-limited provider does (429,
     // retry after 1 s); the turn waits and asks again instead of failing (ADR-0057).
     const message = `are you there #busy ${Date.now()}`;
+    await recordRetryNotices(page);
     await sendChat(page, message);
-    const notice = page.getByTestId('model-retry');
-    await notice.waitFor();
-    expect(await notice.textContent()).toBe("The model's provider is busy (429): trying again in 1 s (1 of 5).");
+    expect(await retryNoticesSeen(page)).toEqual([{ notice: "The model's provider is busy (429): trying again in 1 s (1 of 5).", text: '' }]);
     await waitForRunStatus(page, 'completed');
-    expect(await notice.count()).toBe(0);
+    expect(await page.getByTestId('model-retry').count()).toBe(0);
     expect((await lastRunText(page)).trim()).toBe(expectedReply(message));
     expect(await page.getByTestId('run').last().getAttribute('data-attempt')).toBe('1');
     await page.close();
@@ -451,14 +450,13 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     // #overload: the scripted model stops halfway with a 529 (retry after 1 s); the turn asks
     // again with the half as the reply's start, in the same segment (ADR-0059).
     const message = `go on #overload ${Date.now()}`;
+    await recordRetryNotices(page);
     await sendChat(page, message);
-    const notice = page.getByTestId('model-retry');
-    await notice.waitFor();
-    expect(await notice.textContent()).toBe("The model's provider is busy (529): trying again in 1 s (1 of 5).");
     const half = expectedReply(message).split(' ').slice(0, replyTokens / 2).join(' ');
-    expect((await lastRunText(page)).trim()).toBe(half); // what it had, kept while it waits
+    // What it had is kept while it waits.
+    expect(await retryNoticesSeen(page)).toEqual([{ notice: "The model's provider is busy (529): trying again in 1 s (1 of 5).", text: half }]);
     await waitForRunStatus(page, 'completed');
-    expect(await notice.count()).toBe(0);
+    expect(await page.getByTestId('model-retry').count()).toBe(0);
     expect((await lastRunText(page)).trim()).toBe(expectedReply(message));
     expect(await page.getByTestId('run').last().getAttribute('data-attempt')).toBe('1');
     await page.close();

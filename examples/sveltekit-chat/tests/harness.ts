@@ -250,6 +250,29 @@ export async function announcementsSaid(page: Page): Promise<string[]> {
   return said.flatMap((text) => text.split(/(?<=[.…])\s+(?=[A-Z])/));
 }
 
+/**
+ * Record, from now on, each model-retry notice as it first appears, with the reply's text at that
+ * moment: a notice is up only while the turn waits (a second here), which a test that looked for
+ * it afterwards could miss on a slow machine.
+ */
+export async function recordRetryNotices(page: Page): Promise<void> {
+  await page.evaluate(() => {
+    const notices: { notice: string; text: string }[] = [];
+    Object.assign(window, { retryNotices: notices });
+    new MutationObserver(() => {
+      const notice = document.querySelector('[data-testid="model-retry"]')?.textContent?.trim() ?? '';
+      const texts = document.querySelectorAll('[data-testid="run-text"]');
+      if (notice && notice !== notices.at(-1)?.notice) notices.push({ notice, text: (texts[texts.length - 1]?.textContent ?? '').trim() });
+    }).observe(document.body, { subtree: true, childList: true, characterData: true });
+  });
+}
+
+/** The notices recordRetryNotices saw, once there are `count` of them. */
+export async function retryNoticesSeen(page: Page, count = 1): Promise<{ notice: string; text: string }[]> {
+  await page.waitForFunction((n) => (window as unknown as { retryNotices: unknown[] }).retryNotices.length >= n, count);
+  return page.evaluate(() => (window as unknown as { retryNotices: { notice: string; text: string }[] }).retryNotices);
+}
+
 /** Save a screenshot under test-results/, and under docs/images/ when SAVE_SCREENSHOTS=1. */
 export async function saveScreenshot(page: Page, name: string): Promise<void> {
   mkdirSync(resultsDir, { recursive: true });
