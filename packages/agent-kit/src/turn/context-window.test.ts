@@ -57,6 +57,12 @@ describe('pastContextWindow', () => {
     expect(tokensOverLimit(rejection(400,
       "maximum context length is 4096 tokens. However, you requested 4500 tokens (4000 in the messages, 500 in the completion)")))
       .toEqual({ used: 4500, limit: 4096 });
+    // A proxy's words with the model's name, a request id and a date: none of their digits is a count.
+    expect(tokensOverLimit(rejection(400, 'litellm.ContextWindowExceededError: AnthropicException - prompt is too long: ' +
+      '208310 tokens > 200000 maximum. model=claude-3-5-sonnet-20241022 request_id=req_011CZ55443322 at 2026-12-03T10:45:00Z')))
+      .toEqual({ used: 208310, limit: 200000 });
+    expect(tokensOverLimit(rejection(400, 'gpt-4-0613: maximum context length is 8192, but you requested 9000 tokens (v2.50000)')))
+      .toEqual({ used: 9000, limit: 8192 });
     expect(tokensOverLimit(rejection(400, 'Input is too long for requested model.'))).toBeUndefined();
     expect(tokensOverLimit(rejection(400, 'too long: 9000 tokens'))).toBeUndefined();
   });

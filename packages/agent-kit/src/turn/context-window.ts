@@ -31,16 +31,21 @@ const tooLongWords = [
  * The prompt's size and the model's limit in tokens, when the refusal gives both: the largest
  * number in it is the prompt (or prompt and completion) and the largest below that the limit, as
  * in "maximum context length is 8192 tokens. However, your messages resulted in 9120 tokens" and
- * "prompt is too long: 208310 tokens > 200000 maximum".
+ * "prompt is too long: 208310 tokens > 200000 maximum". Digits that are part of a name are not
+ * numbers: a model's ("claude-3-5-sonnet-20241022", "gpt-4-0613") or a request's id, which a
+ * proxy may add to the words, would otherwise pass for the prompt's size.
  */
 export function tokensOverLimit(error: unknown): { used: number; limit: number } | undefined {
   const message = (error as { message?: unknown } | null)?.message;
   if (typeof message !== 'string') return undefined;
-  const numbers = [...message.matchAll(/\d[\d,]*/g)].map((m) => Number(m[0].replaceAll(',', ''))).filter((n) => n >= 64);
+  const numbers = [...message.matchAll(standingAlone)].map((m) => Number(m[0].replaceAll(',', ''))).filter((n) => n >= 64);
   const used = Math.max(...numbers);
   const limit = Math.max(...numbers.filter((n) => n < used));
   return Number.isFinite(limit) && limit > 0 ? { used, limit } : undefined;
 }
+
+/** A number on its own: not next to a letter, a digit, `_`, `-` or `.` (a date or a version is not a count either). */
+const standingAlone = /(?<![\w.-])\d{1,3}(?:,\d{3})+(?![\w-]|\.\d)|(?<![\w.-])\d+(?![\w-]|\.\d)/g;
 
 /** How many earlier turns `history` holds: its user messages but the last (the current turn's). */
 export function earlierTurns(history: readonly ModelMessage[]): number {
