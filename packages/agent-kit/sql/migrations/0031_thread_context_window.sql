@@ -4,13 +4,14 @@
 -- one wasted request per turn.
 --
 -- The thread now keeps what its last such refusal said: which model refused, and how many
--- characters of prompt fit that model's window (from the refusal's counts of tokens, or the size
--- of the prompt refused when it gives none). A segment reads it with the history, in the same
--- statement, and leaves out before the first request what the window cannot hold.
+-- characters of prompt to send that model (from the refusal's counts of tokens, or, when it gives
+-- none, the size of the prompt cut to be asked next). A segment reads it with the history, in the
+-- same statement, and leaves out before the first request what the window cannot hold.
 --
--- `context_window` is `{"model": text, "chars": number}`, or null until a refusal of the kind.
--- It is an estimate, not part of any turn: a later refusal overwrites it. The write is guarded by
--- the lease all the same, so that only the segment that holds a run of the thread teaches it.
+-- `context_window` is `{"model": text, "chars": number}` and what else the engine keeps with it
+-- (`learnedAt`: it trusts a window for a day), or null until a refusal of the kind. It is an
+-- estimate, not part of any turn: a later refusal overwrites it. The write is guarded by the
+-- lease all the same, so that only the segment that holds a run of the thread teaches it.
 
 alter table agent_kit_threads add column context_window jsonb;
 

@@ -6,7 +6,7 @@ import { APICallError, type ModelMessage } from 'ai';
 import { describe, expect, it } from 'vitest';
 import {
   capResultsToFit, charsOverWindow, charsToShed, cutToFit, droppableResults, dropResultsToFit, earlierTurns, keepEarlierTurns, minResultChars, pastContextWindow,
-  modelName, tokensOverLimit, windowOf,
+  contextWindowTrustMs, modelName, tokensOverLimit, trustedWindow, windowOf,
 } from './context-window.js';
 import { buildMessages, type Step } from './journal.js';
 import { isRetryableModelError, ModelStreamError, refusedForGood, streamError } from './model-retry.js';
@@ -157,13 +157,29 @@ describe('cutting the newest tool results to fit', () => {
 
 describe('the window a thread learns (ADR-0069)', () => {
   it('is the size a cut aims for by the counts, or the size asked next without them; it cuts only its own model\'s prompts', () => {
+    const now = Date.parse('2026-12-03T12:00:00Z');
+    const learnedAt = '2026-12-03T12:00:00.000Z';
     // 20 % over (+5 %) of 10,000 characters: the prompt a cut aims for is 7,500; without counts, the one asked next.
-    const byCounts = windowOf('p:m', 10_000, rejection(400, 'prompt is too long: 1000 tokens > 800 maximum'), 4_321);
-    expect(byCounts).toEqual({ model: 'p:m', chars: 7_500 });
-    expect(windowOf('p:m', 10_000, rejection(400, 'Input is too long for requested model.'), 4_321)).toEqual({ model: 'p:m', chars: 4_321 });
-    expect([7_000, 7_500, 9_000].map((chars) => charsOverWindow(chars, 'p:m', byCounts))).toEqual([0, 0, 1_500]);
-    expect([charsOverWindow(9_000, 'p:other', byCounts), charsOverWindow(9_000, 'p:m', null)]).toEqual([0, 0]);
-    expect(cutToFit(history(10), charsOverWindow(705 + 120, 'p:m', { model: 'p:m', chars: 705 }))!.kept).toBe(8);
+    const byCounts = windowOf('p:m', 10_000, rejection(400, 'prompt is too long: 1000 tokens > 800 maximum'), 4_321, now);
+    expect(byCounts).toEqual({ model: 'p:m', chars: 7_500, learnedAt });
+    expect(windowOf('p:m', 10_000, rejection(400, 'Input is too long for requested model.'), 4_321, now))
+      .toEqual({ model: 'p:m', chars: 4_321, learnedAt });
+    expect([7_000, 7_500, 9_000].map((chars) => charsOverWindow(chars, 'p:m', byCounts, now))).toEqual([0, 0, 1_500]);
+    expect([charsOverWindow(9_000, 'p:other', byCounts, now), charsOverWindow(9_000, 'p:m', null, now)]).toEqual([0, 0]);
+    expect(cutToFit(history(10), charsOverWindow(705 + 120, 'p:m', { model: 'p:m', chars: 705, learnedAt }, now))!.kept).toBe(8);
+  });
+
+  it('is trusted for a day after it was learned, and not at all when it is not in its shape', () => {
+    const known = { model: 'p:m', chars: 1_000, learnedAt: '2026-12-03T12:00:00.000Z' };
+    const at = (iso: string) => trustedWindow(known, 'p:m', Date.parse(iso));
+    expect([at('2026-12-03T12:00:00Z'), at('2026-12-04T11:59:59Z')]).toEqual([known, known]);
+    expect(at('2026-12-04T12:00:00Z')).toBeUndefined(); // a day on: the whole prompt is sent again
+    expect(contextWindowTrustMs).toBe(86_400_000);
+    const now = Date.parse('2026-12-03T13:00:00Z');
+    for (const odd of [{ model: 'p:m', chars: 1_000 }, { ...known, learnedAt: 'yesterday' }, { ...known, chars: '1000' },
+      { ...known, learnedAt: '2027-06-01T00:00:00Z' }]) {
+      expect(trustedWindow(odd as never, 'p:m', now)).toBeUndefined();
+    }
   });
 
   it('names a model by its provider and id, or by the string it was given', () => {

@@ -208,13 +208,22 @@ export function fitAfter(
 
 /**
  * What a thread knows of its model's context window (ADR-0069): the model that refused a prompt
- * for its length, and the most characters of prompt to send it, as the last such refusal taught.
- * The thread keeps it (`agent_kit_threads.context_window`) for its later prompts.
+ * for its length, the most characters of prompt to send it, as the last such refusal taught, and
+ * when. The thread keeps it (`agent_kit_threads.context_window`) for its later prompts.
  */
 export interface ContextWindow {
   model: string;
   chars: number;
+  /** When it was learned (ISO 8601); a window is trusted for contextWindowTrustMs after. */
+  learnedAt?: string;
 }
+
+/**
+ * How long a learned window is trusted: after it, the thread sends its whole prompt again, so a
+ * limit raised under the same model id (a local server started with a larger context, a model
+ * alias moved to a newer snapshot) is found, at the cost of one refusal a day when it was not.
+ */
+export const contextWindowTrustMs = 24 * 60 * 60 * 1000;
 
 /**
  * What `error`, a refusal of a prompt of `promptChars` characters for its length, teaches of the
@@ -223,19 +232,29 @@ export interface ContextWindow {
  * (charsToShed). Without them the refusal says only that this prompt did not fit: the most is
  * `nextChars`, the size of the prompt cut to be asked next, until that too is refused.
  */
-export function windowOf(model: string, promptChars: number, error: unknown, nextChars: number): ContextWindow {
+export function windowOf(model: string, promptChars: number, error: unknown, nextChars: number, nowMs = Date.now()): ContextWindow {
   const shed = charsToShed(promptChars, error);
-  return { model, chars: Math.floor(shed === undefined ? nextChars : promptChars - shed) };
+  return { model, chars: Math.floor(shed === undefined ? nextChars : promptChars - shed), learnedAt: new Date(nowMs).toISOString() };
+}
+
+/**
+ * The window a prompt for `model` goes by: `known` when it is that model's, in its shape, and
+ * learned less than contextWindowTrustMs ago; otherwise none.
+ */
+export function trustedWindow(known: ContextWindow | null | undefined, model: string, nowMs = Date.now()): ContextWindow | undefined {
+  if (!known || known.model !== model || typeof known.chars !== 'number' || !Number.isFinite(known.chars)) return undefined;
+  const learnedMs = typeof known.learnedAt === 'string' ? Date.parse(known.learnedAt) : NaN;
+  return nowMs - learnedMs < contextWindowTrustMs && learnedMs <= nowMs + contextWindowTrustMs ? known : undefined;
 }
 
 /**
  * How many characters a prompt of `promptChars` characters for `model` must shed before it is
- * sent, by what the thread knows of the window: what it has past the most; 0 when it fits, or
- * the window is another model's.
+ * sent, by what the thread knows of the window (trustedWindow): what it has past the most; 0 when
+ * it fits, or no window is trusted for the model.
  */
-export function charsOverWindow(promptChars: number, model: string, known: ContextWindow | null | undefined): number {
-  if (!known || known.model !== model) return 0;
-  return Math.max(0, promptChars - known.chars);
+export function charsOverWindow(promptChars: number, model: string, known: ContextWindow | null | undefined, nowMs = Date.now()): number {
+  const window = trustedWindow(known, model, nowMs);
+  return window ? Math.max(0, promptChars - window.chars) : 0;
 }
 
 /** The name a thread's remembered window goes by: the provider and the model's id. */

@@ -57,7 +57,7 @@ describe('a thread that learned its model\'s context window', () => {
       expect(first.retries).toHaveLength(1); // learned here, by one refusal
       expect(first.cuts).toEqual([]);
       expect(stub.received).toHaveLength(2);
-      const window = (await windowOfThread(threadId)) as { model: string; chars: number };
+      const window = (await windowOfThread(threadId)) as { model: string; chars: number; learnedAt: string };
       expect(window.model).toBe('openai-compatible.chat:stub-model');
       // The stub's 500-token limit at the refused prompt's characters per token, in the engine's count.
       expect(window.chars).toBeGreaterThan(1_000);
@@ -76,6 +76,18 @@ describe('a thread that learned its model\'s context window', () => {
         expect(turn.cuts[0]!.earlierTurns.of).toBeGreaterThan(12);
         expect(turn.cuts[0]!.earlierTurns.kept).toBeGreaterThan(0);
       }
+
+      // A day on the window is no longer trusted: the whole prompt is sent, refused, and the
+      // window learned again (a limit raised under the same model id would have been found).
+      const dayOld = new Date(Date.now() - 25 * 60 * 60 * 1000).toISOString();
+      await db.query('update agent_kit_threads set context_window = $2::jsonb where id = $1',
+        [threadId, JSON.stringify({ ...window, learnedAt: dayOld })]);
+      const before = stub.received.length;
+      const stale = await nextTurn(threadId, model, 'and a day later?');
+      expect(stale.outcome).toMatchObject({ kind: 'closed', status: 'completed' });
+      expect([stub.received.length - before, stale.retries.length, stale.cuts.length]).toEqual([2, 1, 0]);
+      const relearned = (await windowOfThread(threadId)) as { learnedAt: string };
+      expect(Date.parse(relearned.learnedAt)).toBeGreaterThan(Date.now() - 60_000);
     } finally {
       await stub.close();
     }

@@ -5,7 +5,7 @@
 // event. A refusal that comes all the same teaches the window again.
 import { appendEvent, type Lease } from '../lease/lease.js';
 import type { Queryable } from '../store/db.js';
-import { charsOverWindow, fitAfter, promptChars, windowOf, type ContextWindow, type PromptFit } from './context-window.js';
+import { charsOverWindow, fitAfter, promptChars, trustedWindow, windowOf, type ContextWindow, type PromptFit } from './context-window.js';
 import { buildMessages, type Step } from './journal.js';
 import type { Segment } from './segment.js';
 
@@ -21,8 +21,9 @@ export const promptCutEventType = 'prompt-cut';
 export async function fitKnownWindow(
   s: Segment, at: { fit: PromptFit; journal: Step[]; system: string; model: string; known: ContextWindow | null },
 ): Promise<PromptFit | null> {
-  const { journal, system, model, known } = at;
-  if (!known || known.model !== model) return at.fit;
+  const { journal, system, model } = at;
+  const known = trustedWindow(at.known, model);
+  if (!known) return at.fit;
   let fit = at.fit;
   for (;;) {
     const { droppedResults, resultCap } = fit;
