@@ -691,6 +691,36 @@ begin
   return next;
 end $function$
 
+-- function agent_kit_mirror_reasoning(p_run_id uuid, p_owner text, p_fence bigint, p_reasoning text, p_delta text)
+CREATE OR REPLACE FUNCTION agent_kit_mirror_reasoning(p_run_id uuid, p_owner text, p_fence bigint, p_reasoning text, p_delta text)
+ RETURNS TABLE(seq bigint, interrupt text)
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_thread_id uuid;
+  v_cancel timestamptz;
+  v_takeover timestamptz;
+  v_seq bigint;
+begin
+  update agent_kit_runs set partial = partial || coalesce(p_delta, ''), heartbeat_at = agent_kit_now()
+  where id = p_run_id and owner = p_owner and fence = p_fence and status = 'running'
+  returning thread_id, cancel_requested_at, takeover_requested_at into v_thread_id, v_cancel, v_takeover;
+  if not found then
+    return;
+  end if;
+  if coalesce(p_reasoning, '') <> '' then
+    v_seq := agent_kit__append_event(v_thread_id, p_run_id, p_fence, 'reasoning-delta',
+      jsonb_build_object('text', p_reasoning));
+  end if;
+  if coalesce(p_delta, '') <> '' then
+    v_seq := agent_kit__append_event(v_thread_id, p_run_id, p_fence, 'text-delta',
+      jsonb_build_object('text', p_delta));
+  end if;
+  seq := v_seq;
+  interrupt := case when v_cancel is not null then 'cancel' when v_takeover is not null then 'takeover' end;
+  return next;
+end $function$
+
 -- function agent_kit_note_context_window(p_run_id uuid, p_owner text, p_fence bigint, p_window jsonb)
 CREATE OR REPLACE FUNCTION agent_kit_note_context_window(p_run_id uuid, p_owner text, p_fence bigint, p_window jsonb)
  RETURNS boolean

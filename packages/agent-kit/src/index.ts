@@ -19,7 +19,8 @@ export {
   type EffectRecord, type EffectStatus, type ReconcileOutcome,
 } from './effect-ledger/index.js';
 export {
-  resolveModel, supportsPrefill, createScriptedModel, scriptedReplyText, scriptedAskQuestion,
+  resolveModel, supportsPrefill, createScriptedModel, scriptedReplyText, scriptedAskQuestion, scriptedReasoningText,
+  scriptedThinkTag,
   demoTools, recordEffectTool, transferFundsTool, askUserTool, ModelConfigError,
   type AgentTool, type AgentToolContext, type ReconcileResult, type ScriptedModelOptions,
 } from './model/index.js';

@@ -22,6 +22,8 @@ export class UIMessageTranslator {
   private finished = false;
   private stepOpen = false;
   private textId: string | null = null;
+  /** The open reasoning part: what the model thinks, streamed before its text (ADR-0070). */
+  private reasoningId: string | null = null;
   private parts = 0;
   /** The run's text as the client shows it, since the last superseded part. */
   private shown = '';
@@ -47,6 +49,9 @@ export class UIMessageTranslator {
         break;
       case 'text-delta':
         this.appendText(out, String(data.text ?? ''));
+        break;
+      case 'reasoning-delta':
+        this.appendReasoning(out, String(data.text ?? ''));
         break;
       case 'step-finished':
         this.stepFinished(out, event);
@@ -109,7 +114,9 @@ export class UIMessageTranslator {
     }
   }
 
+  /** End the open parts: the reasoning's and the text's. */
   private endText(out: Chunk[]) {
+    this.endReasoning(out);
     if (this.textId) out.push({ type: 'text-end', id: this.textId });
     this.textId = null;
   }
@@ -120,9 +127,28 @@ export class UIMessageTranslator {
     this.stepOpen = false;
   }
 
+  private endReasoning(out: Chunk[]) {
+    if (this.reasoningId) out.push({ type: 'reasoning-end', id: this.reasoningId });
+    this.reasoningId = null;
+  }
+
+  /** Reasoning after text is a new part of its own, after the text's. */
+  private appendReasoning(out: Chunk[], text: string) {
+    if (!text) return;
+    this.ensureStarted(out);
+    if (this.textId) out.push({ type: 'text-end', id: this.textId });
+    this.textId = null;
+    if (!this.reasoningId) {
+      this.reasoningId = `${this.runId}:reasoning:${++this.parts}`;
+      out.push({ type: 'reasoning-start', id: this.reasoningId });
+    }
+    out.push({ type: 'reasoning-delta', id: this.reasoningId, delta: text });
+  }
+
   private appendText(out: Chunk[], text: string) {
     if (!text) return;
     this.ensureStarted(out);
+    this.endReasoning(out);
     if (!this.textId) {
       this.textId = `${this.runId}:text:${++this.parts}`;
       out.push({ type: 'text-start', id: this.textId });
@@ -223,6 +249,7 @@ export class UIMessageTranslator {
     this.started = false;
     this.stepOpen = false;
     this.textId = null;
+    this.reasoningId = null;
   }
 
   /** True once the message has finished: nothing more is sent for this run. */

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { headerAuth, makeRequest, payload, readSse } from '../../test/harness/http-harness.js';
 import { makeRuntime } from '../../test/harness/turn-kit.js';
 import { openTestDb } from '../../test/harness/test-db.js';
-import { scriptedReplyText } from '../model/index.js';
+import { scriptedReasoningText, scriptedReplyText } from '../model/index.js';
 import type { Db } from '../store/db.js';
 import { createHandlers, type Handlers } from './handlers.js';
 
@@ -53,7 +53,8 @@ function shown(message: UIMessage | undefined) {
   if (!message) return undefined;
   const tools = message.parts.filter((p) => p.type.startsWith('tool-'))
     .map((p) => { const { toolCallId, state, output } = p as { toolCallId: string; state: string; output?: unknown }; return { toolCallId, state, output }; });
-  return { id: message.id, text: textOf(message), tools, metadata: message.metadata };
+  const reasoning = message.parts.flatMap((p) => (p.type === 'reasoning' ? [p.text] : []));
+  return { id: message.id, text: textOf(message), reasoning, tools, metadata: message.metadata };
 }
 
 describe('with the real turn engine', () => {
@@ -71,6 +72,21 @@ describe('with the real turn engine', () => {
     const message = await lastMessage(stream);
     expect(textOf(message)).toBe(scriptedReplyText(['hello engine'], tokens));
     expect(message.metadata).toMatchObject({ status: 'completed', partial: false });
+  });
+
+  it('what the model thinks reaches the AI SDK as reasoning parts, one a step, apart from the text (ADR-0070)', async () => {
+    const text = 'look first #think #effect';
+    const response = await handlers.handle(makeRequest('POST', '/api/chat?format=ai-sdk', { user: 'fay', body: { message: text } }));
+    const live = shown(await lastMessage(streamOf(chunksOf((await readSse(response)).events).map((c) => c.chunk))));
+    expect(live).toMatchObject({
+      text: scriptedReplyText([text], tokens),
+      reasoning: [scriptedReasoningText([text], 0, tokens), scriptedReasoningText([text], 1, tokens)],
+      tools: [expect.objectContaining({ state: 'output-available' })],
+      metadata: { status: 'completed' },
+    });
+    const threadId = response.headers.get('x-agent-kit-thread-id')!;
+    const replay = await handlers.handle(makeRequest('GET', `/api/threads/${threadId}/events?format=ai-sdk`, { user: 'fay' }));
+    expect(shown(await lastMessage(streamOf(chunksOf((await readSse(replay)).events).map((c) => c.chunk))))).toEqual(live);
   });
 
   it('a question ends the chat stream; the answer route resumes the run; the replay is one message', async () => {
@@ -113,7 +129,7 @@ describe('with the real turn engine', () => {
   });
 
   it('an ai-sdk stream resumed with Last-Event-ID goes on where it stopped, for every cut', async () => {
-    const response = await handlers.handle(makeRequest('POST', '/api/chat', { user: 'fay', body: { message: 'cut me #ask' } }));
+    const response = await handlers.handle(makeRequest('POST', '/api/chat', { user: 'fay', body: { message: 'cut me #ask #think' } }));
     const threadId = response.headers.get('x-agent-kit-thread-id')!;
     const runId = response.headers.get('x-agent-kit-run-id')!;
     const asked = (await readSse(response)).events.map(payload).find((e) => e.type === 'input-requested')!;
@@ -127,7 +143,10 @@ describe('with the real turn engine', () => {
     const path = `/api/threads/${threadId}/events?format=ai-sdk&runId=${runId}`;
     const full = chunksOf((await readSse(await replay(path))).events);
     const whole = shown(await lastMessage(streamOf(full.map((c) => c.chunk))));
-    expect(whole).toMatchObject({ text: scriptedReplyText(['cut me #ask'], tokens), metadata: { status: 'completed' } });
+    expect(whole).toMatchObject({
+      text: scriptedReplyText(['cut me #ask #think'], tokens), metadata: { status: 'completed' },
+      reasoning: [0, 1].map((stepNo) => scriptedReasoningText(['cut me #ask #think'], stepNo, tokens)),
+    });
 
     const cuts = full.flatMap((c, i) => (c.id === undefined ? [] : [i]));
     expect(cuts.length).toBeGreaterThan(5);

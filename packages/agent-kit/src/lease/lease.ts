@@ -118,10 +118,21 @@ export async function renewLease(db: Queryable, lease: Lease, leaseTtlMs: number
 export type MirrorResult = { ok: true; seq: number | null; interrupt: Interrupt } | { ok: false };
 
 /** The stream mirror's write: append `delta` to the partial output, heartbeat, event. */
-export async function mirrorPartial(db: Queryable, lease: Lease, delta: string): Promise<MirrorResult> {
+export function mirrorPartial(db: Queryable, lease: Lease, delta: string): Promise<MirrorResult> {
+  return mirrorWrite(db, lease, 'select * from agent_kit_mirror_partial($1, $2, $3, $4)', [delta]);
+}
+
+/**
+ * The mirror's write of a batch that holds what the model thought (ADR-0070): heartbeat, a
+ * `reasoning-delta` event, then `delta` of the reply as mirrorPartial writes it, in one statement.
+ */
+export function mirrorReasoning(db: Queryable, lease: Lease, reasoning: string, delta: string): Promise<MirrorResult> {
+  return mirrorWrite(db, lease, 'select * from agent_kit_mirror_reasoning($1, $2, $3, $4, $5)', [reasoning, delta]);
+}
+
+async function mirrorWrite(db: Queryable, lease: Lease, sql: string, texts: string[]): Promise<MirrorResult> {
   const rows = await db.query<{ seq: number | null; interrupt: Interrupt }>(
-    'select * from agent_kit_mirror_partial($1, $2, $3, $4)',
-    [lease.runId, lease.owner, lease.fence, delta],
+    sql, [lease.runId, lease.owner, lease.fence, ...texts],
   );
   const row = rows[0];
   if (!row) return { ok: false };

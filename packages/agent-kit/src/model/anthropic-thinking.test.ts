@@ -2,7 +2,8 @@
 // applies the API's rule: in a tool loop, and in a prefill, the last assistant message must start
 // with a thinking block the API signed. The journal keeps each step's thinking with its signature
 // and the next step's prompt sends it back; a continuation's prefill, which the API refuses with
-// thinking on, gives way to the step asked again from its start.
+// thinking on, gives way to the step asked again from its start. Viewers see the thinking as it
+// streams, apart from the reply.
 import { defaultSettingsMiddleware, wrapLanguageModel } from 'ai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startAnthropicStub, stubSignature, type AnthropicReply, type AnthropicStub } from '../../test/harness/anthropic-stub.js';
@@ -79,9 +80,15 @@ describe('a turn on Anthropic with extended thinking on', () => {
       ]);
       // `agent-kit show` marks the step that kept reasoning.
       expect(await formatShowCommand(db, runId, {}, new Date())).toMatch(/\n\s+0\s+model\s+1\s+\[calls record_effect\] {2}\[reasoning\]/);
-      // Thinking is not the reply: viewers and the message have only the text.
+      // Thinking is not the reply: the message and the reply viewers see have only the text.
       expect(await messageText(db, runId)).toBe('Noted.');
       expect(await streamedText(db, runId)).toBe('Noted.');
+      // Viewers see it apart, as it streamed, ahead of the step's tool call (ADR-0070).
+      const shown = await db.query<{ type: string; text: string | null }>(
+        `select type, data->>'text' as text from agent_kit_thread_events
+         where run_id = $1 and type in ('reasoning-delta', 'step-finished') order by seq`, [runId]);
+      expect(shown.map((e) => (e.type === 'reasoning-delta' ? e.text : e.type)).join('|'))
+        .toBe('The user wants a note.|step-finished|step-finished');
     } finally {
       effects.restore();
     }

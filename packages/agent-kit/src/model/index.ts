@@ -24,7 +24,9 @@ export {
 export {
   planScriptedStep,
   scriptedAskQuestion,
+  scriptedReasoningText,
   scriptedReplyText,
+  scriptedThinkTag,
   scriptedToolTags,
   scriptedTransferInput,
   userTextsOf,

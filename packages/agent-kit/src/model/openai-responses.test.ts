@@ -155,9 +155,14 @@ describe('a reasoning model on the Responses API (ADR-0064)', () => {
       expect(second[reference]).toEqual({ type: 'item_reference', id: 'rs_stub_1' });
       expect(reference).toBeLessThan(second.findIndex((item) => item.type === 'function_call'));
       expect(second.filter((item) => item.type === 'item_reference')).toHaveLength(1);
-      // Reasoning is not text: the reply shows only the answer's words.
+      // Reasoning is not text: the reply shows only the answer's words, and viewers its summary apart (ADR-0070).
       expect(await messageText(db, runId)).toBe('Hello from responses');
       expect(await streamedText(db, runId)).toBe('Hello from responses');
+      const shown = await db.query<{ type: string; text: string | null }>(
+        `select type, data->>'text' as text from agent_kit_thread_events
+         where run_id = $1 and type in ('reasoning-delta', 'step-finished') order by seq`, [runId]);
+      expect(shown.map((e) => (e.type === 'reasoning-delta' ? e.text : e.type)).join('|')) // the stub thinks in each step
+        .toBe(`${responsesReasoning}|step-finished|${responsesReasoning}|step-finished`);
     } finally {
       effects.restore();
     }

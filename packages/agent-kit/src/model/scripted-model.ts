@@ -114,10 +114,12 @@ class ScriptedLanguageModel implements LanguageModelV3 {
       const pauseMs = this.delayMs * splitReplyTokens(step.remainder).length;
       await sleep(pauseMs, options.abortSignal);
     }
-    const content: ModelGenerateResult['content'] = step.kind === 'text'
-      ? (step.remainder === '' ? [] : [{ type: 'text', text: step.remainder }])
-      : [{ type: 'tool-call', toolCallId: step.toolCallId, toolName: step.toolName,
-        input: JSON.stringify(step.input) }];
+    const content: ModelGenerateResult['content'] = step.reasoning === '' ? [] : [{ type: 'reasoning', text: step.reasoning }];
+    if (step.kind === 'tool-call') {
+      content.push({ type: 'tool-call', toolCallId: step.toolCallId, toolName: step.toolName, input: JSON.stringify(step.input) });
+    } else if (step.remainder !== '') {
+      content.push({ type: 'text', text: step.remainder });
+    }
     return {
       content,
       finishReason: finishReasonOf(step),
@@ -147,6 +149,16 @@ class ScriptedLanguageModel implements LanguageModelV3 {
     signal: AbortSignal): AsyncGenerator<ModelStreamPart> {
     yield { type: 'stream-start', warnings: [] };
     yield { type: 'response-metadata', id: responseIdOf(step), modelId: this.modelId };
+    if (step.reasoning !== '') {
+      yield { type: 'reasoning-start', id: 'reasoning-0' };
+      const startedAtMs = performance.now();
+      let index = 0;
+      for (const delta of splitReplyTokens(step.reasoning)) {
+        await this.pace(index++, startedAtMs, signal);
+        yield { type: 'reasoning-delta', id: 'reasoning-0', delta };
+      }
+      yield { type: 'reasoning-end', id: 'reasoning-0' };
+    }
     if (step.kind === 'tool-call') {
       yield { type: 'tool-call', toolCallId: step.toolCallId, toolName: step.toolName,
         input: JSON.stringify(step.input) };

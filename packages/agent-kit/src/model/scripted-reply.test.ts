@@ -8,6 +8,7 @@ import {
   hashFnv1a,
   planScriptedStep,
   scriptedAskQuestion,
+  scriptedReasoningText,
   scriptedReplyText,
   splitReplyTokens,
 } from './scripted-reply.js';
@@ -62,8 +63,22 @@ describe('planScriptedStep', () => {
       toolResult('lookup', 'id-1', 'anything'), assistantText('other text'), user('two'),
     ], 12);
     expect(plain).toEqual({ kind: 'text', fullText: scriptedReplyText(['one', 'two'], 12),
-      remainder: scriptedReplyText(['one', 'two'], 12) });
+      remainder: scriptedReplyText(['one', 'two'], 12), reasoning: '' });
     expect(noisy).toEqual(plain);
+  });
+
+  it('thinks before each step of a #think turn, something of its own each time, and not when it goes on from a prefill', () => {
+    const text = 'look it up #think #effect';
+    const first = planScriptedStep([user(text)], 6);
+    expect(first).toMatchObject({ kind: 'tool-call', toolName: 'record_effect', reasoning: scriptedReasoningText([text], 0, 6) });
+    const toolCallId = first.kind === 'tool-call' ? first.toolCallId : '';
+    const second = planScriptedStep([user(text), toolCall('record_effect', toolCallId), toolResult('record_effect', toolCallId, 'ok')], 6);
+    expect(second).toMatchObject({ kind: 'text', remainder: scriptedReplyText([text], 6), reasoning: scriptedReasoningText([text], 1, 6) });
+    expect(second.reasoning).not.toBe(first.reasoning);
+    expect(scriptedReasoningText([text], 0, 6)).toMatch(/^Thinking it over: (\w+ ){3}\w+$/); // 4 words, the least: half of 6 is 3
+    const prefill = planScriptedStep([user('go on #think'), assistantText(scriptedReplyText(['go on #think'], 6).slice(0, 10))], 6);
+    expect(prefill).toMatchObject({ kind: 'text', reasoning: '' });
+    expect(planScriptedStep([user('no tag')], 6).reasoning).toBe('');
   });
 
   it('calls record_effect for #effect, then replies once its result follows the message', () => {

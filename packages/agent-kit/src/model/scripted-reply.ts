@@ -23,6 +23,13 @@ export const scriptedToolTags = [
   { tag: '#approve', toolName: 'transfer_funds' },
 ] as const;
 
+/**
+ * Tag in the last user message: each step of the turn thinks before it answers, as a reasoning
+ * model does, streaming `scriptedReasoningText` as reasoning at the reply's pace (ADR-0070). A
+ * step that goes on from a prefill does not think again.
+ */
+export const scriptedThinkTag = '#think';
+
 /** The question the scripted model asks through `ask_user` for `#ask`. */
 export const scriptedAskQuestion = 'Which colour should the demo use?';
 
@@ -82,6 +89,15 @@ export function userTextsOf(prompt: ModelPrompt): string[] {
   return prompt.filter((message) => message.role === 'user').map(messageText);
 }
 
+/**
+ * What the scripted model thinks before a step of a `#think` turn: words drawn as the reply's are,
+ * from the user texts and the step's number, so each step thinks something of its own.
+ */
+export function scriptedReasoningText(userTexts: readonly string[], stepNo: number, tokens: number): string {
+  const words = Math.max(4, Math.ceil(tokens / 2));
+  return `Thinking it over: ${scriptedReplyText([`${scriptedThinkTag} ${stepNo}`, ...userTexts], words)}`.trimEnd();
+}
+
 export type ScriptedToolCall = {
   kind: 'tool-call';
   toolCallId: string;
@@ -97,7 +113,8 @@ export type ScriptedText = {
   remainder: string;
 };
 
-export type ScriptedStep = ScriptedToolCall | ScriptedText;
+/** `reasoning`: what the step thinks before it answers; '' when it does not (ADR-0070). */
+export type ScriptedStep = (ScriptedToolCall | ScriptedText) & { reasoning: string };
 
 /** A trailing assistant message with text and no tool call is a prefill to continue. */
 function splitPrefill(prompt: ModelPrompt): { base: ModelPrompt; prefill: string | undefined } {
@@ -137,11 +154,15 @@ export function planScriptedStep(prompt: ModelPrompt, tokens: number): ScriptedS
   const lastUserIndex = base.findLastIndex((message) => message.role === 'user');
   const lastUserText = userTexts.at(-1) ?? '';
   const answered = toolResultNames(base.slice(lastUserIndex + 1));
+  const stepNo = base.slice(lastUserIndex + 1).filter((message) => message.role === 'assistant').length;
+  const reasoning = lastUserText.includes(scriptedThinkTag) && prefill === undefined
+    ? scriptedReasoningText(userTexts, stepNo, tokens) : '';
   for (const { tag, toolName } of scriptedToolTags) {
     if (!lastUserText.includes(tag) || answered.has(toolName)) continue;
     const conversationHash = hashFnv1a(joinUserTexts(userTexts)).toString(16).padStart(8, '0');
     return {
       kind: 'tool-call',
+      reasoning,
       toolCallId: `scripted-${toolName}-${conversationHash}`,
       toolName,
       input: scriptedToolInput(toolName, lastUserText),
@@ -151,5 +172,5 @@ export function planScriptedStep(prompt: ModelPrompt, tokens: number): ScriptedS
   // A prefill that is not a prefix of this reply came from elsewhere: answer in full.
   const isPrefix = prefill !== undefined && fullText.startsWith(prefill);
   const remainder = isPrefix ? fullText.slice(prefill.length) : fullText;
-  return { kind: 'text', fullText, remainder };
+  return { kind: 'text', fullText, remainder, reasoning };
 }

@@ -30,7 +30,7 @@ async function heldNearEnd(tokens: number): Promise<number> {
   } as unknown as StreamMirror;
   const result = await runModelStep({
     model, messages: [{ role: 'user', content: 'a long answer' }], tools: {}, prefix: '', mirror,
-    segmentSignal: new AbortController().signal, stopAtMs: Date.now() + 60_000, stallTimeoutMs: 30_000,
+    segmentSignal: new AbortController().signal, stopAtMs: Date.now() + 60_000, stallTimeoutMs: 30_000, showReasoning: true,
   });
   expect(result.kind).toBe('done');
   expect(pushed).toBe(tokens);

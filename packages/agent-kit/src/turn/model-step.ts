@@ -39,6 +39,8 @@ export interface ModelStepOptions {
   stopAtMs: number;
   /** Abort when no stream part arrives for this long. */
   stallTimeoutMs: number;
+  /** Mirror what the model thinks as reasoning-delta events (ADR-0070). */
+  showReasoning: boolean;
 }
 
 // One declaration per tool for the process. The SDK converts a zod schema to JSON Schema lazily
@@ -104,6 +106,7 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
   const owed = new OwedText(options.prefix.slice(prefill.length));
   const toolCalls: ToolCall[] = [];
   const reasoning = new ReasoningParts();
+  const shown = new ShownReasoning();
   let finishReason = 'unknown';
   let usage: TokenUsage | undefined;
   try {
@@ -154,6 +157,7 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
         toolCalls.push(storableCall(part));
       } else if (part.type === 'reasoning-start' || part.type === 'reasoning-delta' || part.type === 'reasoning-end') {
         reasoning.add(part);
+        if (options.showReasoning) options.mirror.pushReasoning(shown.add(part));
       } else if (part.type === 'tool-error') {
         // The SDK could not parse the call's input; record the call so the model gets an error
         // result. For an unknown tool or bad input the SDK has already sent the call itself (as
@@ -169,6 +173,7 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
       if (stop) break;
     }
     if (stop || controller.signal.aborted) return stopped(stop ?? 'lost');
+    if (options.showReasoning) options.mirror.pushReasoning(shown.end());
     const tail = deltas.end();
     if (tail) {
       text += tail;
@@ -214,6 +219,34 @@ class ReasoningParts {
       text: storableText(p.text),
       ...(p.providerMetadata ? { providerMetadata: storableValue(p.providerMetadata) as Reasoning['providerMetadata'] } : {}),
     }));
+  }
+}
+
+/**
+ * The step's reasoning as viewers read it (ADR-0070): its text made storable as it arrives, a
+ * blank line between two parts (Anthropic's thinking blocks, the Responses API's summary parts).
+ */
+class ShownReasoning {
+  private readonly text = new StorableTextStream();
+  private readonly seen = new Set<string>();
+  private any = false;
+
+  /** What to show of `part`: '' for none yet. */
+  add(part: ReasoningPart): string {
+    if (part.type !== 'reasoning-delta' || part.text === '') return '';
+    let lead = '';
+    if (!this.seen.has(part.id)) {
+      this.seen.add(part.id);
+      if (this.any) lead = '\n\n';
+    }
+    const shown = this.text.push(part.text);
+    if (shown) this.any = true;
+    return lead + shown;
+  }
+
+  /** What was held back at the end (half a surrogate pair). */
+  end(): string {
+    return this.text.end();
   }
 }
 

@@ -1,6 +1,7 @@
 // The turn engine on both stores: a scripted turn cut anywhere — mid-stream or mid-tool, by a
 // frozen segment whose lease expires and is taken over — ends with the same final message as an
-// unbroken turn, runs each side effect once, and the frozen segment writes nothing after the cut.
+// unbroken turn, runs each side effect once, and the frozen segment writes nothing after the cut;
+// a turn whose model thinks first, too.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { effectsFile, finalMessage, freezingModel, gate, makeRuntime } from '../../test/harness/turn-kit.js';
 import { openTestDb } from '../../test/harness/test-db.js';
@@ -138,6 +139,33 @@ describe('a turn cut anywhere finishes as if unbroken', () => {
       expect(lines[0]).toMatch(new RegExp(`^${turn.runId}:`));
       expect(outcomeA.kind === 'lost' || outcomeA.kind === 'closed').toBe(true);
     }
+  });
+
+  it('a turn that thinks before each step, cut at every stream part, gives the unbroken reply and runs its effect once', async () => {
+    const text = 'think then #effect #think';
+    const expected = await unbroken(text);
+    let takeovers = 0;
+    const resumed = { thinking: 0, goingOn: 0 };
+    for (let parts = 0; parts <= 3 * tokens + 16; parts++) { // past the last part: both steps think
+      const before = effects.lines().length;
+      const { turn, messages, outcomeB } = await cutAndResume(text, { parts });
+      expect(messages).toEqual([{ text: expected, partial: false }]); // what the model thought is never in it
+      expect(effects.lines().slice(before)).toHaveLength(1);
+      if (!outcomeB) continue;
+      takeovers++;
+      expect(await eventsAfterTakeover(turn.threadId, turn.runId, 1)).toBe(0);
+      // B thought again, under its own fence, when it started A's step anew; going on from the
+      // step's streamed text (a prefill), it did not (ADR-0070).
+      const [b] = await db.query<{ continued: boolean; thought: boolean }>(
+        `select (data->>'continued')::boolean as continued, exists (select 1 from agent_kit_thread_events
+           where run_id = $1 and type = 'reasoning-delta' and fence = 2) as thought
+         from agent_kit_thread_events where run_id = $1 and type = 'segment-started' and fence = 2`, [turn.runId]);
+      expect(b!.thought).toBe(!b!.continued);
+      resumed[b!.continued ? 'goingOn' : 'thinking']++;
+    }
+    expect(takeovers).toBeGreaterThanOrEqual(tokens);
+    expect(resumed.thinking).toBeGreaterThan(tokens / 2); // cut while it thought, or between steps
+    expect(resumed.goingOn).toBeGreaterThan(tokens / 2); // cut in the reply's text
   });
 
   it('never repeats an effect cut mid-tool: reconciled when it happened, in doubt when not', async () => {

@@ -167,6 +167,7 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
     const result = await runModelStep({
       model, system, messages, tools: rt.tools, prefix, mirror: s.mirror,
       segmentSignal: s.signal, stopAtMs: s.stopAtMs, stallTimeoutMs: s.settings.stallTimeoutMs,
+      showReasoning: s.settings.showReasoning,
     });
     if (result.kind === 'stopped') return handleStop(s, result.reason, model);
     if (result.kind === 'error') {

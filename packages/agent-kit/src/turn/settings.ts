@@ -21,6 +21,12 @@ export interface TurnSettings {
    */
   sendReasoning: boolean;
   /**
+   * Write what the model thinks, as it streams it, to the thread's event log as `reasoning-delta`
+   * events, batched with the reply's text, for viewers to show (ADR-0070). It is never part of
+   * the message. Off: the reasoning is only journalled (to be sent back) and viewers see none.
+   */
+  showReasoning: boolean;
+  /**
    * Ask again with fewer earlier turns, the oldest dropped first, then without the turn's oldest
    * answered tool results, then with its newest results cut short, when the provider rejects a
    * prompt past the model's context window (ADR-0067). Off: such a turn fails at once (ADR-0066).
@@ -56,6 +62,10 @@ export function defaultTurnSettings(budgetMs: number): TurnSettings {
     maxSteps: 16,
     continueMidStep: true,
     sendReasoning: true,
+    // What a provider streams of its reasoning is what it means to be shown (Anthropic's
+    // summarised thinking, OpenAI's reasoning summaries, when asked for), as the AI SDK's UI
+    // stream sends it by default.
+    showReasoning: true,
     fitContextWindow: true,
     // Up to four times the model's output limit for one reply; each request more costs as much.
     continueAtOutputLimit: 3,

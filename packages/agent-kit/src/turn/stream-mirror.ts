@@ -1,14 +1,26 @@
 // The stream mirror: text deltas are batched by time into guarded writes of the partial output
 // + heartbeat + a text-delta event, one write in flight at a time, so database writes per run
 // stay at or below 1000/intervalMs per second whatever the token rate. A rejected write stops it.
+// What the model thinks goes the same way, as reasoning-delta events ahead of the text that
+// followed it (ADR-0070); it is never part of the partial output.
 import { assert, coerceError } from '../errors.js';
-import { mirrorPartial, type Lease } from '../lease/lease.js';
+import { mirrorPartial, mirrorReasoning, type Lease } from '../lease/lease.js';
 import type { Queryable } from '../store/db.js';
 
 export type MirrorStop = 'lost' | 'cancel' | 'takeover' | 'store-error';
 
+/** What one write sends: reasoning first, then the reply's text that came after it. */
+interface Batch {
+  reasoning: string;
+  text: string;
+}
+
 export class StreamMirror {
-  private buffer = '';
+  /**
+   * Unwritten batches in the order the model sent them; a batch ends where reasoning follows
+   * text, so only the first can be text alone. Each write takes the first.
+   */
+  private pending: Batch[] = [];
   private timer: NodeJS.Timeout | undefined;
   private inFlight: Promise<void> | undefined;
   /**
@@ -31,10 +43,21 @@ export class StreamMirror {
     private readonly onStop: (reason: MirrorStop) => void,
   ) {}
 
-  /** Queue text for the next batched write. Ignored once stopped. */
+  /** Queue text of the reply for the next batched write. Ignored once stopped. */
   push(text: string): void {
     if (this.stopped || !text) return;
-    this.buffer += text;
+    const last = this.pending.at(-1);
+    if (last) last.text += text;
+    else this.pending.push({ reasoning: '', text });
+    this.schedule();
+  }
+
+  /** Queue what the model thinks for the next batched write (ADR-0070). Ignored once stopped. */
+  pushReasoning(text: string): void {
+    if (this.stopped || !text) return;
+    const last = this.pending.at(-1);
+    if (last && last.text === '') last.reasoning += text;
+    else this.pending.push({ reasoning: text, text: '' });
     this.schedule();
   }
 
@@ -48,15 +71,17 @@ export class StreamMirror {
   }
 
   private async write(): Promise<void> {
-    if (this.stopped || !this.buffer || this.inFlight) return;
-    const delta = this.buffer;
-    this.buffer = '';
+    if (this.stopped || this.inFlight) return;
+    const batch = this.pending.shift();
+    if (!batch) return;
     this.inFlight = (async () => {
       try {
-        const result = await mirrorPartial(this.db, this.lease, delta);
+        const result = batch.reasoning
+          ? await mirrorReasoning(this.db, this.lease, batch.reasoning, batch.text)
+          : await mirrorPartial(this.db, this.lease, batch.text);
         this.writes++;
         if (!result.ok) return this.stop('lost');
-        this.writtenText += delta;
+        this.writtenText += batch.text;
         if (result.interrupt) this.stop(result.interrupt);
       } catch (raw) {
         this.stopError = coerceError(raw);
@@ -66,13 +91,13 @@ export class StreamMirror {
     await this.inFlight;
     this.inFlight = undefined;
     this.lastWriteAt = Date.now();
-    if (this.buffer) this.schedule();
+    if (this.pending.length > 0) this.schedule();
   }
 
   private stop(reason: MirrorStop) {
     if (this.stopped) return;
     this.stopped = reason;
-    this.buffer = '';
+    this.pending = [];
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     this.onStop(reason);
@@ -80,9 +105,17 @@ export class StreamMirror {
 
   /** Write what is buffered now and wait for it. Returns the stop reason, if any. */
   async flush(): Promise<MirrorStop | undefined> {
-    await this.settle();
-    if (this.buffer && !this.stopped) await this.write();
+    await this.writeOut(() => this.pending.length > 0);
     return this.stopped;
+  }
+
+  /** Write batches now, one after another, while `more()` says so and the mirror has not stopped. */
+  private async writeOut(more: () => boolean): Promise<void> {
+    await this.settle();
+    while (!this.stopped && more()) {
+      await this.write();
+      await this.settle(); // the write scheduled what is left: it goes now
+    }
   }
 
   /** Cancel the scheduled write and wait for the one in flight. */
@@ -94,14 +127,17 @@ export class StreamMirror {
 
   /**
    * Hand the unwritten text to the caller, who writes it with the step it ends (one statement
-   * instead of a mirror write and a step record). Waits for a write in flight first; returns
-   * the stop reason instead when the mirror stopped. Call `written(delta)` once that committed.
+   * instead of a mirror write and a step record). Waits for a write in flight first, and writes
+   * unwritten reasoning (with the text before it) first, as the step record holds no reasoning
+   * event; returns the stop reason instead when the mirror stopped. Call `written(delta)` once
+   * that committed.
    */
   async takeForCommit(): Promise<{ stopped: MirrorStop } | { delta: string }> {
-    await this.settle();
+    await this.writeOut(() => this.pending.some((batch) => batch.reasoning !== ''));
     if (this.stopped) return { stopped: this.stopped };
-    const delta = this.buffer;
-    this.buffer = '';
+    // Left: at most the first batch, text alone.
+    const delta = this.pending.shift()?.text ?? '';
+    assert(this.pending.length === 0, 'only text is left for the step to commit');
     return { delta };
   }
 
@@ -116,7 +152,7 @@ export class StreamMirror {
    * it is written yet. Call after `flush`, with no write pending.
    */
   rebase(): void {
-    assert(!this.buffer && !this.inFlight && !this.timer, 'a mirror is rebased with nothing pending');
+    assert(this.pending.length === 0 && !this.inFlight && !this.timer, 'a mirror is rebased with nothing pending');
     this.writtenText = '';
     this.lastWriteAt = 0; // the retry's first text goes out at once
   }
@@ -125,6 +161,6 @@ export class StreamMirror {
   dispose(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    this.buffer = '';
+    this.pending = [];
   }
 }

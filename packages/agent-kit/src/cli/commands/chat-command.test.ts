@@ -13,7 +13,7 @@ import { buildCli, openCliStore, run, type CliStore } from '../../../test/hostil
 import { contextLengthExceeded, startOpenAiStub, type OpenAiStub } from '../../../test/harness/openai-stub.js';
 import { onPostgres } from '../../../test/harness/test-db.js';
 import { createEmptyDatabase } from '../../../test/harness/empty-database.js';
-import { scriptedReplyText } from '../../model/index.js';
+import { scriptedReasoningText, scriptedReplyText } from '../../model/index.js';
 import { openDb } from '../../store/open.js';
 import { contextCut } from './chat.js';
 
@@ -46,6 +46,15 @@ describe('agent-kit chat', () => {
     expect(result.stderr).toMatch(/^thread [0-9a-f-]{36} · run [0-9a-f-]{36}\n$/);
     expect(result.stdout.trim().split(' ').length).toBeGreaterThan(3); // the scripted reply
     expect(result.code).toBe(0);
+  });
+
+  it('prints what the model thinks to stderr, on a line of its own, and only the reply to stdout', async () => {
+    const text = 'think first #think';
+    const result = await cli(['chat', text]);
+    expect(result.code).toBe(0);
+    const lines = result.stderr.trim().split('\n');
+    expect(lines).toEqual([expect.stringMatching(/^thread /), `[thinking] ${scriptedReasoningText([text], 0, 40)}`]);
+    expect(result.stdout).toBe(`${scriptedReplyText([text], 40)}\n`);
   });
 
   it('exits 1 with one line when the model fails, and prints no provider stack trace', async () => {

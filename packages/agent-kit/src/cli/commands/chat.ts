@@ -56,8 +56,18 @@ async function printRun(events: AsyncIterable<{ runId: string | null; type: stri
     else process.stdout.write(`\n[${marker}]\n${text}`);
     shown = text;
   };
+  // What the model thinks goes to stderr as it streams, on lines of its own (ADR-0070).
+  let thinking = false;
   for await (const event of events) {
     if (event.runId !== runId) continue;
+    if (event.type === 'reasoning-delta') {
+      if (!thinking) process.stderr.write(`${shown === '' || shown.endsWith('\n') ? '' : '\n'}[thinking] `);
+      process.stderr.write(String(event.data.text ?? ''));
+      thinking = true;
+      continue;
+    }
+    if (thinking) process.stderr.write('\n');
+    thinking = false;
     if (event.type === 'segment-started') {
       goOnFrom(String(event.data.text ?? ''), 'resumed');
     } else if (event.type === 'text-delta') {
