@@ -1,14 +1,16 @@
 // What the model thinks is shown as it thinks it (ADR-0070), on both stores: a turn's reasoning
-// reaches the thread's log as reasoning-delta events, each step's ahead of its text and tool
-// calls, and never the reply, the run's partial or the message; turned off, only the journal keeps
-// it; a cancel asked while the model thinks ends the run before its first word. And the mirror
-// writes a batch's reasoning ahead of the text that followed it, in one statement.
+// (the scripted model's, an OpenAI-compatible server's reasoning_content) reaches the thread's
+// log as reasoning-delta events, each step's ahead of its text and tool calls, and never the
+// reply, the run's partial or the message; turned off, only the journal keeps it; a cancel asked
+// while the model thinks ends the run before its first word. And the mirror writes a batch's
+// reasoning ahead of the text that followed it, in one statement.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startOpenAiStub, stubReasoning } from '../../test/harness/openai-stub.js';
 import { makeRuntime } from '../../test/harness/turn-kit.js';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { readEvents, type ThreadEvent } from '../event-log/read-events.js';
 import type { Lease } from '../lease/lease.js';
-import { scriptedReasoningText, scriptedReplyText } from '../model/index.js';
+import { resolveModel, scriptedReasoningText, scriptedReplyText } from '../model/index.js';
 import { startTurn } from '../queue/start-turn.js';
 import type { Db, Queryable } from '../store/db.js';
 import { loadJournal } from './journal.js';
@@ -59,6 +61,20 @@ describe('a turn whose model thinks', () => {
     expect(journal.flatMap((s) => (s.kind === 'model' ? [s.reasoning?.map((r) => r.text)] : []))).toEqual([
       [scriptedReasoningText([text], 0, tokens)], [scriptedReasoningText([text], 1, tokens)],
     ]);
+  });
+
+  it("shows an OpenAI-compatible server's reasoning_content, and the reply without it", async () => {
+    const stub = await startOpenAiStub();
+    try {
+      const model = resolveModel('openai-compatible:stub-model', { OPENAI_BASE_URL: stub.baseURL, OPENAI_API_KEY: 'k' });
+      const turn = await startTurn(db, { ownerId: 'u', text: 'think it through' });
+      expect(await runSegment(makeRuntime(db, { model }), { runId: turn.runId, owner: 'A' })).toMatchObject({ status: 'completed' });
+      const events = await runEvents(turn.threadId, turn.runId);
+      expect(textsOf(events, 'reasoning-delta')).toBe(stubReasoning);
+      expect(events.at(-1)).toMatchObject({ type: 'run-closed', data: { text: 'Hello from stub' } });
+    } finally {
+      await stub.close();
+    }
   });
 
   it('shows none of it with showReasoning off; the journal still keeps it', async () => {

@@ -5,8 +5,9 @@
 // error OpenAI puts in a stream (`{ error: { type: 'server_error' } }`), after two words when it
 // also says "mid-reply", else alone; one that says "too long for the model" gets OpenAI's 400 for
 // a prompt past the context window (as does one past the window it was given), and one that says
-// "out of credit" its 429 `insufficient_quota`. The real providers (openai, openai-compatible)
-// are tested against it.
+// "out of credit" its 429 `insufficient_quota`. One that says "think it through" gets
+// `stubReasoning` first, as `reasoning_content` deltas (DeepSeek's and vLLM's way). The real
+// providers (openai, openai-compatible) are tested against it.
 import { serveStub } from './provider-stub.js';
 
 export type StubBody = { model: string; stream: boolean; messages: { role: string; content: unknown }[] };
@@ -26,8 +27,13 @@ function chunk(delta: Record<string, unknown>, finishReason: string | null = nul
   return `data: ${JSON.stringify(body)}\n\n`;
 }
 
+/** What the stub thinks before it answers a conversation that says "think it through". */
+export const stubReasoning = 'Weighing the words.';
+
 /** SSE events for a reply: a streamed tool call when the user asks for one, else three words. */
 function replyEvents(body: StubBody): string[] {
+  const thinks = JSON.stringify(body.messages.at(-1)).includes('think it through');
+  const thought = thinks ? [chunk({ role: 'assistant', reasoning_content: 'Weighing' }), chunk({ reasoning_content: ' the words.' })] : [];
   const wantsTool = JSON.stringify(body.messages.at(-1)).includes('use the tool');
   const wantsLong = JSON.stringify(body.messages.at(-1)).includes('a long story'); // cut at the output limit
   const events = wantsTool
@@ -41,7 +47,7 @@ function replyEvents(body: StubBody): string[] {
   const usage = { id: 'chatcmpl-stub', object: 'chat.completion.chunk', created: 1_700_000_000,
     model: 'stub-model', choices: [],
     usage: { prompt_tokens: 3, completion_tokens: 3, total_tokens: 6 } };
-  return [...events, `data: ${JSON.stringify(usage)}\n\n`, 'data: [DONE]\n\n'];
+  return [...thought, ...events, `data: ${JSON.stringify(usage)}\n\n`, 'data: [DONE]\n\n'];
 }
 
 /** What OpenAI says of a prompt past the model's context window (a 400). */

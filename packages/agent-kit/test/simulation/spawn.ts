@@ -22,7 +22,7 @@ export type Candidate = readonly [ActionPick, number];
 export const action = (name: string, run: () => Promise<string>): ActionPick => ({ name, run });
 
 const turnTexts = ['hello', 'note this #effect', 'a question #ask', 'pay them #approve', 'note #effect then ask #ask',
-  'pay #approve and note #effect'];
+  'pay #approve and note #effect', 'think, then note #think #effect'];
 
 export function spawnWorker(sim: Simulation, kind: string, body: (worker: SimWorker, rt: ReturnType<typeof workerRuntime>) => Promise<unknown>) {
   return sim.scheduler.spawn(kind, (worker) => {

@@ -60,7 +60,7 @@ export function simulatedModel(inner: LanguageModelV3, profile: Profile, faults:
             controller.close();
             return;
           }
-          if (next.value.type === 'text-delta') await sleep(profile.tokenDelayMs);
+          if (next.value.type === 'text-delta' || next.value.type === 'reasoning-delta') await sleep(profile.tokenDelayMs);
           parts++;
           try {
             controller.enqueue(next.value);
