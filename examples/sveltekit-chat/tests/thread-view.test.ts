@@ -1,7 +1,7 @@
 // Unit tests of the chat's event fold and the operator timeline: events apply once and in seq
 // order (so two streams and a replay agree), a resumed segment replaces the dead one's text,
-// and each way a run can end is labelled and drawn as such; the sidebar joins older pages of
-// threads only to the first page they followed.
+// what the model thought stays apart from its reply, and each way a run can end is labelled and
+// drawn as such; the sidebar joins older pages of threads only to the first page they followed.
 import { describe, expect, it } from 'vitest';
 import { buildRunTimeline, segmentKilledEventType } from '../src/lib/run-timeline';
 import {
@@ -30,6 +30,21 @@ const crashedThenResumedSpecs: EventSpec[] = [
   ['run-closed', 2, { status: 'completed', text: 'one two three ', partial: false }],
 ];
 const crashedThenResumed = makeLog(crashedThenResumedSpecs);
+
+// Two model steps that think first (ADR-0070): a tool call, then the reply.
+const thoughtThenRepliedSpecs: EventSpec[] = [
+  ['message', 0, { role: 'user', text: 'hi #think', messageId: 'm1', runId }],
+  ['run-queued', 0, { runId, turnNo: 1 }],
+  ['segment-started', 1, { text: '', attempt: 1, fence: 1, owner: 'a' }],
+  ['reasoning-delta', 1, { text: 'Thinking it ' }],
+  ['reasoning-delta', 1, { text: 'over.' }],
+  ['step-finished', 1, { stepNo: 0, text: '', toolCalls: [{ toolName: 'record_effect' }] }],
+  ['tool-result', 1, { toolCallId: 'c1', toolName: 'record_effect', outcome: 'completed', output: {} }],
+  ['reasoning-delta', 1, { text: 'Then this.' }],
+  ['text-delta', 1, { text: 'Done.' }],
+  ['step-finished', 1, { stepNo: 1, text: 'Done.', toolCalls: [] }],
+  ['run-closed', 1, { status: 'completed', text: 'Done.', partial: false }],
+];
 
 function fold(events: WireEvent[]) {
   const view = emptyThreadView();
@@ -258,6 +273,50 @@ describe('the thread view', () => {
     expect(run.answered).toEqual([{ question: 'Which?', answer: 'blue' }]);
   });
 
+  it('keeps what the model thought apart from the reply, a blank line between two steps\' thinking', () => {
+    const log = makeLog(thoughtThenRepliedSpecs);
+    const runs = log.slice(3).map((_, index) => fold(log.slice(0, index + 4)).items[1] as RunItem);
+    const first = 'Thinking it over.';
+    expect(runs.map((run) => run.reasoning)).toEqual([
+      'Thinking it ', first, first, first, `${first}\n\nThen this.`, `${first}\n\nThen this.`,
+      `${first}\n\nThen this.`, `${first}\n\nThen this.`,
+    ]);
+    expect(runs.map((run) => run.text)).toEqual(['', '', '', '', '', 'Done.', 'Done.', 'Done.']);
+    // A step that did not think leaves no blank line in front of the next one's thinking.
+    const unthinking = fold(makeLog(thoughtThenRepliedSpecs.filter((_, index) => index !== 3 && index !== 4)));
+    expect((unthinking.items[1] as RunItem).reasoning).toBe('Then this.');
+    // Applied once, whatever the streams delivered twice: a replay from 0 gives the same view.
+    const view = fold(log.slice(0, 5));
+    expect(applyEvent(view, log[4]!)).toBe(false);
+    expect((view.items[1] as RunItem).reasoning).toBe(first);
+    expect(fold([...log, ...log])).toEqual(fold(log));
+    // Thinking is streamed like the reply: no news for a screen reader.
+    expect(announcements(log).filter((_, index) => log[index]!.type === 'reasoning-delta')).toEqual([null, null, null]);
+  });
+
+  it('keeps what the model thought across a retry of the step and a resumed segment', () => {
+    const refused = { name: 'ModelStreamError', message: 'server_error: oops', statusCode: 500 };
+    const log = makeLog([
+      ['run-queued', 0, { runId, turnNo: 1 }],
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1, owner: 'a' }],
+      ['reasoning-delta', 1, { text: 'Hmm. ' }],
+      ['text-delta', 1, { text: 'one ' }],
+      ['model-retry', 1, { stepNo: 0, retry: 1, of: 5, delayMs: 1_000, error: refused, redo: true, text: '' }],
+      ['reasoning-delta', 1, { text: 'Again. ' }],
+      ['segment-started', 2, { text: '', attempt: 2, fence: 2, owner: 'b' }],
+      ['reasoning-delta', 2, { text: 'Once more.' }],
+      ['text-delta', 2, { text: 'two ' }],
+      ['run-closed', 2, { status: 'completed', text: 'two ', partial: false }],
+    ]);
+    const runs = log.slice(3).map((_, index) => fold(log.slice(0, index + 4)).items[0] as RunItem);
+    expect(runs.map((run) => [run.reasoning, run.text])).toEqual([
+      ['Hmm. ', 'one '], ['Hmm. ', ''], ['Hmm. \n\nAgain. ', ''], ['Hmm. \n\nAgain. ', ''],
+      ['Hmm. \n\nAgain. \n\nOnce more.', ''], ['Hmm. \n\nAgain. \n\nOnce more.', 'two '], ['Hmm. \n\nAgain. \n\nOnce more.', 'two '],
+    ]); // asked anew (a retry, a new segment), the model thinks anew: a paragraph of its own
+    // The model thinking again is the end of the wait for the retry.
+    expect(runs.slice(1, 3).map((run) => retryNotice(run) !== null)).toEqual([true, false]);
+  });
+
   it('keeps the question of a run cancelled while it waited, unanswered', () => {
     const view = fold(makeLog([
       ['run-queued', 0, { runId, turnNo: 1 }],
@@ -448,6 +507,18 @@ describe('the run timeline', () => {
     expect(live.bars[0]).toMatchObject({ endedAs: 'live', endMs: t0 + 9000 });
     const expired = buildRunTimeline(events, runId, t0 + 9000, false);
     expect(expired.bars[0]).toMatchObject({ endedAs: 'lost', detail: 'lease expired', endMs: t0 + 3000 });
+  });
+
+  it('draws the model\'s thinking as part of its segment, never as an intent', () => {
+    const log = makeLog(thoughtThenRepliedSpecs);
+    const timeline = buildRunTimeline(log, runId, t0 + 20_000, false);
+    expect(timeline.intents.map((m) => m.label)).toEqual(['user message', 'queued']);
+    expect(timeline.bars.map((bar) => [bar.endedAs, bar.markers.map((m) => m.kind)])).toEqual([['closed', ['step', 'tool', 'step']]]);
+    // Nor when the timeline holds no segment to draw it in, as with the reply's text.
+    const segmentless = buildRunTimeline(log.filter((e) => e.type !== 'segment-started'), runId, t0 + 20_000, false);
+    expect(segmentless.intents.map((m) => m.label)).toEqual([
+      'user message', 'queued', 'step-finished', 'tool-result', 'step-finished', 'closed: completed',
+    ]);
   });
 
   it('keeps a segment live that began after the poll that saw its predecessor\'s lease expire', () => {

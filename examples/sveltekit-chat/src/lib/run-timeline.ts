@@ -41,6 +41,9 @@ export interface RunTimeline {
   intents: TimelineMarker[];
 }
 
+/** What a segment streams, its reply's text and its model's thinking (ADR-0070): never an intent. */
+const streamedTypes = new Set(['text-delta', 'reasoning-delta']);
+
 function describeIntent(event: WireEvent): string {
   switch (event.type) {
     case 'run-queued': return 'queued';
@@ -152,7 +155,7 @@ export function buildRunTimeline(
       if (open.endedAs === 'live') endSegment(open, event);
       continue;
     }
-    if (event.type !== 'text-delta') intents.push({ atMs, kind: 'intent', label: describeIntent(event) });
+    if (!streamedTypes.has(event.type)) intents.push({ atMs, kind: 'intent', label: describeIntent(event) });
     // A close without a segment is the reaper salvaging a run whose last segment died.
     if (event.type === 'run-closed' && open && open.endedAs === 'live') {
       loseSegment(open, 'died; salvaged by the reaper');

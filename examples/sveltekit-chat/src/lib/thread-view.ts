@@ -54,6 +54,16 @@ export interface RunItem {
   /** queued, running, waiting_input, waiting_takeover, completed, failed, aborted. */
   status: string;
   text: string;
+  /**
+   * What its model thought, as it streamed it (ADR-0070), a blank line between two steps'
+   * thinking: never part of `text`, kept across segments and retries (the thinking happened).
+   */
+  reasoning: string;
+  /**
+   * A step of the run finished, or the model was asked anew (a segment, a retry), since its last
+   * reasoning: the next reasoning starts a new paragraph.
+   */
+  stepSinceReasoning: boolean;
   /** The latest segment's attempt and fence: above 1 means the run was resumed after a crash. */
   attempt: number;
   fence: number;
@@ -156,8 +166,8 @@ function ensureRun(view: ThreadView, runId: string): RunItem {
   const found = findRun(view, runId);
   if (found) return found;
   const run: RunItem = {
-    kind: 'run', key: `run-${runId}`, runId, status: 'queued', text: '', attempt: 0, fence: 0,
-    resumedAfterCrash: false, pending: null, answered: [], tools: [], cancelRequested: false,
+    kind: 'run', key: `run-${runId}`, runId, status: 'queued', text: '', reasoning: '', stepSinceReasoning: false,
+    attempt: 0, fence: 0, resumedAfterCrash: false, pending: null, answered: [], tools: [], cancelRequested: false,
     takeoverRequested: false, inDoubt: [], closed: null, retrying: null, historyCut: null,
     resultsLeftOut: null, resultsCutTo: null, cutAtLimit: false,
   };
@@ -234,6 +244,7 @@ function applyInOrder(view: ThreadView, event: WireEvent) {
       // means the previous segment died; fence 2 with attempt 1 is a resume after a question.
       run.resumedAfterCrash ||= run.attempt > 1;
       run.retrying = null;
+      run.stepSinceReasoning = true; // a model asked anew thinks anew
       run.status = 'running';
       run.takeoverRequested = false;
       break;
@@ -290,6 +301,7 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
       };
       // The text the retry goes on from (ADR-0061): a step started again drops what it streamed.
       if (typeof data.text === 'string' && !run.closed) run.text = data.text;
+      run.stepSinceReasoning = true;
       break;
     }
     case 'input-requested':
@@ -307,9 +319,17 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
       }
       break;
     }
+    case 'reasoning-delta':
+      run.retrying = null; // asked again, the model answers: thinking first
+      if (run.closed || !str(data.text)) break;
+      if (run.stepSinceReasoning && run.reasoning) run.reasoning += '\n\n';
+      run.reasoning += str(data.text);
+      run.stepSinceReasoning = false;
+      break;
     case 'step-finished':
       // The reply stops where the model's output limit cut it (ADR-0068): the last step says.
       run.cutAtLimit = data.finishReason === 'length';
+      run.stepSinceReasoning = true;
       break;
     case 'tool-result':
       run.tools.push({ toolCallId: str(data.toolCallId), toolName: str(data.toolName), outcome: str(data.outcome), output: data.output });
@@ -495,13 +515,13 @@ function waitsBehindAnother(view: ThreadView, run: RunItem): boolean {
 /**
  * What the chat's status region says after `event` was applied: one short sentence when the
  * event's run waits behind another, starts replying, asks, is held or ends, and null when that
- * is unchanged news (streamed text, a step or tool of a running run, the give-up that its close
- * reports) or there is nothing to say (a turn queued with none ahead starts at once). Never the
- * reply itself, which a screen reader would otherwise read out piece by piece as it streams
- * (ADR-0038).
+ * is unchanged news (streamed text or thinking, a step or tool of a running run, the give-up that
+ * its close reports) or there is nothing to say (a turn queued with none ahead starts at once).
+ * Never the reply itself, which a screen reader would otherwise read out piece by piece as it
+ * streams (ADR-0038).
  */
 export function announceEvent(view: ThreadView, event: WireEvent): string | null {
-  if (event.type === 'text-delta' || event.type === 'run-salvaged') return null;
+  if (event.type === 'text-delta' || event.type === 'reasoning-delta' || event.type === 'run-salvaged') return null;
   const run = findRun(view, eventRunId(event));
   if (!run) return null;
   if (event.type === 'effect-resolved') {

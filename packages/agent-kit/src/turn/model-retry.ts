@@ -64,6 +64,20 @@ export class ModelStalledError extends Error {
 }
 
 /**
+ * A segment's deadline came in a model step before it left anything to go on from: no step
+ * journalled in the segment, no text a prefill continues. Asking again in a segment of the same
+ * budget would end the same way, so the segment fails and spends its attempt (ADR-0071).
+ */
+export class StepPastBudgetError extends Error {
+  override readonly name = 'StepPastBudgetError';
+  constructor(budgetMs: number) {
+    super(`a model step did not finish within the segment's budget of ${Math.round(budgetMs / 100) / 10} s, ` +
+      'and gave nothing to go on from (the model thought, or waited, that long before its first word); ' +
+      'a longer budget (AGENT_KIT_INVOCATION_BUDGET) lets it finish');
+  }
+}
+
+/**
  * The provider says it may work later (APICallError or GatewayError with isRetryable), unless it
  * is OpenAI's `insufficient_quota`: a 429 that no wait lifts (ADR-0066).
  */

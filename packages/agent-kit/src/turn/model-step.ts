@@ -157,7 +157,8 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
         toolCalls.push(storableCall(part));
       } else if (part.type === 'reasoning-start' || part.type === 'reasoning-delta' || part.type === 'reasoning-end') {
         reasoning.add(part);
-        if (options.showReasoning) options.mirror.pushReasoning(shown.add(part));
+        const thought = options.showReasoning ? shown.add(part) : '';
+        if (thought) options.mirror.pushReasoning(thought);
       } else if (part.type === 'tool-error') {
         // The SDK could not parse the call's input; record the call so the model gets an error
         // result. For an unknown tool or bad input the SDK has already sent the call itself (as
@@ -173,7 +174,8 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
       if (stop) break;
     }
     if (stop || controller.signal.aborted) return stopped(stop ?? 'lost');
-    if (options.showReasoning) options.mirror.pushReasoning(shown.end());
+    const thoughtTail = options.showReasoning ? shown.end() : '';
+    if (thoughtTail) options.mirror.pushReasoning(thoughtTail);
     const tail = deltas.end();
     if (tail) {
       text += tail;

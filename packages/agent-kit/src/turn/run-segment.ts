@@ -14,7 +14,7 @@ import {
 import { beginSegmentWithHistory, claimSegment, type Begun } from './segment-claim.js';
 import { charsToShed, fitAfter, modelName, pastContextWindow, promptChars, type PromptFit } from './context-window.js';
 import { fitKnownWindow, learnWindow } from './prompt-fit.js';
-import { describeRefusal, refusedForGood, refusedWhatItCarried } from './model-retry.js';
+import { describeRefusal, refusedForGood, refusedWhatItCarried, StepPastBudgetError } from './model-retry.js';
 import { runModelStep, type StepStop } from './model-step.js';
 import { defaultTurnSettings } from './settings.js';
 import { addUsage, type TokenUsage } from '../event-log/token-usage.js';
@@ -129,6 +129,10 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
   let earlierUsage: TokenUsage | undefined; // of those requests before the current one
   let fit: PromptFit = { history: begun.history, droppedResults: 0 }; // what the prompt leaves out to fit the context window
   let fittedStep = -1; // the step whose prompt was last fitted to the thread's known window
+  // What this segment leaves the next one: steps it journalled, or text a model that continues a
+  // prefill goes on from. A segment cut by its deadline with neither spends its attempt (ADR-0071).
+  const stepsAtStart = journal.length;
+  const progressed = () => journal.length > stepsAtStart || (continuesMidStep(s, model) && s.mirror.writtenText !== '');
   for (;;) {
     if (pendingToolCalls(journal).length > 0) {
       const settled = await settleToolCalls(
@@ -169,10 +173,10 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
       segmentSignal: s.signal, stopAtMs: s.stopAtMs, stallTimeoutMs: s.settings.stallTimeoutMs,
       showReasoning: s.settings.showReasoning,
     });
-    if (result.kind === 'stopped') return handleStop(s, result.reason, model);
+    if (result.kind === 'stopped') return handleStop(s, result.reason, progressed);
     if (result.kind === 'error') {
       const stopped = await s.mirror.flush();
-      if (stopped) return handleStop(s, stopped, model);
+      if (stopped) return handleStop(s, stopped, progressed);
       // A prompt past the model's context window is asked again at once without its oldest earlier
       // turns, then without the turn's oldest answered tool results, then with its newest cut (ADR-0067).
       const size = promptChars(system, messages);
@@ -215,14 +219,14 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
     // step cut mid-stream does, when the model continues a prefill (ADR-0068).
     if (continuesAtLimit(s, model, result) && ++continued <= s.settings.continueAtOutputLimit) {
       const stopped = await s.mirror.flush();
-      if (stopped) return handleStop(s, stopped, model);
+      if (stopped) return handleStop(s, stopped, progressed);
       rt.log?.({ msg: 'reply at the output limit goes on', runId: lease.runId, fence: lease.fence, stepNo: journal.length, continued });
       [prefix, earlierUsage] = [result.text, usage];
       continue;
     }
     [prefix, retries, continued, earlierUsage] = ['', 0, 0, undefined];
     const taken = await s.mirror.takeForCommit();
-    if ('stopped' in taken) return handleStop(s, taken.stopped, model);
+    if ('stopped' in taken) return handleStop(s, taken.stopped, progressed);
 
     const { step, event } = modelStepOf(journal.length, { ...result, ...(usage ? { usage } : {}) });
     // A step without tool calls ends the turn: it is journalled and the run closed in one write.
@@ -269,7 +273,8 @@ function honourInterrupt(s: Segment): Promise<SegmentOutcome> | undefined {
   return undefined;
 }
 
-async function handleStop(s: Segment, reason: StepStop, model: unknown): Promise<SegmentOutcome> {
+/** `progressed`: whether the segment leaves the next one anything to go on from (asked after the mirror's last write). */
+async function handleStop(s: Segment, reason: StepStop, progressed: () => boolean): Promise<SegmentOutcome> {
   switch (reason) {
     case 'lost':
       return lost(s);
@@ -279,15 +284,16 @@ async function handleStop(s: Segment, reason: StepStop, model: unknown): Promise
       return park(s, 'waiting_takeover');
     case 'store-error':
       return { kind: 'stopped', fence: s.lease.fence, reason: s.mirror.stopError?.message ?? 'store error' };
-    case 'deadline':
-      // With prefill the next segment continues from the mirrored text, so a mid-step cut is a
-      // slice (voluntary, progress kept). Without it the step is redone: let the lease run out.
-      if (continuesMidStep(s, model)) {
-        const stopped = await s.mirror.flush();
-        if (stopped) return handleStop(s, stopped, model);
-        return park(s, 'queued');
-      }
-      return { kind: 'stopped', fence: s.lease.fence, reason: 'deadline mid-step' };
+    case 'deadline': {
+      // A mid-step cut after progress is a slice (voluntary, progress kept): the next segment
+      // goes on from the steps journalled here, and with prefill from the mirrored text. One with
+      // none would be asked the same step from the same point again, and again, with no end: a
+      // model that thinks, or waits, longer than a segment before its first word (ADR-0071).
+      const stopped = await s.mirror.flush();
+      if (stopped) return handleStop(s, stopped, progressed);
+      if (progressed()) return park(s, 'queued');
+      return failSegment(s, new StepPastBudgetError(s.options.budgetMs ?? s.rt.config.invocationBudgetMs));
+    }
   }
 }
 
