@@ -90,7 +90,7 @@ describe('a turn whose model thinks', () => {
 
   it('ends the run before its first word when it is cancelled while the model thinks', async () => {
     const text = 'think long #think';
-    const long = 200; // 100 words of thinking, 10 ms each: a second
+    const long = 400; // 200 words of thinking, 10 ms each: two seconds
     const turn = await startTurn(db, { ownerId: 'u', text });
     const segment = runSegment(makeRuntime(db, { tokens: long, delayMs: 10 }), { runId: turn.runId, owner: 'A' });
     for (let i = 0; i < 500; i++) {

@@ -40,29 +40,29 @@ const eventsOf = (runId: string, type: string) => db.query<{ fence: number; data
 
 describe('a segment cut by its deadline mid-step', () => {
   it('spends its attempt when it leaves nothing to go on from, so a model that thinks past every budget is given up', async () => {
-    // 100 words of thinking at 4 ms each: 400 ms, in segments of 150 ms.
-    const runtime = makeRuntime(db, { tokens: 200, delayMs: 4, config: { maxRunAttempts: 2 } });
+    // 200 words of thinking at 5 ms each: a second, in segments of 400 ms.
+    const runtime = makeRuntime(db, { tokens: 400, delayMs: 5, config: { maxRunAttempts: 2 } });
     const turn = await startTurn(db, { ownerId: 'u', text: 'ponder forever #think' });
-    const outcomes = await segmentsUntilClosed(runtime, turn.runId, new Array(8).fill(150));
+    const outcomes = await segmentsUntilClosed(runtime, turn.runId, new Array(8).fill(400));
     expect(outcomes.map((o) => o.kind)).toEqual(['stopped', 'stopped', 'closed']);
     expect(outcomes.at(-1)).toMatchObject({ kind: 'closed', status: 'aborted' });
     const failed = await eventsOf(turn.runId, 'segment-failed');
     expect(failed.map((e) => [Number(e.fence), e.data.attempt, e.data.error.name])).toEqual([
       [1, 1, 'StepPastBudgetError'], [2, 2, 'StepPastBudgetError'],
     ]);
-    expect(failed[0]!.data.error.message).toMatch(/did not finish within the segment's budget of 0\.2 s.*AGENT_KIT_INVOCATION_BUDGET/);
-    // Viewers saw it think in each segment; nothing of it reached the message.
-    expect(new Set((await eventsOf(turn.runId, 'reasoning-delta')).map((e) => Number(e.fence)))).toEqual(new Set([1, 2]));
+    expect(failed[0]!.data.error.message).toMatch(/did not finish within the segment's budget of 0\.4 s.*AGENT_KIT_INVOCATION_BUDGET/);
+    // Viewers saw it think; nothing of it reached the message.
+    expect(await eventsOf(turn.runId, 'reasoning-delta')).not.toEqual([]);
     expect(await finalMessage(db, turn.runId)).toEqual([{ text: '', partial: true }]);
   });
 
   it('slices after a journalled step on a model without prefill, and the next segment asks the cut step again', async () => {
-    const tokens = 30;
+    const tokens = 60;
     const text = 'note it #effect';
-    // The tool call and its result fit in the first 200 ms; the 300 ms reply after them does not.
+    // The tool call and its result fit in the first 400 ms; the 600 ms reply after them does not.
     const runtime = makeRuntime(db, { tokens, delayMs: 10, settings: { continueMidStep: false } });
     const turn = await startTurn(db, { ownerId: 'u', text });
-    const outcomes = await segmentsUntilClosed(runtime, turn.runId, [200, 5_000]);
+    const outcomes = await segmentsUntilClosed(runtime, turn.runId, [400, 5_000]);
     expect(outcomes).toMatchObject([{ kind: 'parked', status: 'queued' }, { kind: 'closed', status: 'completed' }]);
     expect(await finalMessage(db, turn.runId)).toEqual([{ text: scriptedReplyText([text], tokens), partial: false }]);
     const [second] = (await eventsOf(turn.runId, 'segment-started')).slice(1);
