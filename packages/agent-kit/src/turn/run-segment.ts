@@ -46,7 +46,7 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
   const mirror = new StreamMirror(rt.db, lease, settings.mirrorIntervalMs, (reason) => controller.abort(reason));
   const stopRenewing = leaseTtlMs < budgetMs ? renewOnTimer(rt, lease, leaseTtlMs, controller) : () => {};
   const segment: Segment = {
-    rt, lease, run, settings, mirror, signal: controller.signal, options, startText: '', interrupt: null, contextWindow: null,
+    rt, lease, run, settings, mirror, signal: controller.signal, options, budgetMs, startText: '', interrupt: null, contextWindow: null,
     // Local clock: started before the claim, so we stop no later than the database's deadline.
     stopAtMs: startedAtMs + budgetMs - settings.deadlineSafetyMs,
   };
@@ -292,7 +292,7 @@ async function handleStop(s: Segment, reason: StepStop, progressed: () => boolea
       const stopped = await s.mirror.flush();
       if (stopped) return handleStop(s, stopped, progressed);
       if (progressed()) return park(s, 'queued');
-      return failSegment(s, new StepPastBudgetError(s.options.budgetMs ?? s.rt.config.invocationBudgetMs));
+      return failSegment(s, new StepPastBudgetError(s.budgetMs));
     }
   }
 }

@@ -21,6 +21,8 @@ export interface Segment {
   /** Aborted with a StepStop reason when the lease is lost or the mirror stops. */
   signal: AbortSignal;
   stopAtMs: number;
+  /** The invocation budget this segment was given. */
+  budgetMs: number;
   options: SegmentOptions;
   /** The run's visible text when this segment started (committed steps + continued prefix). */
   startText: string;
