@@ -1,7 +1,7 @@
 // What the model thinks, seen in the browser (ADR-0070): a `#think` turn of the scripted model
 // streams its reasoning before its reply. The page shows it live above the reply, open under
-// "Thinking…", then closed under "Thought" once the reply starts; never in the reply itself; the
-// same after a reload; and a turn of two steps thinks twice, a blank line between.
+// "Thinking…", then closed under "Thought for 1 s" once the reply starts; never in the reply itself;
+// the same after a reload; and a turn of two steps thinks twice, a blank line between.
 import { scriptedReasoningText, scriptedReplyText, scriptedThinkTag } from 'agent-kit';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -62,6 +62,13 @@ async function shownReasoning(page: Page) {
   };
 }
 
+/** The seconds in a "Thought for 3 s" heading; it fails the test on any other heading. */
+function secondsThought(summary: string): number {
+  const match = /^Thought for (\d+) s$/.exec(summary);
+  expect(match, summary).not.toBeNull();
+  return Number(match![1]);
+}
+
 describe.skipIf(!hasChromium)(`the model's thinking${hasChromium ? '' : ` (skipped: ${skipReason})`}`, () => {
   let store: TestStore;
   let server: AppServer;
@@ -106,11 +113,15 @@ describe.skipIf(!hasChromium)(`the model's thinking${hasChromium ? '' : ` (skipp
     expect(new Set(thinking.map((look) => look.reasoning.length)).size).toBeGreaterThanOrEqual(2);
     expect(thinking.filter((look) => look.summary !== 'Thinking…' || !look.open || look.placeholder)).toEqual([]);
     // The reply's first word came after all of the thinking, which closed then.
-    expect(looks.find((look) => look.text !== '')).toMatchObject({ reasoning, summary: 'Thought', open: false });
+    const first = looks.find((look) => look.text !== '');
+    expect(first).toMatchObject({ reasoning, open: false });
+    // How long, in the log's times: some 23 tokens of thinking at 40 ms each is a second or more.
+    const summary = first!.summary!;
+    expect(secondsThought(summary)).toBeGreaterThanOrEqual(1);
 
     expect((await lastRunText(page)).trim()).toBe(reply);
     expect(reply).not.toContain('Thinking it over');
-    expect(await shownReasoning(page)).toEqual({ summary: 'Thought', open: false, text: reasoning });
+    expect(await shownReasoning(page)).toEqual({ summary, open: false, text: reasoning });
     // The reader opens it; nothing closes it behind their back.
     await page.getByTestId('reasoning').locator('summary').click();
     await page.getByTestId('reasoning-text').waitFor({ state: 'visible' });
@@ -118,7 +129,7 @@ describe.skipIf(!hasChromium)(`the model's thinking${hasChromium ? '' : ` (skipp
 
     await reload(page);
     await waitForRunStatus(page, 'completed');
-    expect(await shownReasoning(page)).toEqual({ summary: 'Thought', open: false, text: reasoning });
+    expect(await shownReasoning(page)).toEqual({ summary, open: false, text: reasoning }); // replayed, the same
     expect((await lastRunText(page)).trim()).toBe(reply);
     await page.close();
   });
@@ -136,7 +147,9 @@ describe.skipIf(!hasChromium)(`the model's thinking${hasChromium ? '' : ` (skipp
     const looks = await looksSeen(page);
     expect(looks.filter((look) => look.reasoning.includes('\n\n') && look.text === '')[0])
       .toMatchObject({ summary: 'Thinking…', open: true, placeholder: false });
-    expect(await shownReasoning(page)).toEqual({ summary: 'Thought', open: false, text: reasoning });
+    const shown = await shownReasoning(page);
+    expect(shown).toMatchObject({ open: false, text: reasoning });
+    expect(secondsThought(shown.summary!)).toBeGreaterThanOrEqual(2); // two stretches of a second or more
     expect((await lastRunText(page)).trim()).toBe(scriptedReplyText([message], replyTokens).trim());
     await expect(page.getByTestId('run').last().textContent()).resolves.toContain('record_effect → completed');
     await page.close();

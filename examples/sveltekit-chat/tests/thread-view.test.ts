@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { buildRunTimeline } from '../src/lib/run-timeline';
 import {
-  applyEvent, emptyThreadView, openRun, historyCutNotice, retryNotice, runBadge, type RunItem,
+  applyEvent, emptyThreadView, openRun, historyCutNotice, retryNotice, runBadge, thoughtSummary, type RunItem,
 } from '../src/lib/thread-view';
 import { announcements, crashedThenResumed, fold, makeLog, runId, t0, thoughtThenRepliedSpecs, type EventSpec } from './event-logs';
 
@@ -271,6 +271,41 @@ describe('the thread view', () => {
     ]); // asked anew (a retry, a new segment), the model thinks anew: a paragraph of its own
     // The model thinking again is the end of the wait for the retry.
     expect(runs.slice(1, 3).map((run) => retryNotice(run) !== null)).toEqual([true, false]);
+  });
+
+  it('says how long the model thought, from the log\'s own times, the same live and replayed', () => {
+    // One event a second: asked at the segment's start (t0+2 s), thinking until the step ended
+    // (t0+5 s); asked again with the tool's result (t0+6 s), thinking until the reply (t0+8 s).
+    const log = makeLog(thoughtThenRepliedSpecs);
+    const after = (count: number) => fold(log.slice(0, count)).items[1] as RunItem;
+    expect([4, 5, 6, 7, 8, 9, 10].map((count) => after(count).thoughtMs)).toEqual([0, 0, 3_000, 3_000, 3_000, 5_000, 5_000]);
+    expect(thoughtSummary(after(5))).toBe('Thought'); // no stretch of thinking has ended yet
+    expect(thoughtSummary(after(6))).toBe('Thought for 3 s');
+    expect(thoughtSummary(after(10))).toBe('Thought for 5 s');
+    expect(fold([...log, ...log])).toEqual(fold(log));
+
+    // A segment that dies while thinking thought until the last of it was written, not until
+    // the takeover a lease later; a cancel asked for ends it.
+    const crashed = fold(makeLog([
+      ['run-queued', 0, { runId, turnNo: 1 }],
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1, owner: 'a' }],
+      ['reasoning-delta', 1, { text: 'Hmm. ' }],
+      ['reasoning-delta', 1, { text: 'Still. ' }],
+      ['segment-started', 2, { text: '', attempt: 2, fence: 2, owner: 'b' }],
+      ['reasoning-delta', 2, { text: 'Again.' }],
+      ['cancel-requested', 0, { runId }],
+      ['run-closed', 2, { status: 'aborted', text: '', partial: false }],
+    ])).items[0] as RunItem;
+    expect(crashed.thoughtMs).toBe(2_000 + 2_000);
+
+    // Thinking without a time (an event from an older server) or empty is not timed.
+    const untimed = makeLog(thoughtThenRepliedSpecs).map((event) => ({ ...event, createdAt: 'not a time' }));
+    expect((fold(untimed).items[1] as RunItem).thoughtMs).toBe(0);
+    const times = (ms: number) => thoughtSummary({ ...after(10), thoughtMs: ms, thinkingSince: null });
+    expect([0, 400, 1_600, 59_400, 60_000, 125_000].map(times)).toEqual([
+      'Thought for a moment', 'Thought for a moment', 'Thought for 2 s', 'Thought for 59 s', 'Thought for 1 min',
+      'Thought for 2 min 5 s',
+    ]);
   });
 
   it('keeps the question of a run cancelled while it waited, unanswered', () => {

@@ -64,6 +64,17 @@ export interface RunItem {
    * reasoning: the next reasoning starts a new paragraph.
    */
   stepSinceReasoning: boolean;
+  /**
+   * How long its model thought, in the event log's own times (so a replay shows what the live
+   * page did): each stretch of thinking runs from the run's event before it (when the model was
+   * asked) to its first event after; 0 until one ended.
+   */
+  thoughtMs: number;
+  /** The time of the run's latest event, and when its current thinking began (null: it is not thinking). */
+  lastEventAt: number;
+  thinkingSince: number | null;
+  /** The time of its latest reasoning: where thinking cut short by a crash ended. */
+  lastThoughtAt: number;
   /** The latest segment's attempt and fence: above 1 means the run was resumed after a crash. */
   attempt: number;
   fence: number;
@@ -167,6 +178,7 @@ function ensureRun(view: ThreadView, runId: string): RunItem {
   if (found) return found;
   const run: RunItem = {
     kind: 'run', key: `run-${runId}`, runId, status: 'queued', text: '', reasoning: '', stepSinceReasoning: false,
+    thoughtMs: 0, lastEventAt: Number.NaN, thinkingSince: null, lastThoughtAt: Number.NaN,
     attempt: 0, fence: 0, resumedAfterCrash: false, pending: null, answered: [], tools: [], cancelRequested: false,
     takeoverRequested: false, inDoubt: [], closed: null, retrying: null, historyCut: null,
     resultsLeftOut: null, resultsCutTo: null, cutAtLimit: false,
@@ -258,6 +270,39 @@ function applyInOrder(view: ThreadView, event: WireEvent) {
     default:
       applyRunEvent(view, event, runId);
   }
+  const run = findRun(view, runId);
+  if (run) timeThinking(run, event);
+}
+
+/** Keep `thoughtMs` (ADR-0072): a stretch of thinking ends with the run's next event of any kind. */
+function timeThinking(run: RunItem, event: WireEvent) {
+  const at = Date.parse(event.createdAt);
+  if (Number.isNaN(at)) return;
+  if (event.type === 'reasoning-delta') {
+    if (run.closed || !str(event.data.text)) return;
+    if (run.thinkingSince === null) run.thinkingSince = Number.isNaN(run.lastEventAt) ? at : run.lastEventAt;
+    run.lastThoughtAt = at;
+  } else if (run.thinkingSince !== null) {
+    // Another segment taking over means the one that thought died: its thinking ended with the
+    // last of it that was written, not when the takeover came.
+    const end = event.type === 'segment-started' ? run.lastThoughtAt : at;
+    run.thoughtMs += Math.max(0, end - run.thinkingSince);
+    run.thinkingSince = null;
+  }
+  run.lastEventAt = at;
+}
+
+/**
+ * The heading of a run's thinking once it is over: "Thought for 12 s", "Thought for 1 min 5 s",
+ * "Thought for a moment" under half a second, "Thought" when no stretch of it has ended.
+ */
+export function thoughtSummary(run: RunItem): string {
+  if (run.thoughtMs === 0 && run.thinkingSince !== null) return 'Thought';
+  const seconds = Math.round(run.thoughtMs / 1000);
+  if (seconds === 0) return 'Thought for a moment';
+  if (seconds < 60) return `Thought for ${seconds} s`;
+  const rest = seconds % 60;
+  return `Thought for ${Math.floor(seconds / 60)} min${rest ? ` ${rest} s` : ''}`;
 }
 
 function applyMessage(view: ThreadView, event: WireEvent, runId: string | null) {
