@@ -1,8 +1,9 @@
 // The UI message stream of one run, translated from its events: text the run goes on from
 // replaces what a client shows only through a new text part and a transient chunk naming the
 // part it supersedes (the protocol cannot retract text), for a resumed segment and for a model
-// step started again (ADR-0061); where nothing was dropped, no part is superseded. A failed run's
-// error chunk says why, when its run-closed does.
+// step started again (ADR-0061); where nothing was dropped, no part is superseded. The model's
+// thinking of each step, retry and segment is a reasoning part of its own (ADR-0070). A failed
+// run's error chunk says why, when its run-closed does.
 import { describe, expect, it } from 'vitest';
 import type { ThreadEvent } from '../event-log/read-events.js';
 import { UIMessageTranslator } from './ai-sdk-stream.js';
@@ -84,6 +85,38 @@ describe('the UI message stream of a run', () => {
       ['run-closed', 2, { status: 'completed', text: 'one two three', partial: false, fence: 2 }],
     ]);
     expect(textParts(chunks).kept).toEqual(['one two three']);
+  });
+
+  it('gives the thinking of each step, each retry and each segment a reasoning part of its own', () => {
+    const chunks = translate([
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1 }],
+      ['reasoning-delta', 1, { text: 'first try ' }],
+      ['reasoning-delta', 1, { text: 'thinks' }],
+      ['model-retry', 1, retry(1, { redo: false, text: '' })],
+      ['reasoning-delta', 1, { text: 'second try thinks' }],
+      ['segment-started', 2, { text: '', attempt: 2, fence: 2 }], // the first segment died thinking
+      ['reasoning-delta', 2, { text: 'next segment thinks' }],
+      ['step-finished', 2, { stepNo: 0, text: '', toolCalls: [], finishReason: 'length' }],
+      ['reasoning-delta', 2, { text: 'next step thinks' }],
+      ['text-delta', 2, { text: 'Answer.' }],
+      ['run-closed', 2, { status: 'completed', text: 'Answer.', partial: false, fence: 2 }],
+    ]);
+    const parts = new Map<string, string>();
+    const open = new Set<string>();
+    for (const chunk of chunks) {
+      if (chunk.type === 'reasoning-start') {
+        open.add(chunk.id);
+        parts.set(chunk.id, '');
+      }
+      if (chunk.type === 'reasoning-delta') {
+        expect(open.has(chunk.id)).toBe(true);
+        parts.set(chunk.id, parts.get(chunk.id)! + chunk.delta);
+      }
+      if (chunk.type === 'reasoning-end') open.delete(chunk.id);
+    }
+    expect([...parts.values()]).toEqual(['first try thinks', 'second try thinks', 'next segment thinks', 'next step thinks']);
+    expect(open.size).toBe(0); // every part ended
+    expect(textParts(chunks).parts).toEqual(['Answer.']);
   });
 
   it('says why a run failed in its error chunk, when its run-closed says (ADR-0066)', () => {

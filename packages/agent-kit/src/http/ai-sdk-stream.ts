@@ -77,7 +77,9 @@ export class UIMessageTranslator {
         break;
       case 'model-retry':
         // A step asked again goes on from this text (ADR-0061); one started again dropped some.
+        // Asked anew, the model thinks anew: its thinking is a part of its own.
         out.push(this.note(event));
+        this.endReasoning(out);
         if (typeof data.text === 'string') this.reconcile(out, data.text, event.fence);
         break;
       case 'run-closed':
@@ -177,6 +179,7 @@ export class UIMessageTranslator {
 
   private begin(out: Chunk[], event: ThreadEvent) {
     this.ensureStarted(out);
+    this.endReasoning(out); // the dead segment's thinking ends where it stopped
     this.reconcile(out, String(event.data.text ?? ''), event.fence);
   }
 
@@ -184,6 +187,7 @@ export class UIMessageTranslator {
   private stepFinished(out: Chunk[], event: ThreadEvent) {
     const { toolCalls } = event.data;
     this.cutAtLimit = event.data.finishReason === 'length'; // the reply the output limit cut (ADR-0068)
+    this.endReasoning(out); // each step's thinking is a part of its own
     const calls = Array.isArray(toolCalls) ? (toolCalls as Record<string, unknown>[]) : [];
     for (const call of calls) this.toolCall(out, event, call);
   }
