@@ -17,7 +17,7 @@ create table agent_kit_effects (
   key text not null,
   status text not null,
   fence bigint not null,
-  tool text not null,
+  tool text not null default ''::text,
   input jsonb,
   result jsonb,
   started_at timestamp with time zone not null default now(),
@@ -137,6 +137,7 @@ CREATE INDEX agent_kit_runs__lease_expires_at_idx ON agent_kit_runs USING btree 
 CREATE INDEX agent_kit_runs__queued_turn_idx ON agent_kit_runs USING btree (thread_id, turn_no) WHERE (status = 'queued'::text);
 CREATE UNIQUE INDEX agent_kit_runs_pkey ON agent_kit_runs USING btree (id);
 CREATE UNIQUE INDEX agent_kit_runs_thread_id_turn_no_key ON agent_kit_runs USING btree (thread_id, turn_no);
+CREATE TRIGGER agent_kit_runs__number_turn BEFORE INSERT ON agent_kit_runs FOR EACH ROW WHEN ((new.turn_no IS NULL)) EXECUTE FUNCTION agent_kit__number_turn();
 
 -- table agent_kit_steps
 create table agent_kit_steps (
@@ -289,6 +290,17 @@ begin
     ) a
   ) t;
   return v_history;
+end $function$
+
+-- function agent_kit__number_turn()
+CREATE OR REPLACE FUNCTION agent_kit__number_turn()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+begin
+  perform 1 from agent_kit_threads t where t.id = new.thread_id for update;
+  select coalesce(max(r.turn_no), 0) + 1 into new.turn_no from agent_kit_runs r where r.thread_id = new.thread_id;
+  return new;
 end $function$
 
 -- function agent_kit_append_event(p_run_id uuid, p_owner text, p_fence bigint, p_type text, p_data jsonb)

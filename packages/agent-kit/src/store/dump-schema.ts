@@ -1,5 +1,5 @@
 // The schema as readable, deterministic text: every agent_kit_ table (columns, constraints,
-// indexes), sequence and function in the current schema, ordered by name. The same schema gives
+// indexes, triggers), sequence and function in the current schema, ordered by name. The same schema gives
 // the same text on PGlite (Postgres 18) and on older servers (15+), so sql/schema.sql can be
 // checked against either; what the versions print differently is normalised here.
 import type { Queryable } from './db.js';
@@ -50,6 +50,14 @@ const indexesSql = `
   where t.relnamespace = current_schema()::regnamespace and t.relname like ${namePattern}
   order by t.relname, i.relname`;
 
+// Triggers of our own, not the ones Postgres makes for foreign keys.
+const triggersSql = `
+  select t.relname as table_name, g.tgname as name, pg_get_triggerdef(g.oid) as def
+  from pg_trigger g join pg_class t on t.oid = g.tgrelid
+  where t.relnamespace = current_schema()::regnamespace and t.relname like ${namePattern}
+    and not g.tgisinternal
+  order by t.relname, g.tgname`;
+
 const sequencesSql = `
   select '' as table_name, c.relname as name, coalesce(
     (select 'owned by ' || t.relname || '.' || a.attname from pg_depend d
@@ -81,12 +89,13 @@ export async function dumpSchema(db: Queryable): Promise<string> {
   const columns = await db.query<ColumnRow>(columnsSql);
   const constraints = await db.query<DefRow>(constraintsSql);
   const indexes = await db.query<DefRow>(indexesSql);
+  const triggers = await db.query<DefRow>(triggersSql);
   const sequences = await db.query<DefRow>(sequencesSql);
   const functions = await db.query<DefRow>(functionsSql);
 
   const sections: string[] = [];
   for (const table of [...new Set(columns.map((c) => c.table_name))]) {
-    sections.push(renderTable(table, columns, constraints, indexes));
+    sections.push(renderTable(table, columns, constraints, [...indexes, ...triggers]));
   }
   for (const sequence of sequences) {
     sections.push(`-- sequence ${sequence.name} (${sequence.def})\n`);
@@ -97,6 +106,7 @@ export async function dumpSchema(db: Queryable): Promise<string> {
   return unqualify(sections.join('\n'), schema);
 }
 
+/** A table as `create table`, then its indexes' and triggers' definitions (`indexes`). */
 function renderTable(table: string, columns: ColumnRow[], constraints: DefRow[], indexes: DefRow[]) {
   const lines = columns.filter((c) => c.table_name === table).map((c) => {
     let line = `  ${c.column_name} ${c.type}`;
