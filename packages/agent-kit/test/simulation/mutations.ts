@@ -23,6 +23,13 @@ export const mutations: Mutation[] = [
     to: '',
   },
   {
+    name: 'reasoning-unguarded',
+    description: 'the mirror writes what the model thinks without checking owner and fence',
+    fn: 'agent_kit_mirror_reasoning(uuid, text, bigint, text, text)',
+    from: 'owner = p_owner and fence = p_fence and ',
+    to: '',
+  },
+  {
     name: 'close-unguarded',
     description: 'closing a run checks that it is running but not who holds it',
     fn: 'agent_kit_close_run(uuid, text, jsonb, text, bigint)',

@@ -10,7 +10,7 @@ import { action, advanceBy, runReaperNow, spawnDrain, type ActionPick, type Cand
 
 /** The writes only a lease holder may make, and the chance that one freezes its worker. */
 const freezeChance: Record<string, number> = {
-  mirror_partial: 0.1, renew_lease: 0.03, begin_segment: 0.12, commit_step: 0.2, record_effect: 0.15,
+  mirror_partial: 0.1, mirror_reasoning: 0.15, renew_lease: 0.03, begin_segment: 0.12, commit_step: 0.2, record_effect: 0.15,
   append_event: 0.15, transaction: 0.25, park_run: 0.3, fail_segment: 0.3, close_run: 0.4,
 };
 
