@@ -106,8 +106,8 @@ export async function dumpSchema(db: Queryable): Promise<string> {
   return unqualify(sections.join('\n'), schema);
 }
 
-/** A table as `create table`, then its indexes' and triggers' definitions (`indexes`). */
-function renderTable(table: string, columns: ColumnRow[], constraints: DefRow[], indexes: DefRow[]) {
+/** A table as `create table`, then the statements that create its indexes and triggers. */
+function renderTable(table: string, columns: ColumnRow[], constraints: DefRow[], attached: DefRow[]) {
   const lines = columns.filter((c) => c.table_name === table).map((c) => {
     let line = `  ${c.column_name} ${c.type}`;
     if (c.identity === 'a') line += ' generated always as identity';
@@ -119,8 +119,8 @@ function renderTable(table: string, columns: ColumnRow[], constraints: DefRow[],
   for (const k of constraints.filter((k) => k.table_name === table)) {
     lines.push(`  constraint ${k.name} ${k.def}`);
   }
-  const indexLines = indexes.filter((i) => i.table_name === table).map((i) => `${i.def};`);
-  return [`-- table ${table}`, `create table ${table} (`, lines.join(',\n'), ');', ...indexLines, ''].join('\n');
+  const attachedLines = attached.filter((i) => i.table_name === table).map((i) => `${i.def};`);
+  return [`-- table ${table}`, `create table ${table} (`, lines.join(',\n'), ');', ...attachedLines, ''].join('\n');
 }
 
 /** Function text without what versions print differently: trailing blanks, final newlines. */
