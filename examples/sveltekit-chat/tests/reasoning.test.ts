@@ -109,8 +109,9 @@ describe.skipIf(!hasChromium)(`the model's thinking${hasChromium ? '' : ` (skipp
     }
     const thinking = looks.filter((look) => look.reasoning !== '' && look.text === '');
     expect(thinking[0]).toMatchObject({ summary: 'Thinking…', open: true, placeholder: false });
-    // It streamed: the page showed it in parts, each time open under "Thinking…" alone.
-    expect(new Set(thinking.map((look) => look.reasoning.length)).size).toBeGreaterThanOrEqual(2);
+    // Each time it showed thinking, it was open under "Thinking…" alone. (That the log gets the
+    // thinking in parts, before it ends, is reasoning-shown.test.ts's; the page may apply them in
+    // one change when one network read brings them all, ADR-0048, as CI's loaded machine did.)
     expect(thinking.filter((look) => look.summary !== 'Thinking…' || !look.open || look.placeholder)).toEqual([]);
     // The reply's first word came after all of the thinking, which closed then.
     const first = looks.find((look) => look.text !== '');
