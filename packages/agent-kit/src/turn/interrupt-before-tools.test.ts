@@ -4,12 +4,11 @@
 // (cancel) or parks it for the operator (takeover), whose release runs each call once. Both
 // stores; the model requests the interrupt as its stream starts, so no mirror write sees it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { stepsModel } from '../../test/harness/steps-model.js';
-import { makeRuntime } from '../../test/harness/turn-kit.js';
+import { chargeTool, makeRuntime } from '../../test/harness/turn-kit.js';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { claimRun } from '../lease/lease.js';
-import type { AgentTool, LanguageModelV3 } from '../model/index.js';
+import type { LanguageModelV3 } from '../model/index.js';
 import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
 import { commitStep, type Step } from './journal.js';
@@ -19,15 +18,6 @@ let db: Db;
 beforeAll(async () => { db = await openTestDb(); });
 afterAll(async () => { await db.close(); });
 
-function chargeTool(charged: string[]): AgentTool<{ cents: number }, { ok: true }> {
-  return {
-    name: 'charge_card', description: 'Charge the card', inputSchema: z.object({ cents: z.number() }),
-    async execute(_input, { idempotencyKey }) {
-      charged.push(idempotencyKey);
-      return { ok: true };
-    },
-  };
-}
 
 /** Two charges in one step, then a text; `before` runs as the first stream starts. */
 function payingModel(before: () => Promise<unknown>): LanguageModelV3 {

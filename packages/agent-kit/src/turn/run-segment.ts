@@ -233,10 +233,13 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
     const ends = step.toolCalls.length === 0;
     // A step with tool calls starts the first call's effect in the same write (migration 0016),
     // unless too little time is left to run it: then the next segment starts it (ADR-0013).
+    // A cancel or takeover the mirror's last write saw leaves the lease held: the finished step is
+    // journalled all the same (closing nothing, starting no effect), so a released run does not
+    // ask the model for it again, and then the interrupt is honoured.
     const committed = await commitStep(rt.db, lease, step, event, {
       delta: taken.delta,
       close: ends ? { status: 'completed', message: { text: committedText([...journal, step]) } } : undefined,
-      start: ends || sliceDue(s) ? undefined : nextEffectStart(rt.tools, lease.runId, [...journal, step]),
+      start: ends || sliceDue(s) || taken.interrupt ? undefined : nextEffectStart(rt.tools, lease.runId, [...journal, step]),
     });
     if (!committed.ok) return lost(s);
     s.mirror.written(taken.delta);
@@ -245,7 +248,8 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
     started = committed.started;
     if (committed.messageId) return closed(s, 'completed', committed.messageId);
     // Not closed: the turn goes on, or a pending cancel/takeover kept the close (migration 0012).
-    s.interrupt = committed.interrupt;
+    s.interrupt = committed.interrupt ?? taken.interrupt ?? null;
+    if (taken.interrupt) return honourInterrupt(s)!;
   }
 }
 

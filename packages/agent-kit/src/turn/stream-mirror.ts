@@ -97,7 +97,9 @@ export class StreamMirror {
   private stop(reason: MirrorStop) {
     if (this.stopped) return;
     this.stopped = reason;
-    this.pending = [];
+    // A cancel or takeover leaves the lease held: the step the model has finished may still be
+    // committed with the text not yet written (takeForCommit). A lost lease or a store error leaves nothing to write.
+    if (reason !== 'cancel' && reason !== 'takeover') this.pending = [];
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     this.onStop(reason);
@@ -129,16 +131,19 @@ export class StreamMirror {
    * Hand the unwritten text to the caller, who writes it with the step it ends (one statement
    * instead of a mirror write and a step record). Waits for a write in flight first, and writes
    * unwritten reasoning (with the text before it) first, as the step record holds no reasoning
-   * event; returns the stop reason instead when the mirror stopped. Call `written(delta)` once
-   * that committed.
+   * event; returns the stop reason instead when the mirror stopped. A cancel or takeover seen by
+   * the last write, with only text left unwritten, still hands that text over, with the
+   * interrupt: the step is committed under the lease the segment still holds, and then honoured.
+   * Call `written(delta)` once that committed.
    */
-  async takeForCommit(): Promise<{ stopped: MirrorStop } | { delta: string }> {
+  async takeForCommit(): Promise<{ stopped: MirrorStop } | { delta: string; interrupt?: 'cancel' | 'takeover' }> {
     await this.writeOut(() => this.pending.some((batch) => batch.reasoning !== ''));
-    if (this.stopped) return { stopped: this.stopped };
+    const interrupt = this.stopped === 'cancel' || this.stopped === 'takeover' ? this.stopped : undefined;
+    if (this.stopped && !(interrupt && this.pending.every((batch) => batch.reasoning === ''))) return { stopped: this.stopped };
     // Left: at most the first batch, text alone.
     const delta = this.pending.shift()?.text ?? '';
     assert(this.pending.length === 0, 'only text is left for the step to commit');
-    return { delta };
+    return interrupt ? { delta, interrupt } : { delta };
   }
 
   /** Text taken with takeForCommit reached the database. */

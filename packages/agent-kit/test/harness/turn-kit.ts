@@ -3,6 +3,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { z } from 'zod';
 import type { AgentKitConfig } from '../../src/config.js';
 import { createScriptedModel, demoTools, type AgentTool, type LanguageModelV3 } from '../../src/model/index.js';
 import type { Db } from '../../src/store/db.js';
@@ -34,6 +35,17 @@ export function makeRuntime(
     tools: options.tools ?? { ...demoTools },
     config: testConfig(options.config),
     turnSettings: { mirrorIntervalMs: 2, ...options.settings },
+  };
+}
+
+/** A `charge_card` tool that records each call's idempotency key in `charged`. */
+export function chargeTool(charged: string[]): AgentTool<{ cents: number }, { ok: true }> {
+  return {
+    name: 'charge_card', description: 'Charge the card', inputSchema: z.object({ cents: z.number() }),
+    async execute(_input, { idempotencyKey }) {
+      charged.push(idempotencyKey);
+      return { ok: true };
+    },
   };
 }
 
