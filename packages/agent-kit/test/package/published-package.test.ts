@@ -31,8 +31,13 @@ const fixtures: Record<string, string> = {
   'tools.ts': "import { sendInvoice } from './send-invoice.js';\n\nexport const tools = { send_invoice: sendInvoice };\n",
   // What SvelteKit generates for a +server.ts, reduced to what the examples use.
   'src/routes/api/chat/$types.d.ts':
-    'export type RequestHandler = (event: { request: Request; params: Record<string, string> }) => Promise<Response>;\n',
+    'export type RequestHandler = (event: { request: Request; params: Record<string, string> }) => Promise<Response>;\n',  // The Next.js example's session: here the user a header names, as in the Node server's example.
+  'lib/session.ts': "export async function userIdOf(request: Request): Promise<string | null> {\n" +
+    "  return request.headers.get('x-user-id');\n}\n",
 };
+
+/** Next.js (App Router) files: checked with Next's settings (bundler resolution, the @/ alias). */
+const isNext = (file: string) => file.startsWith('app/') || file.startsWith('lib/');
 
 function stale(): string | undefined {
   const built = path.join(packageDir, 'dist', 'index.js');
@@ -70,8 +75,9 @@ describe.runIf(onPostgres)('the published package', () => {
     }
     return store === 'postgres' ? { ...kept, DATABASE_URL: urlForDatabase(database) } : kept;
   }
-  const tsx = (file: string) => run(process.execPath,
-    [path.join(project, 'node_modules', 'tsx', 'dist', 'cli.mjs'), file], { cwd: project, env: env(), timeoutMs: 120_000 });
+  const tsx = (file: string, tsconfig?: string) => run(process.execPath,
+    [path.join(project, 'node_modules', 'tsx', 'dist', 'cli.mjs'), ...(tsconfig ? ['--tsconfig', tsconfig] : []), file],
+    { cwd: project, env: env(), timeoutMs: 120_000 });
   const agentKit = (args: string[], store?: 'postgres' | 'embedded') => run(path.join(project, 'node_modules', '.bin', 'agent-kit'),
     args, { cwd: project, env: env(store), timeoutMs: 120_000 });
   const seen = new Set<string>();
@@ -117,8 +123,9 @@ describe.runIf(onPostgres)('the published package', () => {
     const migrated = await agentKit(['migrate']);
     if (migrated.code !== 0) throw new Error(`agent-kit migrate failed: ${explain(migrated)}`);
     const strict = { target: 'ES2022', strict: true, skipLibCheck: true, noEmit: true, types: ['node'] };
-    const node = docs.examples.filter((e) => !e.file.startsWith('src/')).map((e) => e.file);
+    const node = docs.examples.filter((e) => !e.file.startsWith('src/') && !isNext(e.file)).map((e) => e.file);
     const svelteKit = docs.examples.filter((e) => e.file.startsWith('src/')).map((e) => e.file);
+    const next = docs.examples.filter((e) => isNext(e.file)).map((e) => e.file);
     fs.writeFileSync(path.join(project, 'tsconfig.node.json'), JSON.stringify({
       compilerOptions: { ...strict, module: 'NodeNext', moduleResolution: 'NodeNext' }, files: node,
     }));
@@ -126,6 +133,10 @@ describe.runIf(onPostgres)('the published package', () => {
     fs.writeFileSync(path.join(project, 'tsconfig.sveltekit.json'), JSON.stringify({
       compilerOptions: { ...strict, module: 'ESNext', moduleResolution: 'bundler', paths: { '$lib/*': ['./src/lib/*'] } },
       files: svelteKit,
+    }));
+    fs.writeFileSync(path.join(project, 'tsconfig.next.json'), JSON.stringify({
+      compilerOptions: { ...strict, module: 'ESNext', moduleResolution: 'bundler', paths: { '@/*': ['./*'] } },
+      files: next,
     }));
   }, 420_000);
 
@@ -152,14 +163,15 @@ describe.runIf(onPostgres)('the published package', () => {
     const names = docs.examples.map((e) => e.file);
     expect(new Set(names).size, names.join(', ')).toBe(names.length);
     for (const file of ['quickstart.ts', 'chat-and-cron.ts', 'turn-once.ts', 'queue-turns.ts', 'send-invoice.ts',
-      'server.ts', 'try-tool.ts', 'instructions.ts', 'runtime-options.ts', 'worker.ts', 'src/lib/server/agent.ts']) {
+      'server.ts', 'try-tool.ts', 'instructions.ts', 'runtime-options.ts', 'worker.ts', 'src/lib/server/agent.ts',
+      'lib/agent.ts', 'app/api/[...path]/route.ts']) {
       expect(names).toContain(file);
     }
   });
 
-  it('typechecks every example against the installed declarations (Node and SvelteKit settings)', async () => {
+  it('typechecks every example against the installed declarations (Node, SvelteKit and Next.js settings)', async () => {
     const tsc = path.join(project, 'node_modules', 'typescript', 'bin', 'tsc');
-    for (const config of ['tsconfig.node.json', 'tsconfig.sveltekit.json']) {
+    for (const config of ['tsconfig.node.json', 'tsconfig.sveltekit.json', 'tsconfig.next.json']) {
       const checked = await run(process.execPath, [tsc, '-p', config], { cwd: project, timeoutMs: 120_000 });
       expect(checked.stdout, `${config}: ${explain(checked)}`).toBe('');
       expect(checked.code).toBe(0);
@@ -224,6 +236,35 @@ describe.runIf(onPostgres)('the published package', () => {
     const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r('still running'), 30_000))]);
     if (code === 'still running') server.kill('SIGKILL');
     expect(code, stderr).toBe(0);
+    expect((await newRuns()).map((r) => [r.status, r.effects])).toEqual([['completed', 0]]);
+  }, 240_000);
+
+  it("serves every route from the guide's Next.js catch-all route: a chat turn streams to its end, its thread reads back", async () => {
+    // What Next.js does with the route module: call its exports with the request.
+    fs.writeFileSync(path.join(project, 'next-route-check.ts'), [
+      "import { GET, POST } from '@/app/api/[...path]/route';",
+      "const alice = { 'x-user-id': 'alice' };",
+      "const chat = await POST(new Request('http://localhost/api/chat', {",
+      "  method: 'POST', headers: { ...alice, 'content-type': 'application/json' }, body: JSON.stringify({ message: 'Hi from Next' }),",
+      '}));',
+      'const stream = await chat.text(); // ends when the run closes',
+      "const threadId = chat.headers.get('x-agent-kit-thread-id');",
+      'const thread = await GET(new Request(`http://localhost/api/threads/${threadId}`, { headers: alice }));',
+      "const stranger = await GET(new Request(`http://localhost/api/threads/${threadId}`, { headers: { 'x-user-id': 'mallory' } }));",
+      "const elsewhere = await GET(new Request('http://localhost/api/elsewhere', { headers: alice }));",
+      'const messages = ((await thread.json()) as { messages: Array<{ role: string }> }).messages.map((m) => m.role);',
+      'console.log(JSON.stringify({',
+      "  chat: chat.status, last: stream.match(/^event: (.+)$/gm)?.at(-1), thread: thread.status, messages,",
+      '  stranger: stranger.status, elsewhere: elsewhere.status,',
+      '}));',
+      'process.exit(0);',
+      '',
+    ].join('\n'));
+    const ran = await tsx('next-route-check.ts', 'tsconfig.next.json');
+    expect(ran.code, explain(ran)).toBe(0);
+    expect(JSON.parse(ran.stdout.trim().split('\n').at(-1)!)).toEqual({
+      chat: 200, last: 'event: run-closed', thread: 200, messages: ['user', 'assistant'], stranger: 404, elsewhere: 404,
+    });
     expect((await newRuns()).map((r) => [r.status, r.effects])).toEqual([['completed', 0]]);
   }, 240_000);
 
