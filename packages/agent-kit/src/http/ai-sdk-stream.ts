@@ -32,12 +32,15 @@ export class UIMessageTranslator {
   private parked: Record<string, unknown> | undefined;
   /** The last model step stopped at the model's output limit. */
   private cutAtLimit = false;
+  /** The run's thread, from its events: the message's metadata names it, for the client's next turn. */
+  private threadId: string | undefined;
 
   constructor(private readonly runId: string) {}
 
   translate(event: ThreadEvent): Chunk[] {
     const out: Chunk[] = [];
     if (this.finished) return out;
+    this.threadId ??= event.threadId;
     if (event.runId !== this.runId) {
       out.push(this.note(event));
       return out;
@@ -100,6 +103,11 @@ export class UIMessageTranslator {
     return out;
   }
 
+  /** The message's run and thread: a client sends the thread's next message with `threadId`. */
+  private ids(): { runId: string; threadId?: string } {
+    return { runId: this.runId, ...(this.threadId ? { threadId: this.threadId } : {}) };
+  }
+
   private note(event: ThreadEvent): Chunk {
     return { type: 'data-agent-kit-event', data: eventPayload(event), transient: true };
   }
@@ -108,7 +116,7 @@ export class UIMessageTranslator {
     this.parked = undefined;
     if (!this.started) {
       this.started = true;
-      out.push({ type: 'start', messageId: this.runId, messageMetadata: { runId: this.runId } });
+      out.push({ type: 'start', messageId: this.runId, messageMetadata: this.ids() });
     }
     if (!this.stepOpen) {
       this.stepOpen = true;
@@ -240,7 +248,7 @@ export class UIMessageTranslator {
   private finish(out: Chunk[], finishReason: 'stop' | 'length' | 'error' | 'other', metadata: Record<string, unknown>) {
     this.ensureStarted(out);
     this.endStep(out);
-    out.push({ type: 'finish', finishReason, messageMetadata: { runId: this.runId, ...metadata } });
+    out.push({ type: 'finish', finishReason, messageMetadata: { ...this.ids(), ...metadata } });
     this.finished = true;
   }
 

@@ -74,6 +74,31 @@ describe('with the real turn engine', () => {
     expect(message.metadata).toMatchObject({ status: 'completed', partial: false });
   });
 
+  it("a chat's second message goes to the same thread: the reply's metadata names it for the transport to send", async () => {
+    const transport = new DefaultChatTransport<UIMessage>({
+      api: 'http://agent-kit.test/api/chat?format=ai-sdk',
+      headers: { 'x-user': 'fay' },
+      fetch: (input, init) => handlers.handle(new Request(input as string, init)),
+      prepareSendMessagesRequest: ({ messages }) => {
+        const threadId = messages.map((m) => (m.metadata as { threadId?: string } | undefined)?.threadId).findLast(Boolean);
+        return { body: { threadId, message: textOf(messages.at(-1)!), clientMessageId: messages.at(-1)!.id } };
+      },
+    });
+    const messages: UIMessage[] = [];
+    for (const [id, text] of [['u1', 'first of two'], ['u2', 'second of two']] as const) {
+      messages.push({ id, role: 'user', parts: [{ type: 'text', text }] });
+      const stream = await transport.sendMessages({ chatId: 'c2', trigger: 'submit-message', messageId: undefined, abortSignal: undefined, messages });
+      messages.push(await lastMessage(stream));
+    }
+    const [first, second] = [messages[1]!, messages[3]!];
+    const threadId = (first.metadata as { threadId: string }).threadId;
+    expect(threadId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(second.metadata).toMatchObject({ threadId, status: 'completed' });
+    expect(textOf(second)).toBe(scriptedReplyText(['first of two', 'second of two'], tokens)); // the model saw the first turn
+    const runs = await db.query<{ id: string; turn_no: number }>('select id, turn_no from agent_kit_runs where thread_id = $1 order by turn_no', [threadId]);
+    expect(runs.map((r) => [r.id, r.turn_no])).toEqual([[first.id, 1], [second.id, 2]]);
+  });
+
   it('what the model thinks reaches the AI SDK as reasoning parts, one a step, apart from the text (ADR-0070)', async () => {
     const text = 'look first #think #effect';
     const response = await handlers.handle(makeRequest('POST', '/api/chat?format=ai-sdk', { user: 'fay', body: { message: text } }));

@@ -164,7 +164,7 @@ describe.runIf(onPostgres)('the published package', () => {
     expect(new Set(names).size, names.join(', ')).toBe(names.length);
     for (const file of ['quickstart.ts', 'chat-and-cron.ts', 'turn-once.ts', 'queue-turns.ts', 'send-invoice.ts',
       'server.ts', 'try-tool.ts', 'instructions.ts', 'runtime-options.ts', 'worker.ts', 'src/lib/server/agent.ts',
-      'lib/agent.ts', 'app/api/[...path]/route.ts']) {
+      'lib/agent.ts', 'app/api/[...path]/route.ts', 'lib/chat-transport.ts']) {
       expect(names).toContain(file);
     }
   });
@@ -239,7 +239,7 @@ describe.runIf(onPostgres)('the published package', () => {
     expect((await newRuns()).map((r) => [r.status, r.effects])).toEqual([['completed', 0]]);
   }, 240_000);
 
-  it("serves every route from the guide's Next.js catch-all route: a chat turn streams to its end, its thread reads back", async () => {
+  it("serves every route from the guide's Next.js catch-all route, and its useChat transport keeps a chat in one thread", async () => {
     // What Next.js does with the route module: call its exports with the request.
     fs.writeFileSync(path.join(project, 'next-route-check.ts'), [
       "import { GET, POST } from '@/app/api/[...path]/route';",
@@ -253,9 +253,24 @@ describe.runIf(onPostgres)('the published package', () => {
       "const stranger = await GET(new Request(`http://localhost/api/threads/${threadId}`, { headers: { 'x-user-id': 'mallory' } }));",
       "const elsewhere = await GET(new Request('http://localhost/api/elsewhere', { headers: alice }));",
       'const messages = ((await thread.json()) as { messages: Array<{ role: string }> }).messages.map((m) => m.role);',
+      // useChat's side: two messages through the guide's transport, the second sent to the first's thread.
+      "import { readUIMessageStream, type UIMessage } from 'ai';",
+      "import { agentKitTransport } from '@/lib/chat-transport';",
+      "const transport = agentKitTransport({ api: 'http://localhost/api/chat?format=ai-sdk',",
+      "  fetch: (input, init) => POST(new Request(input as string, { ...init, headers: { ...init?.headers as Record<string, string>, ...alice } })) });",
+      'const chatted: UIMessage[] = [];',
+      "for (const [id, text] of [['u1', 'Hi from useChat'], ['u2', 'And again']]) {",
+      "  chatted.push({ id: id!, role: 'user', parts: [{ type: 'text', text: text! }] });",
+      "  const read = await transport.sendMessages({ chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: undefined, messages: chatted });",
+      '  let reply: UIMessage | undefined;',
+      '  for await (const message of readUIMessageStream<UIMessage>({ stream: read })) reply = message;',
+      '  chatted.push(reply!);',
+      '}',
+      'const replies = chatted.filter((m) => m.role === \'assistant\').map((m) => m.metadata as { threadId: string; status: string });',
       'console.log(JSON.stringify({',
       "  chat: chat.status, last: stream.match(/^event: (.+)$/gm)?.at(-1), thread: thread.status, messages,",
       '  stranger: stranger.status, elsewhere: elsewhere.status,',
+      '  useChat: replies.map((r) => [r.status, r.threadId === replies[0]!.threadId]),',
       '}));',
       'process.exit(0);',
       '',
@@ -264,8 +279,11 @@ describe.runIf(onPostgres)('the published package', () => {
     expect(ran.code, explain(ran)).toBe(0);
     expect(JSON.parse(ran.stdout.trim().split('\n').at(-1)!)).toEqual({
       chat: 200, last: 'event: run-closed', thread: 200, messages: ['user', 'assistant'], stranger: 404, elsewhere: 404,
+      useChat: [['completed', true], ['completed', true]],
     });
-    expect((await newRuns()).map((r) => [r.status, r.effects])).toEqual([['completed', 0]]);
+    const runs = await newRuns();
+    expect(runs.map((r) => [r.status, r.turnNo])).toEqual([['completed', 1], ['completed', 1], ['completed', 2]]);
+    expect(runs[2]!.threadId).toBe(runs[1]!.threadId); // useChat's two messages, one thread
   }, 240_000);
 
   it('runs the agent-kit command from the installed bin, on the server and on the embedded store', async () => {
