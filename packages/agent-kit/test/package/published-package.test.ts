@@ -255,22 +255,29 @@ describe.runIf(onPostgres)('the published package', () => {
       'const messages = ((await thread.json()) as { messages: Array<{ role: string }> }).messages.map((m) => m.role);',
       // useChat's side: two messages through the guide's transport, the second sent to the first's thread.
       "import { readUIMessageStream, type UIMessage } from 'ai';",
-      "import { agentKitTransport } from '@/lib/chat-transport';",
+      "import { agentKitTransport, toUIMessages } from '@/lib/chat-transport';",
       "const transport = agentKitTransport({ api: 'http://localhost/api/chat?format=ai-sdk',",
       "  fetch: (input, init) => POST(new Request(input as string, { ...init, headers: { ...init?.headers as Record<string, string>, ...alice } })) });",
-      'const chatted: UIMessage[] = [];',
-      "for (const [id, text] of [['u1', 'Hi from useChat'], ['u2', 'And again']]) {",
-      "  chatted.push({ id: id!, role: 'user', parts: [{ type: 'text', text: text! }] });",
-      "  const read = await transport.sendMessages({ chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: undefined, messages: chatted });",
+      'async function send(messages: UIMessage[], id: string, text: string): Promise<UIMessage[]> {',
+      "  const sent = [...messages, { id, role: 'user' as const, parts: [{ type: 'text' as const, text }] }];",
+      "  const read = await transport.sendMessages({ chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: undefined, messages: sent });",
       '  let reply: UIMessage | undefined;',
       '  for await (const message of readUIMessageStream<UIMessage>({ stream: read })) reply = message;',
-      '  chatted.push(reply!);',
+      '  return [...sent, reply!];',
       '}',
-      'const replies = chatted.filter((m) => m.role === \'assistant\').map((m) => m.metadata as { threadId: string; status: string });',
+      "const chatted = await send(await send([], 'u1', 'Hi from useChat'), 'u2', 'And again');",
+      // Reopened from the thread's read, as a page load does, and a third message sent.
+      "const threadOf = (m: UIMessage) => (m.metadata as { threadId: string }).threadId;",
+      "const replyIds = (messages: UIMessage[]) => messages.filter((m) => m.role === 'assistant').map((m) => m.id).join();",
+      'const reread = await GET(new Request(`http://localhost/api/threads/${threadOf(chatted[1]!)}`, { headers: alice }));',
+      'const reopened = toUIMessages(await reread.json());',
+      "const after = await send(reopened, 'u3', 'Once more');",
+      'const replies = after.filter((m) => m.role === \'assistant\').map((m) => m.metadata as { threadId: string; status?: string });',
       'console.log(JSON.stringify({',
       "  chat: chat.status, last: stream.match(/^event: (.+)$/gm)?.at(-1), thread: thread.status, messages,",
       '  stranger: stranger.status, elsewhere: elsewhere.status,',
-      '  useChat: replies.map((r) => [r.status, r.threadId === replies[0]!.threadId]),',
+      '  useChat: replies.map((r) => [r.status ?? null, r.threadId === replies[0]!.threadId]),',
+      "  reopened: [reopened.map((m) => m.role), replyIds(reopened) === replyIds(chatted)],",
       '}));',
       'process.exit(0);',
       '',
@@ -279,11 +286,13 @@ describe.runIf(onPostgres)('the published package', () => {
     expect(ran.code, explain(ran)).toBe(0);
     expect(JSON.parse(ran.stdout.trim().split('\n').at(-1)!)).toEqual({
       chat: 200, last: 'event: run-closed', thread: 200, messages: ['user', 'assistant'], stranger: 404, elsewhere: 404,
-      useChat: [['completed', true], ['completed', true]],
+      // The reopened replies carry no status (the read has none to give); the live ones do.
+      useChat: [[null, true], [null, true], ['completed', true]],
+      reopened: [['user', 'assistant', 'user', 'assistant'], true], // a reply keeps its live id (the run's)
     });
     const runs = await newRuns();
-    expect(runs.map((r) => [r.status, r.turnNo])).toEqual([['completed', 1], ['completed', 1], ['completed', 2]]);
-    expect(runs[2]!.threadId).toBe(runs[1]!.threadId); // useChat's two messages, one thread
+    expect(runs.map((r) => [r.status, r.turnNo])).toEqual([['completed', 1], ['completed', 1], ['completed', 2], ['completed', 3]]);
+    expect(new Set(runs.slice(1).map((r) => r.threadId)).size).toBe(1); // useChat's three messages, one thread
   }, 240_000);
 
   it('runs the agent-kit command from the installed bin, on the server and on the embedded store', async () => {
