@@ -75,9 +75,9 @@ describe.runIf(onPostgres)('the published package', () => {
     }
     return store === 'postgres' ? { ...kept, DATABASE_URL: urlForDatabase(database) } : kept;
   }
-  const tsx = (file: string, tsconfig?: string) => run(process.execPath,
-    [path.join(project, 'node_modules', 'tsx', 'dist', 'cli.mjs'), ...(tsconfig ? ['--tsconfig', tsconfig] : []), file],
-    { cwd: project, env: env(), timeoutMs: 120_000 });
+  const tsx = (file: string, o: { tsconfig?: string; env?: NodeJS.ProcessEnv } = {}) => run(process.execPath,
+    [path.join(project, 'node_modules', 'tsx', 'dist', 'cli.mjs'), ...(o.tsconfig ? ['--tsconfig', o.tsconfig] : []), file],
+    { cwd: project, env: { ...env(), ...o.env }, timeoutMs: 120_000 });
   const agentKit = (args: string[], store?: 'postgres' | 'embedded') => run(path.join(project, 'node_modules', '.bin', 'agent-kit'),
     args, { cwd: project, env: env(store), timeoutMs: 120_000 });
   const seen = new Set<string>();
@@ -256,8 +256,8 @@ describe.runIf(onPostgres)('the published package', () => {
       // useChat's side: two messages through the guide's transport, the second sent to the first's thread.
       "import { readUIMessageStream, type UIMessage } from 'ai';",
       "import { agentKitTransport, toUIMessages } from '@/lib/chat-transport';",
-      "const transport = agentKitTransport({ api: 'http://localhost/api/chat?format=ai-sdk',",
-      "  fetch: (input, init) => POST(new Request(input as string, { ...init, headers: { ...init?.headers as Record<string, string>, ...alice } })) });",
+      "const transport = agentKitTransport({ origin: 'http://localhost',",
+      "  fetch: (input, init) => (init?.method === 'POST' ? POST : GET)(new Request(input as string, { ...init, headers: { ...init?.headers as Record<string, string>, ...alice } })) });",
       'async function send(messages: UIMessage[], id: string, text: string): Promise<UIMessage[]> {',
       "  const sent = [...messages, { id, role: 'user' as const, parts: [{ type: 'text' as const, text }] }];",
       "  const read = await transport.sendMessages({ chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: undefined, messages: sent });",
@@ -273,26 +273,45 @@ describe.runIf(onPostgres)('the published package', () => {
       'const reopened = toUIMessages(await reread.json());',
       "const after = await send(reopened, 'u3', 'Once more');",
       'const replies = after.filter((m) => m.role === \'assistant\').map((m) => m.metadata as { threadId: string; status?: string });',
+      // A page reloaded while a reply streams: the POST's reader goes away after its first chunk, and
+      // useChat's resume (reconnectToStream) reads the turn again from its start, to its end.
+      'const reading = new AbortController();',
+      "const sent = await transport.sendMessages({ chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: reading.signal,",
+      "  messages: [...after, { id: 'u4', role: 'user', parts: [{ type: 'text', text: 'Reload me' }] }] });",
+      'await sent.getReader().read();',
+      'reading.abort();',
+      'const midTurn = (await (await GET(new Request(`http://localhost/api/threads/${threadOf(after[1]!)}`, { headers: alice }))).json()) as',
+      '  { runs: Array<{ status: string }> };',
+      'const resumed = await transport.reconnectToStream({ chatId: threadOf(after[1]!) });',
+      'let reloaded: UIMessage | undefined;',
+      'for await (const message of readUIMessageStream<UIMessage>({ stream: resumed! })) reloaded = message;',
+      'const final = (await (await GET(new Request(`http://localhost/api/threads/${threadOf(after[1]!)}`, { headers: alice }))).json()) as',
+      '  { messages: Array<{ runId: string | null; role: string; text: string }> };',
+      "const stored = final.messages.at(-1)!;",
+      'const shownText = reloaded!.parts.map((p) => (p.type === \'text\' ? p.text : \'\')).join(\'\');',
       'console.log(JSON.stringify({',
       "  chat: chat.status, last: stream.match(/^event: (.+)$/gm)?.at(-1), thread: thread.status, messages,",
       '  stranger: stranger.status, elsewhere: elsewhere.status,',
       '  useChat: replies.map((r) => [r.status ?? null, r.threadId === replies[0]!.threadId]),',
       "  reopened: [reopened.map((m) => m.role), replyIds(reopened) === replyIds(chatted)],",
+      "  resumed: [['queued', 'running'].includes(midTurn.runs.at(-1)!.status) ? 'under way' : midTurn.runs.at(-1)!.status, stored.role, reloaded!.id === stored.runId, shownText === stored.text && shownText.length > 0, (reloaded!.metadata as { status: string }).status],",
       '}));',
       'process.exit(0);',
       '',
     ].join('\n'));
-    const ran = await tsx('next-route-check.ts', 'tsconfig.next.json');
+    // Words 40 ms apart, as a model streams them: the reload below comes while the reply streams.
+    const ran = await tsx('next-route-check.ts', { tsconfig: 'tsconfig.next.json', env: { AGENT_KIT_SCRIPTED_DELAY_MS: '40' } });
     expect(ran.code, explain(ran)).toBe(0);
     expect(JSON.parse(ran.stdout.trim().split('\n').at(-1)!)).toEqual({
       chat: 200, last: 'event: run-closed', thread: 200, messages: ['user', 'assistant'], stranger: 404, elsewhere: 404,
       // The reopened replies carry no status (the read has none to give); the live ones do.
       useChat: [[null, true], [null, true], ['completed', true]],
       reopened: [['user', 'assistant', 'user', 'assistant'], true], // a reply keeps its live id (the run's)
+      resumed: ['under way', 'assistant', true, true, 'completed'],
     });
     const runs = await newRuns();
-    expect(runs.map((r) => [r.status, r.turnNo])).toEqual([['completed', 1], ['completed', 1], ['completed', 2], ['completed', 3]]);
-    expect(new Set(runs.slice(1).map((r) => r.threadId)).size).toBe(1); // useChat's three messages, one thread
+    expect(runs.map((r) => [r.status, r.turnNo])).toEqual([['completed', 1], ['completed', 1], ['completed', 2], ['completed', 3], ['completed', 4]]);
+    expect(new Set(runs.slice(1).map((r) => r.threadId)).size).toBe(1); // useChat's four messages, one thread
   }, 240_000);
 
   it('runs the agent-kit command from the installed bin, on the server and on the embedded store', async () => {
