@@ -289,11 +289,22 @@ describe.runIf(onPostgres)('the published package', () => {
       '  { messages: Array<{ runId: string | null; role: string; text: string }> };',
       "const stored = final.messages.at(-1)!;",
       'const shownText = reloaded!.parts.map((p) => (p.type === \'text\' ? p.text : \'\')).join(\'\');',
+      // A question: the stream ends with it; the answer goes to the run's input route, and resume follows the rest.
+      "const asked = (await send([], 'q1', 'Pick a colour #ask')).at(-1)!;",
+      "const question = asked.parts.find((p) => p.type === 'data-agent-kit-input') as { data: { id: string; runId: string } };",
+      'const answered = await POST(new Request(`http://localhost/api/runs/${question.data.runId}/input`, {',
+      "  method: 'POST', headers: { ...alice, 'content-type': 'application/json' }, body: JSON.stringify({ questionId: question.data.id, answer: 'blue' }),",
+      '}));',
+      'let afterAnswer: UIMessage | undefined;',
+      'for await (const message of readUIMessageStream<UIMessage>({ stream: (await transport.reconnectToStream({ chatId: threadOf(asked) }))! })) afterAnswer = message;',
+      "const askTool = afterAnswer!.parts.find((p) => p.type === 'tool-ask_user') as { state: string; output: unknown } | undefined;",
       'console.log(JSON.stringify({',
       "  chat: chat.status, last: stream.match(/^event: (.+)$/gm)?.at(-1), thread: thread.status, messages,",
       '  stranger: stranger.status, elsewhere: elsewhere.status,',
       '  useChat: replies.map((r) => [r.status ?? null, r.threadId === replies[0]!.threadId]),',
       "  reopened: [reopened.map((m) => m.role), replyIds(reopened) === replyIds(chatted)],",
+      "  asked: [(asked.metadata as { status: string }).status, answered.status, afterAnswer!.id === asked.id, askTool?.state, askTool?.output,",
+      "    (afterAnswer!.metadata as { status: string }).status],",
       "  resumed: [['queued', 'running'].includes(midTurn.runs.at(-1)!.status) ? 'under way' : midTurn.runs.at(-1)!.status, stored.role, reloaded!.id === stored.runId, shownText === stored.text && shownText.length > 0, (reloaded!.metadata as { status: string }).status],",
       '}));',
       'process.exit(0);',
@@ -308,10 +319,13 @@ describe.runIf(onPostgres)('the published package', () => {
       useChat: [[null, true], [null, true], ['completed', true]],
       reopened: [['user', 'assistant', 'user', 'assistant'], true], // a reply keeps its live id (the run's)
       resumed: ['under way', 'assistant', true, true, 'completed'],
+      asked: ['waiting_input', 200, true, 'output-available', { answer: 'blue' }, 'completed'],
     });
     const runs = await newRuns();
-    expect(runs.map((r) => [r.status, r.turnNo])).toEqual([['completed', 1], ['completed', 1], ['completed', 2], ['completed', 3], ['completed', 4]]);
-    expect(new Set(runs.slice(1).map((r) => r.threadId)).size).toBe(1); // useChat's four messages, one thread
+    expect(runs.map((r) => [r.status, r.turnNo])).toEqual([
+      ['completed', 1], ['completed', 1], ['completed', 2], ['completed', 3], ['completed', 4], ['completed', 1],
+    ]);
+    expect(new Set(runs.slice(1, 5).map((r) => r.threadId)).size).toBe(1); // useChat's four messages, one thread
   }, 240_000);
 
   it('runs the agent-kit command from the installed bin, on the server and on the embedded store', async () => {
