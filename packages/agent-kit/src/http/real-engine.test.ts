@@ -1,13 +1,19 @@
 // The handlers with the real turn engine (imported lazily, as an app gets it) and the scripted
 // model, on both stores: a chat turn streams to completion, a question parks the stream and the
 // answer route resumes the run in the background, and the AI SDK reads both the live turn and
-// the replay of a run that asked a question as one assistant message.
+// the replay of a run that asked a question as one assistant message. And agent-kit/client
+// (ADR-0075): useChat's transport keeps a chat in one thread, a chat reopened from its thread's
+// read goes on in it, a reply whose reader went away mid-turn is resumed from its start to its
+// end under the same id, and the module imports nothing but the `ai` package.
+import fs from 'node:fs';
+import path from 'node:path';
 import { DefaultChatTransport, readUIMessageStream, type UIMessage, type UIMessageChunk } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { headerAuth, makeRequest, payload, readSse } from '../../test/harness/http-harness.js';
-import { makeRuntime } from '../../test/harness/turn-kit.js';
+import { freezingModel, gate, makeRuntime } from '../../test/harness/turn-kit.js';
 import { openTestDb } from '../../test/harness/test-db.js';
-import { scriptedReasoningText, scriptedReplyText } from '../model/index.js';
+import { agentKitTransport, threadIdOf, toUIMessages, type ThreadRead } from '../client/index.js';
+import { createScriptedModel, scriptedReasoningText, scriptedReplyText } from '../model/index.js';
 import type { Db } from '../store/db.js';
 import { createHandlers, type Handlers } from './handlers.js';
 
@@ -72,31 +78,6 @@ describe('with the real turn engine', () => {
     const message = await lastMessage(stream);
     expect(textOf(message)).toBe(scriptedReplyText(['hello engine'], tokens));
     expect(message.metadata).toMatchObject({ status: 'completed', partial: false });
-  });
-
-  it("a chat's second message goes to the same thread: the reply's metadata names it for the transport to send", async () => {
-    const transport = new DefaultChatTransport<UIMessage>({
-      api: 'http://agent-kit.test/api/chat?format=ai-sdk',
-      headers: { 'x-user': 'fay' },
-      fetch: (input, init) => handlers.handle(new Request(input as string, init)),
-      prepareSendMessagesRequest: ({ messages }) => {
-        const threadId = messages.map((m) => (m.metadata as { threadId?: string } | undefined)?.threadId).findLast(Boolean);
-        return { body: { threadId, message: textOf(messages.at(-1)!), clientMessageId: messages.at(-1)!.id } };
-      },
-    });
-    const messages: UIMessage[] = [];
-    for (const [id, text] of [['u1', 'first of two'], ['u2', 'second of two']] as const) {
-      messages.push({ id, role: 'user', parts: [{ type: 'text', text }] });
-      const stream = await transport.sendMessages({ chatId: 'c2', trigger: 'submit-message', messageId: undefined, abortSignal: undefined, messages });
-      messages.push(await lastMessage(stream));
-    }
-    const [first, second] = [messages[1]!, messages[3]!];
-    const threadId = (first.metadata as { threadId: string }).threadId;
-    expect(threadId).toMatch(/^[0-9a-f-]{36}$/);
-    expect(second.metadata).toMatchObject({ threadId, status: 'completed' });
-    expect(textOf(second)).toBe(scriptedReplyText(['first of two', 'second of two'], tokens)); // the model saw the first turn
-    const runs = await db.query<{ id: string; turn_no: number }>('select id, turn_no from agent_kit_runs where thread_id = $1 order by turn_no', [threadId]);
-    expect(runs.map((r) => [r.id, r.turn_no])).toEqual([[first.id, 1], [second.id, 2]]);
   });
 
   it('what the model thinks reaches the AI SDK as reasoning parts, one a step, apart from the text (ADR-0070)', async () => {
@@ -188,5 +169,91 @@ describe('with the real turn engine', () => {
     // A client that has the whole message gets only the stream's end.
     const last = await readSse(await replay(path, full[cuts.at(-1)!]!.id));
     expect(last.events.map((e) => e.data)).toEqual(['[DONE]']);
+  });
+});
+
+const transportTo = (served: () => Handlers) => agentKitTransport({
+  origin: 'http://agent-kit.test',
+  headers: { 'x-user': 'fay' },
+  fetch: (input, init) => served().handle(new Request(input as string, init)),
+});
+const transport = transportTo(() => handlers);
+
+/** `messages` with a user message of `text`, then the reply the transport streams for it. */
+async function send(messages: UIMessage[], id: string, text: string): Promise<UIMessage[]> {
+  const sent: UIMessage[] = [...messages, { id, role: 'user', parts: [{ type: 'text', text }] }];
+  const stream = await transport.sendMessages({ chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: undefined, messages: sent });
+  return [...sent, await lastMessage(stream)];
+}
+
+async function readThread(threadId: string): Promise<ThreadRead & { runs: Array<{ id: string; status: string; turnNo: number }> }> {
+  return (await handlers.handle(makeRequest('GET', `/api/threads/${threadId}`, { user: 'fay' }))).json();
+}
+
+describe('agent-kit/client', () => {
+  it('keeps a chat in one thread, and a chat reopened from its read goes on in it', async () => {
+    const chat = await send(await send([], 'u1', 'first of three'), 'u2', 'second of three');
+    const threadId = threadIdOf(chat)!;
+    expect(threadId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(chat[3]!.metadata).toMatchObject({ threadId, runId: chat[3]!.id, status: 'completed' });
+    expect(textOf(chat[3]!)).toBe(scriptedReplyText(['first of three', 'second of three'], tokens)); // the model saw turn 1
+
+    const reopened = toUIMessages(await readThread(threadId));
+    expect(reopened.map((m) => [m.role, m.role === 'assistant' ? m.id : textOf(m)])).toEqual([
+      ['user', 'first of three'], ['assistant', chat[1]!.id], ['user', 'second of three'], ['assistant', chat[3]!.id],
+    ]);
+    expect(reopened.map(textOf)).toEqual(chat.map(textOf));
+    const after = await send(reopened, 'u3', 'third of three');
+    expect(threadIdOf(after)).toBe(threadId);
+    const { runs } = await readThread(threadId);
+    expect(runs.map((r) => [r.id, r.turnNo, r.status])).toEqual([
+      [chat[1]!.id, 1, 'completed'], [chat[3]!.id, 2, 'completed'], [after[5]!.id, 3, 'completed'],
+    ]);
+  });
+
+  it('resumes a reply whose reader left mid-turn, from its start to its end, under the same id', async () => {
+    const first = await send([], 'r1', 'start a thread');
+    const threadId = threadIdOf(first)!;
+    // The next reply's model stops after a few words until the page has reloaded.
+    const reloaded = gate();
+    const paused = gate();
+    const model = freezingModel(createScriptedModel({ tokens }), 5, reloaded.wait(), paused.open);
+    const holding = createHandlers({ rt: makeRuntime(db, { model }), authenticate: headerAuth });
+    const reading = new AbortController();
+    const stream = await transportTo(() => holding).sendMessages({
+      chatId: threadId, trigger: 'submit-message', messageId: undefined, abortSignal: reading.signal,
+      messages: [...first, { id: 'r2', role: 'user', parts: [{ type: 'text', text: 'reload me halfway' }] }],
+    });
+    const reader = stream.getReader();
+    for (let chunk = await reader.read(); !chunk.done && chunk.value.type !== 'text-delta'; chunk = await reader.read());
+    await paused.wait();
+    reading.abort(); // the page reloads: some of the reply shown, the rest still to come
+    const underWay = (await readThread(threadId)).runs.at(-1)!;
+    expect(underWay.status).toBe('running');
+
+    const resuming = transport.reconnectToStream({ chatId: threadId });
+    reloaded.open();
+    const resumed = await lastMessage((await resuming)!);
+    expect(resumed.id).toBe(underWay.id);
+    expect(textOf(resumed)).toBe(scriptedReplyText(['start a thread', 'reload me halfway'], tokens));
+    expect(resumed.metadata).toMatchObject({ threadId, runId: underWay.id, status: 'completed' });
+    await holding.segments.settle();
+  });
+
+  it('refuses to send a chat whose last message is not the user\'s', async () => {
+    await expect(transport.sendMessages({
+      chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: undefined,
+      messages: [{ id: 'a', role: 'assistant', parts: [{ type: 'text', text: 'hi' }] }],
+    })).rejects.toThrow(/last message as the user's next one/);
+  });
+
+  it('imports nothing but the ai package', () => {
+    const dir = path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'client');
+    const sources = fs.readdirSync(dir).filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts'));
+    expect(sources.length).toBeGreaterThan(0);
+    for (const file of sources) {
+      const specifiers = [...fs.readFileSync(path.join(dir, file), 'utf8').matchAll(/^\s*(?:import|export)\b[^;]*?from\s+'([^']+)'/gm)].map((m) => m[1]);
+      expect(specifiers.filter((s) => s !== 'ai' && !s!.startsWith('./')), file).toEqual([]);
+    }
   });
 });

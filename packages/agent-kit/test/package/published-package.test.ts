@@ -164,7 +164,7 @@ describe.runIf(onPostgres)('the published package', () => {
     expect(new Set(names).size, names.join(', ')).toBe(names.length);
     for (const file of ['quickstart.ts', 'chat-and-cron.ts', 'turn-once.ts', 'queue-turns.ts', 'send-invoice.ts',
       'server.ts', 'try-tool.ts', 'instructions.ts', 'runtime-options.ts', 'worker.ts', 'src/lib/server/agent.ts',
-      'lib/agent.ts', 'app/api/[...path]/route.ts', 'lib/chat-transport.ts']) {
+      'lib/agent.ts', 'app/api/[...path]/route.ts', 'lib/chat.ts']) {
       expect(names).toContain(file);
     }
   });
@@ -253,9 +253,9 @@ describe.runIf(onPostgres)('the published package', () => {
       "const stranger = await GET(new Request(`http://localhost/api/threads/${threadId}`, { headers: { 'x-user-id': 'mallory' } }));",
       "const elsewhere = await GET(new Request('http://localhost/api/elsewhere', { headers: alice }));",
       'const messages = ((await thread.json()) as { messages: Array<{ role: string }> }).messages.map((m) => m.role);',
-      // useChat's side: two messages through the guide's transport, the second sent to the first's thread.
+      // useChat's side: two messages through agent-kit/client's transport, the second sent to the first's thread.
       "import { readUIMessageStream, type UIMessage } from 'ai';",
-      "import { agentKitTransport, toUIMessages } from '@/lib/chat-transport';",
+      "import { agentKitTransport, toUIMessages } from 'agent-kit/client';",
       "const transport = agentKitTransport({ origin: 'http://localhost',",
       "  fetch: (input, init) => (init?.method === 'POST' ? POST : GET)(new Request(input as string, { ...init, headers: { ...init?.headers as Record<string, string>, ...alice } })) });",
       'async function send(messages: UIMessage[], id: string, text: string): Promise<UIMessage[]> {',
