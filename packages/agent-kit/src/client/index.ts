@@ -65,17 +65,18 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
 /** A thread as `GET /api/threads/:id` answers it, as far as `toUIMessages` reads it. */
 export interface ThreadRead {
   thread: { id: string };
-  messages: ReadonlyArray<{ id: string; runId: string | null; role: string; text: string }>;
+  messages: ReadonlyArray<{ id: string; runId: string | null; clientMessageId?: string | null; role: string; text: string }>;
 }
 
 /**
- * A thread read back as `useChat`'s starting `messages`: each reply under its run's id (the id
- * its live stream had, so a resumed stream takes its place), each message naming the thread.
+ * A thread read back as `useChat`'s starting `messages`, under the ids the chat knew them by: a
+ * reply under its run's id (the id its live stream had, so a resumed stream takes its place), a
+ * user's message under the id it was sent with; each message names the thread.
  */
 export function toUIMessages(read: ThreadRead): UIMessage[] {
   const metadata = { threadId: read.thread.id };
   return read.messages.map((m) => ({
-    id: m.role === 'assistant' && m.runId ? m.runId : m.id,
+    id: m.role === 'assistant' && m.runId ? m.runId : (m.clientMessageId ?? m.id),
     role: m.role === 'assistant' ? 'assistant' : 'user',
     parts: [{ type: 'text', text: m.text }],
     metadata: m.role === 'assistant' && m.runId ? { ...metadata, runId: m.runId } : metadata,

@@ -18,6 +18,8 @@ export interface ThreadSummary {
 export interface MessageView {
   id: string;
   runId: string | null;
+  /** The id the client sent the message with (`clientMessageId`), if it sent one. */
+  clientMessageId: string | null;
   role: string;
   text: string;
   content: Record<string, unknown>;
@@ -118,6 +120,7 @@ export async function readThread(db: Queryable, threadId: string): Promise<Threa
 export interface MessageRow {
   id: string;
   run_id: string | null;
+  client_message_id: string | null;
   role: string;
   content: Record<string, unknown>;
   partial: boolean;
@@ -128,6 +131,7 @@ export function toMessageView(row: MessageRow): MessageView {
   return {
     id: row.id,
     runId: row.run_id,
+    clientMessageId: row.client_message_id,
     role: row.role,
     text: typeof row.content.text === 'string' ? row.content.text : '',
     content: row.content,
@@ -140,7 +144,7 @@ export function toMessageView(row: MessageRow): MessageView {
 export async function listThreadMessages(db: Queryable, threadId: string): Promise<MessageView[]> {
   const rows = await db.query<MessageRow>(
     `select * from (
-       select id, run_id, role, content, partial, created_at from agent_kit_messages
+       select id, run_id, client_message_id, role, content, partial, created_at from agent_kit_messages
        where thread_id = $1 order by created_at desc, id desc limit $2
      ) m order by created_at, id`,
     [threadId, maxThreadItems],
@@ -155,7 +159,7 @@ export async function listThreadMessages(db: Queryable, threadId: string): Promi
  */
 export async function listRunMessages(db: Queryable, runId: string): Promise<MessageView[]> {
   const rows = await db.query<MessageRow>(
-    `select id, run_id, role, content, partial, created_at from agent_kit_messages
+    `select id, run_id, client_message_id, role, content, partial, created_at from agent_kit_messages
      where thread_id = (select thread_id from agent_kit_runs where id = $1) and run_id = $1
      order by created_at, id limit $2`,
     [runId, maxThreadItems],

@@ -127,7 +127,7 @@ async function seqBeforeTurn(db: Queryable, threadId: string, turnNo: number): P
  */
 async function listRunsMessages(db: Queryable, runIds: string[]): Promise<MessageView[]> {
   if (runIds.length === 0) return [];
-  const columns = 'id, run_id, role, content, partial, created_at';
+  const columns = 'id, run_id, client_message_id, role, content, partial, created_at';
   const rows = await db.query<MessageRow>(
     `select ${columns} from agent_kit_messages where run_id = any(string_to_array($1, ',')::uuid[]) and role = 'user'
      union all

@@ -268,7 +268,7 @@ describe.runIf(onPostgres)('the published package', () => {
       "const chatted = await send(await send([], 'u1', 'Hi from useChat'), 'u2', 'And again');",
       // Reopened from the thread's read, as a page load does, and a third message sent.
       "const threadOf = (m: UIMessage) => (m.metadata as { threadId: string }).threadId;",
-      "const replyIds = (messages: UIMessage[]) => messages.filter((m) => m.role === 'assistant').map((m) => m.id).join();",
+      "const ids = (messages: UIMessage[]) => messages.map((m) => m.id).join();",
       'const reread = await GET(new Request(`http://localhost/api/threads/${threadOf(chatted[1]!)}`, { headers: alice }));',
       'const reopened = toUIMessages(await reread.json());',
       "const after = await send(reopened, 'u3', 'Once more');",
@@ -302,7 +302,7 @@ describe.runIf(onPostgres)('the published package', () => {
       "  chat: chat.status, last: stream.match(/^event: (.+)$/gm)?.at(-1), thread: thread.status, messages,",
       '  stranger: stranger.status, elsewhere: elsewhere.status,',
       '  useChat: replies.map((r) => [r.status ?? null, r.threadId === replies[0]!.threadId]),',
-      "  reopened: [reopened.map((m) => m.role), replyIds(reopened) === replyIds(chatted)],",
+      "  reopened: [reopened.map((m) => m.role), ids(reopened) === ids(chatted)],",
       "  asked: [(asked.metadata as { status: string }).status, answered.status, afterAnswer!.id === asked.id, askTool?.state, askTool?.output,",
       "    (afterAnswer!.metadata as { status: string }).status],",
       "  resumed: [['queued', 'running'].includes(midTurn.runs.at(-1)!.status) ? 'under way' : midTurn.runs.at(-1)!.status, stored.role, reloaded!.id === stored.runId, shownText === stored.text && shownText.length > 0, (reloaded!.metadata as { status: string }).status],",
@@ -317,7 +317,7 @@ describe.runIf(onPostgres)('the published package', () => {
       chat: 200, last: 'event: run-closed', thread: 200, messages: ['user', 'assistant'], stranger: 404, elsewhere: 404,
       // The reopened replies carry no status (the read has none to give); the live ones do.
       useChat: [[null, true], [null, true], ['completed', true]],
-      reopened: [['user', 'assistant', 'user', 'assistant'], true], // a reply keeps its live id (the run's)
+      reopened: [['user', 'assistant', 'user', 'assistant'], true], // the ids they had live: as sent, and the runs'
       resumed: ['under way', 'assistant', true, true, 'completed'],
       asked: ['waiting_input', 200, true, 'output-available', { answer: 'blue' }, 'completed'],
     });
