@@ -2,6 +2,7 @@
 // stdout, the way the chat request does: start the turn, follow the thread's events, run the
 // segment. A question or approval the turn waits for is printed with the command that answers it.
 import { type Command, CommanderError } from 'commander';
+import type { EventFollower, ThreadEvent } from '../../event-log/index.js';
 import { runFailureText } from '../../event-log/run-failure.js';
 import type { Queryable } from '../../store/db.js';
 import type { SegmentOutcome } from '../../turn/types.js';
@@ -37,14 +38,41 @@ export function register(program: Command) {
           afterSeq: Number(afterSeq),
           until: (e) => e.runId === turn.runId && (e.type === 'run-closed' || e.type === 'run-parked'),
         });
-        const printing = printRun(follower, turn.runId);
+        // The follower ends at the run's close or park; a segment that ended otherwise (stopped,
+        // lost) ends it once it has printed what the log holds now, which the segment wrote.
+        let endAt = Number.POSITIVE_INFINITY;
+        const printing = printRun(upTo(follower, () => endAt), turn.runId);
         const outcome = await runSegment(rt, { runId: turn.runId, owner: newOwner('cli') });
-        if (outcome.kind !== 'closed' && outcome.kind !== 'parked') follower.close();
+        if (outcome.kind !== 'closed' && outcome.kind !== 'parked') {
+          endAt = await logEnd(rt.db, turn.threadId).catch(() => follower.cursor);
+          if (follower.cursor >= endAt) follower.close();
+          setTimeout(() => follower.close(), catchUpMs).unref();
+        }
         await printing;
         const queued = outcome.kind === 'parked' && outcome.status === 'queued';
         report(outcome, turn.runId, turn.threadId, queued ? await jobDueInMs(rt.db, turn.runId) : null);
       }, {});
     });
+}
+
+/** Longest the command waits for its follower to print what a segment that did not finish wrote. */
+const catchUpMs = 5_000;
+
+/** The events of `follower` until the seq `endAt()` (infinite until set), then it is closed. */
+async function* upTo(follower: EventFollower, endAt: () => number): AsyncGenerator<ThreadEvent> {
+  for await (const event of follower) {
+    yield event;
+    if (event.seq >= endAt()) {
+      follower.close();
+      return;
+    }
+  }
+}
+
+/** The seq of the thread's last event. */
+async function logEnd(db: Queryable, threadId: string): Promise<number> {
+  const [row] = await db.query<{ seq: number | string }>('select last_seq as seq from agent_kit_threads where id = $1', [threadId]);
+  return Number(row?.seq ?? 0);
 }
 
 async function printRun(events: AsyncIterable<{ runId: string | null; type: string; data: Record<string, unknown> }>, runId: string) {
