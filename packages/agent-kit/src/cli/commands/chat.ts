@@ -44,9 +44,9 @@ export function register(program: Command) {
         const printing = printRun(upTo(follower, () => endAt), turn.runId);
         const outcome = await runSegment(rt, { runId: turn.runId, owner: newOwner('cli') });
         if (outcome.kind !== 'closed' && outcome.kind !== 'parked') {
+          setTimeout(() => follower.close(), catchUpMs).unref(); // a store that does not answer included
           endAt = await logEnd(rt.db, turn.threadId).catch(() => follower.cursor);
           if (follower.cursor >= endAt) follower.close();
-          setTimeout(() => follower.close(), catchUpMs).unref();
         }
         await printing;
         const queued = outcome.kind === 'parked' && outcome.status === 'queued';
