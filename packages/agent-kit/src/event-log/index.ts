@@ -1,7 +1,7 @@
 // The thread event log, read side: pages after a cursor, live following with a shared listener,
 // and the thread/run read views that viewers need next to it. Appends live in SQL (lease/).
 export {
-  readEvents, findMessageSeq, findRunFirstSeq, readRunBoundary, readRunSegments, toThreadEvent, toEventJson,
+  readEvents, findMessageSeq, findRunFirstSeq, readRunBoundary, readRunSegments, readLastSeq, toThreadEvent, toEventJson,
   maxEventPageSize, defaultEventPageSize,
   type ThreadEvent, type ThreadEventRow, type ThreadEventJson, type ReadEventsOptions,
   type RunSegmentView,

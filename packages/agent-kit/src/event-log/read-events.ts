@@ -244,3 +244,9 @@ export async function readRunSegments(db: Queryable, runId: string): Promise<Run
   }
   return segments;
 }
+
+/** The seq of the thread's last event: 0 when it has none (or there is no such thread). */
+export async function readLastSeq(db: Queryable, threadId: string): Promise<number> {
+  const [row] = await db.query<{ last_seq: number | string }>('select last_seq from agent_kit_threads where id = $1', [threadId]);
+  return toNumber(row?.last_seq ?? 0);
+}

@@ -2,9 +2,8 @@
 // before a given turn, and which span of the event log holds them. A viewer that opens a long
 // thread replays only that span instead of the whole log, and reads earlier pages on request.
 import type { Queryable } from '../store/db.js';
-import { toNumber } from '../store/db.js';
 import { toRun, type Run, type RunRow } from '../lease/run-row.js';
-import { findRunFirstSeq } from './read-events.js';
+import { findRunFirstSeq, readLastSeq } from './read-events.js';
 import { toMessageView, type MessageRow, type MessageView } from './read-threads.js';
 
 /** Where a page of turns lies in the thread's event log. */
@@ -117,8 +116,7 @@ async function seqBeforeTurn(db: Queryable, threadId: string, turnNo: number): P
   );
   const firstSeq = rows[0] ? await findRunFirstSeq(db, rows[0].id) : null;
   if (firstSeq !== null) return firstSeq - 1;
-  const last = await db.query<{ last_seq: number | string }>('select last_seq from agent_kit_threads where id = $1', [threadId]);
-  return toNumber(last[0]?.last_seq ?? 0);
+  return readLastSeq(db, threadId);
 }
 
 /**

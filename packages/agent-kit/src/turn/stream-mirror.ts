@@ -139,7 +139,8 @@ export class StreamMirror {
   async takeForCommit(): Promise<{ stopped: MirrorStop } | { delta: string; interrupt?: 'cancel' | 'takeover' }> {
     await this.writeOut(() => this.pending.some((batch) => batch.reasoning !== ''));
     const interrupt = this.stopped === 'cancel' || this.stopped === 'takeover' ? this.stopped : undefined;
-    if (this.stopped && !(interrupt && this.pending.every((batch) => batch.reasoning === ''))) return { stopped: this.stopped };
+    // Stopped otherwise, or by an interrupt with reasoning left that only a mirror write carries.
+    if (this.stopped && (!interrupt || this.pending.some((batch) => batch.reasoning !== ''))) return { stopped: this.stopped };
     // Left: at most the first batch, text alone.
     const delta = this.pending.shift()?.text ?? '';
     assert(this.pending.length === 0, 'only text is left for the step to commit');

@@ -19,14 +19,12 @@ export function register(program: Command) {
     .option('--thread <id>', 'continue this thread (default: a new thread)', uuidArgument('--thread'))
     .option('--owner <user>', 'the thread owner', defaultCliOwner)
     .action(async (text: string, options: { thread?: string; owner: string }) => {
-      const [{ followEvents }, { defaultHeadStartMs, startTurn }, { newOwner, runSegment }] = await Promise.all([
+      const [{ followEvents, readLastSeq }, { defaultHeadStartMs, startTurn }, { newOwner, runSegment }] = await Promise.all([
         import('../../event-log/index.js'), import('../../queue/start-turn.js'), import('../../turn/index.js'),
       ]);
       // No log lines: stdout is the reply and stderr the few notes a person needs.
       await withRuntime(async (rt) => {
-        const [{ seq: afterSeq } = { seq: 0 }] = options.thread
-          ? await rt.db.query<{ seq: number }>('select last_seq as seq from agent_kit_threads where id = $1', [options.thread])
-          : [];
+        const afterSeq = options.thread ? await readLastSeq(rt.db, options.thread) : 0;
         const turn = await startTurn(rt.db, {
           // As the chat request does: a worker beside this process (woken by the job's NOTIFY)
           // takes the turn only if this process dies before claiming it.
@@ -35,7 +33,7 @@ export function register(program: Command) {
         process.stderr.write(`thread ${turn.threadId} · run ${turn.runId}\n`);
         const follower = followEvents(rt.db, {
           threadId: turn.threadId,
-          afterSeq: Number(afterSeq),
+          afterSeq,
           until: (e) => e.runId === turn.runId && (e.type === 'run-closed' || e.type === 'run-parked'),
         });
         // The follower ends at the run's close or park; a segment that ended otherwise (stopped,
@@ -45,7 +43,7 @@ export function register(program: Command) {
         const outcome = await runSegment(rt, { runId: turn.runId, owner: newOwner('cli') });
         if (outcome.kind !== 'closed' && outcome.kind !== 'parked') {
           setTimeout(() => follower.close(), catchUpMs).unref(); // a store that does not answer included
-          endAt = await logEnd(rt.db, turn.threadId).catch(() => follower.cursor);
+          endAt = await readLastSeq(rt.db, turn.threadId).catch(() => follower.cursor);
           if (follower.cursor >= endAt) follower.close();
         }
         await printing;
@@ -67,12 +65,6 @@ async function* upTo(follower: EventFollower, endAt: () => number): AsyncGenerat
       return;
     }
   }
-}
-
-/** The seq of the thread's last event. */
-async function logEnd(db: Queryable, threadId: string): Promise<number> {
-  const [row] = await db.query<{ seq: number | string }>('select last_seq as seq from agent_kit_threads where id = $1', [threadId]);
-  return Number(row?.seq ?? 0);
 }
 
 async function printRun(events: AsyncIterable<{ runId: string | null; type: string; data: Record<string, unknown> }>, runId: string) {
