@@ -42,7 +42,7 @@ function textOf(message: UIMessage): string {
  * The transport for `useChat`: each message goes to `POST /api/chat?format=ai-sdk` with the
  * chat's thread (so a chat stays one agent-kit thread) and its id as `clientMessageId` (a resent
  * message is stored once). With `resume: true`, the chat's id must be its thread's: the thread's
- * latest turn streams again from its start, live if it is still under way.
+ * turn under way (else its latest) streams again from its start, live if it is still going.
  */
 export function agentKitTransport(options: AgentKitTransportOptions = {}): DefaultChatTransport<UIMessage> {
   const origin = options.origin ?? '';

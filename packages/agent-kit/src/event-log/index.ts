@@ -10,7 +10,7 @@ export {
   followEvents, eventsChannel, type FollowEventsOptions, type EventFollower,
 } from './follow-events.js';
 export {
-  readThreadOwner, findLatestRunId, listThreads, listThreadsPage, readThread, listThreadMessages, listRunMessages,
+  readThreadOwner, findLatestRunId, findCurrentRunId, listThreads, listThreadsPage, readThread, listThreadMessages, listRunMessages,
   listThreadRuns, maxThreadItems, type ThreadSummary, type MessageView, type ListThreadsOptions,
   type ThreadsPage,
 } from './read-threads.js';

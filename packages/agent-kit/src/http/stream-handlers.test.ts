@@ -11,6 +11,8 @@ import { readEvents } from '../event-log/read-events.js';
 import { createHandlers } from './handlers.js';
 import { headerAuth } from '../../test/harness/http-harness.js';
 import { fakeRunSegment } from '../../test/harness/fake-segment.js';
+import { claimRun, closeRun, mirrorPartial } from '../lease/lease.js';
+import { startTurn } from '../queue/start-turn.js';
 
 let t: HttpTest;
 beforeAll(async () => {
@@ -219,5 +221,34 @@ describe('?format=ai-sdk', () => {
     expect(chunks[0]!.type).toBe('data-agent-kit-event');
     expect(chunks.filter((c) => c.type === 'text-delta').map((c) => c.delta).join('')).toBe('The answer is 42.');
     expect(chunks.at(-1)!.type).toBe('finish');
+  });
+
+  it('follows the run under way, not a later turn queued behind it (useChat resume on a busy thread)', async () => {
+    const first = await startTurn(t.db, { ownerId: 'alice', text: 'first', jobDelayMs: 3_600_000 });
+    const second = await startTurn(t.db, {
+      ownerId: 'alice', threadId: first.threadId, text: 'second', jobDelayMs: 3_600_000,
+    });
+    const claim = await claimRun(t.db, { runId: first.runId, owner: 'held-by-test', leaseTtlMs: 3_600_000 });
+    if (!claim.claimed) throw new Error(`claim failed: ${claim.reason}`);
+    expect((await mirrorPartial(t.db, claim.lease, 'Working on it')).ok).toBe(true);
+    const startOf = async () => {
+      const abort = new AbortController();
+      const response = await t.handlers.handle(makeRequest('GET', `/api/threads/${first.threadId}/events?format=ai-sdk`, {
+        user: 'alice', signal: abort.signal,
+      }));
+      const chunkOf = (e: { data: string }) => JSON.parse(e.data) as { type: string; messageId?: string };
+      const read = await readSse(response, { until: (e) => chunkOf(e).type === 'start' });
+      abort.abort();
+      return read.events.map(chunkOf).find((chunk) => chunk.type === 'start');
+    };
+    const shown = await startOf();
+    expect(shown).toMatchObject({ type: 'start', messageId: first.runId });
+    // Once the first turn is over and the second under way, the second is what there is to see.
+    await closeRun(t.db, claim.lease, 'completed', { text: 'Working on it. Done.' });
+    const next = await claimRun(t.db, { runId: second.runId, owner: 'held-by-test', leaseTtlMs: 3_600_000 });
+    if (!next.claimed) throw new Error(`claim failed: ${next.reason}`);
+    expect((await mirrorPartial(t.db, next.lease, 'Second')).ok).toBe(true);
+    expect(await startOf()).toMatchObject({ type: 'start', messageId: second.runId });
+    await closeRun(t.db, next.lease, 'completed', { text: 'Second.' });
   });
 });

@@ -7,7 +7,7 @@ import {
   findMessageSeq, findRunFirstSeq, readEventsThrough, readRunBoundary, type ThreadEvent,
 } from '../event-log/read-events.js';
 import { readRunAccess } from '../event-log/read-runs.js';
-import { findLatestRunId } from '../event-log/read-threads.js';
+import { findCurrentRunId } from '../event-log/read-threads.js';
 import { startTurn } from '../queue/start-turn.js';
 import { createUIMessageStreamEncoder, uiMessageStreamHeaders } from './ai-sdk-stream.js';
 import { requireCaller, requireRunAccess, requireThreadAccess } from './auth.js';
@@ -100,12 +100,13 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
     let until: StreamSpec['until'];
     let seen: ThreadEvent[] | undefined;
     if (format === 'ai-sdk') {
-      // One assistant message: a run of this thread (?runId=, default its latest), replayed
-      // from the run's first event unless the client resumes with a cursor.
+      // One assistant message: a run of this thread (?runId=; by default the one under way or next
+      // to run, else the latest), replayed from the run's first event unless the client resumes
+      // with a cursor.
       const requested = url.searchParams.get('runId');
       runId = requested
         ? parseWith(idParam, requested, 'query parameter "runId"')
-        : await findLatestRunId(ctx.rt.db, threadId);
+        : await findCurrentRunId(ctx.rt.db, threadId);
       if (!runId) throw new HttpError('NOT_FOUND', `thread ${threadId} has no run`);
       const access = await requireRunAccess(ctx.rt.db, caller, runId);
       if (access.threadId !== threadId) throw new HttpError('NOT_FOUND', `run ${runId} not found`);
