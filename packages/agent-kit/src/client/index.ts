@@ -66,6 +66,20 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
 export interface ThreadRead {
   thread: { id: string };
   messages: ReadonlyArray<{ id: string; runId: string | null; clientMessageId?: string | null; role: string; text: string }>;
+  /** The thread's runs (the read has them; `hasTurnUnderWay` looks at their status). */
+  runs?: ReadonlyArray<{ status: string }>;
+}
+
+/** The statuses of a run that is over: its message is in the thread's read. */
+const closedStatuses: ReadonlySet<string> = new Set(['completed', 'failed', 'aborted']);
+
+/**
+ * Whether a thread read shows a turn not yet over (running, queued, or waiting for an answer or a
+ * takeover): what `useChat`'s `resume` is for. When every turn is over, the read already holds
+ * every reply, and resuming would only stream the last one again. A read without its runs: true.
+ */
+export function hasTurnUnderWay(read: ThreadRead): boolean {
+  return read.runs === undefined || read.runs.some((run) => !closedStatuses.has(run.status));
 }
 
 /**

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { headerAuth, makeRequest, payload, readSse } from '../../test/harness/http-harness.js';
 import { freezingModel, gate, makeRuntime } from '../../test/harness/turn-kit.js';
 import { openTestDb } from '../../test/harness/test-db.js';
-import { agentKitTransport, threadIdOf, toUIMessages, type ThreadRead } from '../client/index.js';
+import { agentKitTransport, hasTurnUnderWay, threadIdOf, toUIMessages, type ThreadRead } from '../client/index.js';
 import { createScriptedModel, scriptedReasoningText, scriptedReplyText } from '../model/index.js';
 import type { Db } from '../store/db.js';
 import { createHandlers, type Handlers } from './handlers.js';
@@ -186,7 +186,7 @@ async function send(messages: UIMessage[], id: string, text: string): Promise<UI
   return [...sent, await lastMessage(stream)];
 }
 
-async function readThread(threadId: string): Promise<ThreadRead & { runs: Array<{ id: string; status: string; turnNo: number }> }> {
+async function readThread(threadId: string): Promise<Omit<ThreadRead, 'runs'> & { runs: Array<{ id: string; status: string; turnNo: number }> }> {
   return (await handlers.handle(makeRequest('GET', `/api/threads/${threadId}`, { user: 'fay' }))).json();
 }
 
@@ -198,7 +198,9 @@ describe('agent-kit/client', () => {
     expect(chat[3]!.metadata).toMatchObject({ threadId, runId: chat[3]!.id, status: 'completed' });
     expect(textOf(chat[3]!)).toBe(scriptedReplyText(['first of three', 'second of three'], tokens)); // the model saw turn 1
 
-    const reopened = toUIMessages(await readThread(threadId));
+    const read = await readThread(threadId);
+    expect(hasTurnUnderWay(read)).toBe(false); // every reply is in the read: nothing to resume
+    const reopened = toUIMessages(read);
     // Under the ids the chat knew: the user's as sent, each reply's its run's.
     expect(reopened.map((m) => [m.id, m.role, textOf(m)])).toEqual(chat.map((m) => [m.id, m.role, textOf(m)]));
     expect(reopened.map((m) => m.id).slice(0, 2)).toEqual(['u1', chat[1]!.id]);
@@ -227,8 +229,10 @@ describe('agent-kit/client', () => {
     for (let chunk = await reader.read(); !chunk.done && chunk.value.type !== 'text-delta'; chunk = await reader.read());
     await paused.wait();
     reading.abort(); // the page reloads: some of the reply shown, the rest still to come
-    const underWay = (await readThread(threadId)).runs.at(-1)!;
+    const midTurn = await readThread(threadId);
+    const underWay = midTurn.runs.at(-1)!;
     expect(underWay.status).toBe('running');
+    expect(hasTurnUnderWay(midTurn)).toBe(true);
 
     const resuming = transport.reconnectToStream({ chatId: threadId });
     reloaded.open();
@@ -237,6 +241,8 @@ describe('agent-kit/client', () => {
     expect(textOf(resumed)).toBe(scriptedReplyText(['start a thread', 'reload me halfway'], tokens));
     expect(resumed.metadata).toMatchObject({ threadId, runId: underWay.id, status: 'completed' });
     await holding.segments.settle();
+    expect(hasTurnUnderWay(await readThread(threadId))).toBe(false);
+    expect(hasTurnUnderWay({ thread: { id: threadId }, messages: [] })).toBe(true); // no runs to go by: resume
   });
 
   it('refuses to send a chat whose last message is not the user\'s', async () => {

@@ -255,7 +255,8 @@ describe.runIf(onPostgres)('the published package', () => {
       'const messages = ((await thread.json()) as { messages: Array<{ role: string }> }).messages.map((m) => m.role);',
       // useChat's side: two messages through agent-kit/client's transport, the second sent to the first's thread.
       "import { readUIMessageStream, type UIMessage } from 'ai';",
-      "import { agentKitTransport, toUIMessages } from 'agent-kit/client';",
+      "import { agentKitTransport, toUIMessages, type ThreadRead } from 'agent-kit/client';",
+      "import { chatOptions } from '@/lib/chat';",
       "const transport = agentKitTransport({ origin: 'http://localhost',",
       "  fetch: (input, init) => (init?.method === 'POST' ? POST : GET)(new Request(input as string, { ...init, headers: { ...init?.headers as Record<string, string>, ...alice } })) });",
       'async function send(messages: UIMessage[], id: string, text: string): Promise<UIMessage[]> {',
@@ -270,7 +271,8 @@ describe.runIf(onPostgres)('the published package', () => {
       "const threadOf = (m: UIMessage) => (m.metadata as { threadId: string }).threadId;",
       "const ids = (messages: UIMessage[]) => messages.map((m) => m.id).join();",
       'const reread = await GET(new Request(`http://localhost/api/threads/${threadOf(chatted[1]!)}`, { headers: alice }));',
-      'const reopened = toUIMessages(await reread.json());',
+      'const rereadThread = (await reread.json()) as ThreadRead;',
+      'const reopened = toUIMessages(rereadThread);',
       "const after = await send(reopened, 'u3', 'Once more');",
       'const replies = after.filter((m) => m.role === \'assistant\').map((m) => m.metadata as { threadId: string; status?: string });',
       // A page reloaded while a reply streams: the POST's reader goes away after its first chunk, and
@@ -281,7 +283,7 @@ describe.runIf(onPostgres)('the published package', () => {
       'await sent.getReader().read();',
       'reading.abort();',
       'const midTurn = (await (await GET(new Request(`http://localhost/api/threads/${threadOf(after[1]!)}`, { headers: alice }))).json()) as',
-      '  { runs: Array<{ status: string }> };',
+      '  ThreadRead & { runs: Array<{ status: string }> };',
       'const resumed = await transport.reconnectToStream({ chatId: threadOf(after[1]!) });',
       'let reloaded: UIMessage | undefined;',
       'for await (const message of readUIMessageStream<UIMessage>({ stream: resumed! })) reloaded = message;',
@@ -292,6 +294,7 @@ describe.runIf(onPostgres)('the published package', () => {
       // A question: the stream ends with it; the answer goes to the run's input route, and resume follows the rest.
       "const asked = (await send([], 'q1', 'Pick a colour #ask')).at(-1)!;",
       "const question = asked.parts.find((p) => p.type === 'data-agent-kit-input') as { data: { id: string; runId: string } };",
+      'const askedThread = (await (await GET(new Request(`http://localhost/api/threads/${threadOf(asked)}`, { headers: alice }))).json()) as ThreadRead;',
       'const answered = await POST(new Request(`http://localhost/api/runs/${question.data.runId}/input`, {',
       "  method: 'POST', headers: { ...alice, 'content-type': 'application/json' }, body: JSON.stringify({ questionId: question.data.id, answer: 'blue' }),",
       '}));',
@@ -305,6 +308,8 @@ describe.runIf(onPostgres)('the published package', () => {
       "  reopened: [reopened.map((m) => m.role), ids(reopened) === ids(chatted)],",
       "  asked: [(asked.metadata as { status: string }).status, answered.status, afterAnswer!.id === asked.id, askTool?.state, askTool?.output,",
       "    (afterAnswer!.metadata as { status: string }).status],",
+      // The guide's useChat options resume a reopened chat only when a turn is not over.
+      "  resume: [chatOptions().resume ?? null, chatOptions(rereadThread).resume, chatOptions(midTurn).resume, chatOptions(askedThread).resume],",
       "  resumed: [['queued', 'running'].includes(midTurn.runs.at(-1)!.status) ? 'under way' : midTurn.runs.at(-1)!.status, stored.role, reloaded!.id === stored.runId, shownText === stored.text && shownText.length > 0, (reloaded!.metadata as { status: string }).status],",
       '}));',
       'process.exit(0);',
@@ -319,6 +324,7 @@ describe.runIf(onPostgres)('the published package', () => {
       useChat: [[null, true], [null, true], ['completed', true]],
       reopened: [['user', 'assistant', 'user', 'assistant'], true], // the ids they had live: as sent, and the runs'
       resumed: ['under way', 'assistant', true, true, 'completed'],
+      resume: [null, false, true, true], // a new chat; all turns over; a reply streaming; a question waiting
       asked: ['waiting_input', 200, true, 'output-available', { answer: 'blue' }, 'completed'],
     });
     const runs = await newRuns();
