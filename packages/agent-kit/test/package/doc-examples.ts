@@ -1,5 +1,5 @@
 // The TypeScript examples of the README and the docs, as files a user would save: each ```ts
-// block that opens with a comment naming its file (`// turn-once.ts: …`). The published-package
+// (or ```tsx) block that opens with a comment naming its file (`// turn-once.ts: …`). The published-package
 // test typechecks and runs them against the installed package.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -14,11 +14,11 @@ export interface DocExample {
 
 export interface DocExamples {
   examples: DocExample[];
-  /** ```ts blocks that import agent-kit but name no file: examples nobody would test. */
+  /** ```ts and ```tsx blocks that import agent-kit but name no file: examples nobody would test. */
   unnamed: string[];
 }
 
-const header = /^\/\/ ((?:[\w.+$[\]-]+\/)*[\w.+-]+\.ts)\b/;
+const header = /^\/\/ ((?:[\w.+$[\]-]+\/)*[\w.+-]+\.tsx?)\b/;
 
 /** The examples of `files` (paths relative to `root`), in the order they appear. */
 export function readDocExamples(root: string, files: string[]): DocExamples {
@@ -27,9 +27,9 @@ export function readDocExamples(root: string, files: string[]): DocExamples {
   for (const file of files) {
     const lines = fs.readFileSync(path.join(root, file), 'utf8').split('\n');
     for (let i = 0; i < lines.length; i++) {
-      if (lines[i] !== '```ts') continue;
+      if (lines[i] !== '```ts' && lines[i] !== '```tsx') continue;
       const end = lines.indexOf('```', i + 1);
-      if (end < 0) throw new Error(`${file}:${i + 1}: a \`\`\`ts block that never ends`);
+      if (end < 0) throw new Error(`${file}:${i + 1}: a \`\`\`${lines[i]!.slice(3)} block that never ends`);
       const body = lines.slice(i + 1, end);
       const named = header.exec(body[0] ?? '');
       const source = `${file}:${i + 1}`;

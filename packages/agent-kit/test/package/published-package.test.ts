@@ -36,7 +36,13 @@ const fixtures: Record<string, string> = {
     "  return request.headers.get('x-user-id');\n}\n",
 };
 
-/** Next.js (App Router) files: checked with Next's settings (bundler resolution, the @/ alias). */
+/**
+ * The guide's React component needs React and the AI SDK's React hook (3.x is AI SDK 6's), which
+ * agent-kit itself does not: the Next.js example's project installs them, as a user's would.
+ */
+const reactPackages = ['@ai-sdk/react@3.0.328', 'react@19.3.1', 'react-dom@19.3.1', '@types/react@19.3.2', '@types/react-dom@19.3.0'];
+
+/** Next.js (App Router) files: checked with Next's settings (bundler resolution, the @/ alias, JSX). */
 const isNext = (file: string) => file.startsWith('app/') || file.startsWith('lib/');
 
 function stale(): string | undefined {
@@ -109,7 +115,8 @@ describe.runIf(onPostgres)('the published package', () => {
     fs.writeFileSync(path.join(project, 'package.json'),
       JSON.stringify({ name: 'agent-kit-consumer', private: true, type: 'module' }, null, 2));
     const install = await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund',
-      path.join(work, info!.filename), pinned('ai'), pinned('zod'), pinned('tsx'), pinned('typescript'), pinned('@types/node')],
+      path.join(work, info!.filename), pinned('ai'), pinned('zod'), pinned('tsx'), pinned('typescript'), pinned('@types/node'),
+      ...reactPackages],
     { cwd: project, timeoutMs: 240_000 });
     if (install.code !== 0) throw new Error(`npm install of the tarball failed: ${explain(install)}`);
 
@@ -135,7 +142,7 @@ describe.runIf(onPostgres)('the published package', () => {
       files: svelteKit,
     }));
     fs.writeFileSync(path.join(project, 'tsconfig.next.json'), JSON.stringify({
-      compilerOptions: { ...strict, module: 'ESNext', moduleResolution: 'bundler', paths: { '@/*': ['./*'] } },
+      compilerOptions: { ...strict, module: 'ESNext', moduleResolution: 'bundler', jsx: 'react-jsx', paths: { '@/*': ['./*'] } },
       files: next,
     }));
   }, 420_000);
@@ -164,7 +171,7 @@ describe.runIf(onPostgres)('the published package', () => {
     expect(new Set(names).size, names.join(', ')).toBe(names.length);
     for (const file of ['quickstart.ts', 'chat-and-cron.ts', 'turn-once.ts', 'queue-turns.ts', 'send-invoice.ts',
       'server.ts', 'try-tool.ts', 'instructions.ts', 'runtime-options.ts', 'worker.ts', 'src/lib/server/agent.ts',
-      'lib/agent.ts', 'app/api/[...path]/route.ts', 'lib/chat.ts']) {
+      'lib/agent.ts', 'app/api/[...path]/route.ts', 'lib/chat.ts', 'app/chat/chat.tsx']) {
       expect(names).toContain(file);
     }
   });
@@ -273,6 +280,13 @@ describe.runIf(onPostgres)('the published package', () => {
       'const reread = await GET(new Request(`http://localhost/api/threads/${threadOf(chatted[1]!)}`, { headers: alice }));',
       'const rereadThread = (await reread.json()) as ThreadRead;',
       'const reopened = toUIMessages(rereadThread);',
+      // The guide's component, rendered on the server as Next.js first renders a client component.
+      "import { createElement } from 'react';",
+      "import { renderToString } from 'react-dom/server';",
+      "import { Chat } from '@/app/chat/chat';",
+      "const html = renderToString(createElement(Chat, { thread: rereadThread })).replace(/<!-- -->/g, '');",
+      "const shown = [...html.matchAll(/<p>([a-z]+): ([^<]*)<\\/p>/g)].map((m) => [m[1], m[2]!.length > 0]);",
+      "const emptyChat = renderToString(createElement(Chat, {}));",
       "const after = await send(reopened, 'u3', 'Once more');",
       'const replies = after.filter((m) => m.role === \'assistant\').map((m) => m.metadata as { threadId: string; status?: string });',
       // A page reloaded while a reply streams: the POST's reader goes away after its first chunk, and
@@ -306,6 +320,7 @@ describe.runIf(onPostgres)('the published package', () => {
       '  stranger: stranger.status, elsewhere: elsewhere.status,',
       '  useChat: replies.map((r) => [r.status ?? null, r.threadId === replies[0]!.threadId]),',
       "  reopened: [reopened.map((m) => m.role), ids(reopened) === ids(chatted)],",
+      "  rendered: [shown, html.includes('<p>user: Hi from useChat</p>'), /<input[^>]*disabled/.test(html), emptyChat.includes('<p>')],",
       "  asked: [(asked.metadata as { status: string }).status, answered.status, afterAnswer!.id === asked.id, askTool?.state, askTool?.output,",
       "    (afterAnswer!.metadata as { status: string }).status],",
       // The guide's useChat options resume a reopened chat only when a turn is not over.
@@ -323,6 +338,8 @@ describe.runIf(onPostgres)('the published package', () => {
       // The reopened replies carry no status (the read has none to give); the live ones do.
       useChat: [[null, true], [null, true], ['completed', true]],
       reopened: [['user', 'assistant', 'user', 'assistant'], true], // the ids they had live: as sent, and the runs'
+      // The component shows the reopened chat's four messages, its input open; a new chat shows none.
+      rendered: [[['user', true], ['assistant', true], ['user', true], ['assistant', true]], true, false, false],
       resumed: ['under way', 'assistant', true, true, 'completed'],
       resume: [null, false, true, true], // a new chat; all turns over; a reply streaming; a question waiting
       asked: ['waiting_input', 200, true, 'output-available', { answer: 'blue' }, 'completed'],
