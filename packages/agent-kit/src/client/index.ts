@@ -22,6 +22,12 @@ export interface AgentKitTransportOptions {
   credentials?: RequestCredentials;
   /** A fetch of your own (tests, a proxy). */
   fetch?: typeof globalThis.fetch;
+  /**
+   * `useChat`'s `stop()` cancels the reply's run (`POST /api/runs/:id/cancel`): it ends as
+   * `aborted` with the text it had. Default true. False: `stop()` only stops reading, and the
+   * turn goes on to its end on the server, as it does when the page closes.
+   */
+  cancelOnStop?: boolean;
 }
 
 /** The thread of a chat's replies: the last reply's `metadata.threadId`; none before the first. */
@@ -42,15 +48,23 @@ function textOf(message: UIMessage): string {
  * The transport for `useChat`: each message goes to `POST /api/chat?format=ai-sdk` with the
  * chat's thread (so a chat stays one agent-kit thread) and its id as `clientMessageId` (a resent
  * message is stored once). With `resume: true`, the chat's id must be its thread's: the thread's
- * turn under way (else its latest) streams again from its start, live if it is still going.
+ * turn under way (else its latest) streams again from its start, live while it goes on.
+ * `stop()` cancels the reply's run (see `cancelOnStop`); a page that closes or reloads does not.
  */
 export function agentKitTransport(options: AgentKitTransportOptions = {}): DefaultChatTransport<UIMessage> {
   const origin = options.origin ?? '';
-  return new DefaultChatTransport<UIMessage>({
+  const baseFetch: typeof globalThis.fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
+  const stops = options.cancelOnStop === false ? undefined : new StopCanceller(origin, baseFetch, options);
+  return new (class extends DefaultChatTransport<UIMessage> {
+    override reconnectToStream(request: Parameters<DefaultChatTransport<UIMessage>['reconnectToStream']>[0]) {
+      stops?.resumeStarted(request.chatId);
+      return super.reconnectToStream(request);
+    }
+  })({
     api: `${origin}/api/chat?format=ai-sdk`,
     ...(options.headers ? { headers: options.headers } : {}),
     ...(options.credentials ? { credentials: options.credentials } : {}),
-    ...(options.fetch ? { fetch: options.fetch } : {}),
+    fetch: stops ? (input, init) => stops.fetch(input, init) : baseFetch,
     prepareSendMessagesRequest: ({ messages }) => {
       const last = messages.at(-1);
       if (!last || last.role !== 'user') throw new Error('agent-kit takes the chat\'s last message as the user\'s next one');
@@ -59,6 +73,100 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
     prepareReconnectToStreamRequest: ({ id }) => ({
       api: `${origin}/api/threads/${encodeURIComponent(id)}/events?format=ai-sdk`,
     }),
+  });
+}
+
+/**
+ * Turns `useChat`'s `stop()` into a cancel of the reply's run. The chat aborts a request's signal
+ * on `stop()`, and also when a second resume of the chat replaces the first (React's strict mode
+ * runs the resume twice): an abort followed at once by a resume of the same chat is the latter,
+ * and cancels nothing. A message is sent without the chat's signal, so that its response (which
+ * names the run) comes back even when `stop()` came first; the signal then ends its body.
+ */
+class StopCanceller {
+  /** Chat id → how many resumes of it began (a stopped request compares before and after). */
+  private readonly resumes = new Map<string, number>();
+
+  constructor(
+    private readonly origin: string,
+    private readonly baseFetch: typeof globalThis.fetch,
+    private readonly options: AgentKitTransportOptions,
+  ) {}
+
+  resumeStarted(chatId: string): void {
+    this.resumes.set(chatId, (this.resumes.get(chatId) ?? 0) + 1);
+  }
+
+  async fetch(input: RequestInfo | URL, init: RequestInit = {}): Promise<Response> {
+    const { signal, ...rest } = init;
+    if (!signal) return this.baseFetch(input, init);
+    const sending = (rest.method ?? 'GET').toUpperCase() === 'POST';
+    const chatId = sending ? undefined : chatOfEventsUrl(String(input instanceof Request ? input.url : input));
+    const resumesBefore = chatId === undefined ? 0 : this.resumes.get(chatId) ?? 0;
+    const response = await this.baseFetch(input, sending ? rest : init);
+    const runId = response.headers.get('x-agent-kit-run-id');
+    if (!runId || !response.body) return response;
+    const stopped = () => {
+      // Let a resume that replaces this request begin first (it does in the same turn).
+      queueMicrotask(() => {
+        if (chatId !== undefined && (this.resumes.get(chatId) ?? 0) > resumesBefore) return;
+        void this.cancel(runId);
+      });
+    };
+    if (signal.aborted) {
+      stopped();
+      await response.body.cancel().catch(() => {});
+      throw abortError(signal);
+    }
+    signal.addEventListener('abort', stopped, { once: true });
+    if (!sending) return response; // its fetch had the signal: the body ends with it
+    return new Response(endsOnAbort(response.body, signal), {
+      status: response.status, statusText: response.statusText, headers: response.headers,
+    });
+  }
+
+  private async cancel(runId: string): Promise<void> {
+    try {
+      await this.baseFetch(`${this.origin}/api/runs/${encodeURIComponent(runId)}/cancel`, {
+        method: 'POST',
+        ...(this.options.headers ? { headers: this.options.headers } : {}),
+        ...(this.options.credentials ? { credentials: this.options.credentials } : {}),
+      });
+    } catch {
+      // A cancel that does not arrive leaves the turn to finish, as a closed page does.
+    }
+  }
+}
+
+/** The chat (thread) id of an events route's URL, e.g. `/api/threads/<id>/events?format=ai-sdk`. */
+function chatOfEventsUrl(url: string): string | undefined {
+  const match = /\/api\/threads\/([^/?#]+)\/events/.exec(url);
+  return match ? decodeURIComponent(match[1]!) : undefined;
+}
+
+function abortError(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException('The operation was aborted.', 'AbortError');
+}
+
+/** `body`, ended with the signal's abort as a fetch given the signal would end it. */
+function endsOnAbort(body: ReadableStream<Uint8Array>, signal: AbortSignal): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  return new ReadableStream<Uint8Array>({
+    start(controller) {
+      signal.addEventListener('abort', () => {
+        controller.error(abortError(signal));
+        reader.cancel().catch(() => {});
+      }, { once: true });
+    },
+    async pull(controller) {
+      const { done, value } = await reader.read();
+      if (signal.aborted) return;
+      if (done) controller.close();
+      else controller.enqueue(value);
+    },
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
   });
 }
 

@@ -115,7 +115,9 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
       else afterSeq = beforeRun;
       until = await endsRunFromNow(ctx, runId);
     }
-    return streamResponse(ctx, request, { threadId, afterSeq, format, runId, until, seen });
+    // An ai-sdk stream names its run, as the chat route's does: a client's stop cancels it.
+    const headers = runId ? { 'x-agent-kit-run-id': runId } : undefined;
+    return streamResponse(ctx, request, { threadId, afterSeq, format, runId, until, seen, headers });
   };
 }
 

@@ -289,13 +289,14 @@ describe.runIf(onPostgres)('the published package', () => {
       "const emptyChat = renderToString(createElement(Chat, {}));",
       "const after = await send(reopened, 'u3', 'Once more');",
       'const replies = after.filter((m) => m.role === \'assistant\').map((m) => m.metadata as { threadId: string; status?: string });',
-      // A page reloaded while a reply streams: the POST's reader goes away after its first chunk, and
-      // useChat's resume (reconnectToStream) reads the turn again from its start, to its end.
-      'const reading = new AbortController();',
-      "const sent = await transport.sendMessages({ chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: reading.signal,",
+      // A page reloaded while a reply streams: the POST's reader goes away after its first chunk
+      // (no stop(): that would cancel the run), and useChat's resume (reconnectToStream) reads the
+      // turn again from its start, to its end.
+      "const sent = await transport.sendMessages({ chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: undefined,",
       "  messages: [...after, { id: 'u4', role: 'user', parts: [{ type: 'text', text: 'Reload me' }] }] });",
-      'await sent.getReader().read();',
-      'reading.abort();',
+      'const dropped = sent.getReader();',
+      'await dropped.read();',
+      'await dropped.cancel();',
       'const midTurn = (await (await GET(new Request(`http://localhost/api/threads/${threadOf(after[1]!)}`, { headers: alice }))).json()) as',
       '  ThreadRead & { runs: Array<{ status: string }> };',
       'const resumed = await transport.reconnectToStream({ chatId: threadOf(after[1]!) });',

@@ -1,0 +1,274 @@
+// agent-kit/client with the real turn engine and the scripted model, on both stores (ADR-0075,
+// ADR-0076): useChat's transport keeps a chat in one thread, a chat reopened from its thread's
+// read goes on in it, a reply whose reader went away mid-turn is resumed from its start to its
+// end under the same id, hasTurnUnderWay says when to resume, stop() cancels the run (and a
+// resume replaced by another does not), and the module imports nothing but the `ai` package.
+import fs from 'node:fs';
+import path from 'node:path';
+import { AbstractChat, type ChatInit, type ChatState, type UIMessage, type UIMessageChunk } from 'ai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { headerAuth, makeRequest } from '../../test/harness/http-harness.js';
+import { freezingModel, gate, makeRuntime } from '../../test/harness/turn-kit.js';
+import { closeRealEngine, openRealEngine, type RealEngine } from '../../test/harness/real-engine.js';
+import { lastMessage, textOf } from '../../test/harness/ui-messages.js';
+import { createHandlers, type Handlers } from '../http/handlers.js';
+import { createScriptedModel, scriptedReplyText } from '../model/index.js';
+import type { Db } from '../store/db.js';
+import { agentKitTransport, hasTurnUnderWay, threadIdOf, toUIMessages, type ThreadRead } from './index.js';
+
+const tokens = 8;
+let db: Db;
+let handlers: Handlers;
+let engine: RealEngine | undefined;
+beforeAll(async () => {
+  engine = await openRealEngine(tokens);
+  ({ db, handlers } = engine);
+});
+afterAll(() => closeRealEngine(engine));
+
+/** The AI SDK's chat with its messages in an array: what useChat (React) keeps in React state. */
+class TestChat extends AbstractChat<UIMessage> {
+  constructor(init: ChatInit<UIMessage>) {
+    const messages = [...(init.messages ?? [])];
+    const state: ChatState<UIMessage> = {
+      status: 'ready', error: undefined, messages,
+      pushMessage: (message) => void state.messages.push(message),
+      popMessage: () => void state.messages.pop(),
+      replaceMessage: (index, message) => void (state.messages[index] = message),
+      snapshot: (thing) => structuredClone(thing),
+    };
+    super({ ...init, state });
+  }
+}
+
+async function until(condition: () => boolean, ms = 10_000): Promise<void> {
+  for (const deadline = Date.now() + ms; !condition(); await new Promise((resolve) => setTimeout(resolve, 5))) {
+    if (Date.now() > deadline) throw new Error(`still not so after ${ms} ms: ${condition.toString()}`);
+  }
+}
+
+const transportTo = (served: () => Handlers) => agentKitTransport({
+  origin: 'http://agent-kit.test',
+  headers: { 'x-user': 'fay' },
+  fetch: (input, init) => served().handle(new Request(input as string, init)),
+});
+const transport = transportTo(() => handlers);
+
+/** `messages` with a user message of `text`, then the reply the transport streams for it. */
+async function send(messages: UIMessage[], id: string, text: string): Promise<UIMessage[]> {
+  const sent: UIMessage[] = [...messages, { id, role: 'user', parts: [{ type: 'text', text }] }];
+  const stream = await transport.sendMessages({ chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: undefined, messages: sent });
+  return [...sent, await lastMessage(stream)];
+}
+
+async function readThread(threadId: string): Promise<Omit<ThreadRead, 'runs'> & { runs: Array<{ id: string; status: string; turnNo: number }> }> {
+  return (await handlers.handle(makeRequest('GET', `/api/threads/${threadId}`, { user: 'fay' }))).json();
+}
+
+describe('agent-kit/client', () => {
+  it('keeps a chat in one thread, and a chat reopened from its read goes on in it', async () => {
+    const chat = await send(await send([], 'u1', 'first of three'), 'u2', 'second of three');
+    const threadId = threadIdOf(chat)!;
+    expect(threadId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(chat[3]!.metadata).toMatchObject({ threadId, runId: chat[3]!.id, status: 'completed' });
+    expect(textOf(chat[3]!)).toBe(scriptedReplyText(['first of three', 'second of three'], tokens)); // the model saw turn 1
+
+    const read = await readThread(threadId);
+    expect(hasTurnUnderWay(read)).toBe(false); // every reply is in the read: nothing to resume
+    const reopened = toUIMessages(read);
+    // Under the ids the chat knew: the user's as sent, each reply's its run's.
+    expect(reopened.map((m) => [m.id, m.role, textOf(m)])).toEqual(chat.map((m) => [m.id, m.role, textOf(m)]));
+    expect(reopened.map((m) => m.id).slice(0, 2)).toEqual(['u1', chat[1]!.id]);
+    const after = await send(reopened, 'u3', 'third of three');
+    expect(threadIdOf(after)).toBe(threadId);
+    const { runs } = await readThread(threadId);
+    expect(runs.map((r) => [r.id, r.turnNo, r.status])).toEqual([
+      [chat[1]!.id, 1, 'completed'], [chat[3]!.id, 2, 'completed'], [after[5]!.id, 3, 'completed'],
+    ]);
+  });
+
+  it('resumes a reply whose reader left mid-turn, from its start to its end, under the same id', async () => {
+    const first = await send([], 'r1', 'start a thread');
+    const threadId = threadIdOf(first)!;
+    // The next reply's model stops after a few words until the page has reloaded.
+    const reloaded = gate();
+    const paused = gate();
+    const model = freezingModel(createScriptedModel({ tokens }), 5, reloaded.wait(), paused.open);
+    const holding = createHandlers({ rt: makeRuntime(db, { model }), authenticate: headerAuth });
+    const stream = await transportTo(() => holding).sendMessages({
+      chatId: threadId, trigger: 'submit-message', messageId: undefined, abortSignal: undefined,
+      messages: [...first, { id: 'r2', role: 'user', parts: [{ type: 'text', text: 'reload me halfway' }] }],
+    });
+    const reader = stream.getReader();
+    for (let chunk = await reader.read(); !chunk.done && chunk.value.type !== 'text-delta'; chunk = await reader.read());
+    await paused.wait();
+    // The page reloads: some of the reply shown, the rest still to come. (A page that goes away
+    // drops its reader; it does not call stop(), which would cancel the run.)
+    await reader.cancel();
+    const midTurn = await readThread(threadId);
+    const underWay = midTurn.runs.at(-1)!;
+    expect(underWay.status).toBe('running');
+    expect(hasTurnUnderWay(midTurn)).toBe(true);
+
+    const resuming = transport.reconnectToStream({ chatId: threadId });
+    reloaded.open();
+    const resumed = await lastMessage((await resuming)!);
+    expect(resumed.id).toBe(underWay.id);
+    expect(textOf(resumed)).toBe(scriptedReplyText(['start a thread', 'reload me halfway'], tokens));
+    expect(resumed.metadata).toMatchObject({ threadId, runId: underWay.id, status: 'completed' });
+    await holding.segments.settle();
+    expect(hasTurnUnderWay(await readThread(threadId))).toBe(false);
+    expect(hasTurnUnderWay({ thread: { id: threadId }, messages: [] })).toBe(true); // no runs to go by: resume
+  });
+
+  describe("useChat's stop()", () => {
+    // Words 30 ms apart: a reply of 60 takes about 2 s, so a stop lands mid-reply.
+    const slowly = () => createHandlers({ rt: makeRuntime(db, { tokens: 60, delayMs: 30 }), authenticate: headerAuth });
+    const ask = (id: string, text: string): UIMessage[] => [{ id, role: 'user', parts: [{ type: 'text', text }] }];
+    const fullReply = (text: string) => scriptedReplyText([text], 60);
+    /** Read `stream` through its first text; the reply's run id (its message id). */
+    async function untilText(reader: ReadableStreamDefaultReader<UIMessageChunk>): Promise<string> {
+      let runId: string | undefined;
+      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
+        if (chunk.value.type === 'start') runId = chunk.value.messageId;
+        if (chunk.value.type === 'text-delta') return runId!;
+      }
+      throw new Error('the stream ended before any text');
+    }
+    async function ended(served: Handlers, runId: string) {
+      await served.segments.settle();
+      const [run] = await db.query<{ status: string; thread_id: string }>('select status, thread_id from agent_kit_runs where id = $1', [runId]);
+      const { messages } = await readThread(run!.thread_id);
+      return { status: run!.status, text: messages.find((m) => m.runId === runId && m.role === 'assistant')?.text };
+    }
+
+    it('cancels the reply it is sending: the run ends aborted with the text it had', async () => {
+      const slow = slowly();
+      const stopping = new AbortController();
+      const stream = await transportTo(() => slow).sendMessages({
+        chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: stopping.signal, messages: ask('s1', 'stop me'),
+      });
+      const reader = stream.getReader();
+      const runId = await untilText(reader);
+      stopping.abort();
+      await expect(reader.read()).rejects.toThrow(/abort/i); // the stream ends as a fetch's does on abort
+      const { status, text } = await ended(slow, runId);
+      expect(status).toBe('aborted');
+      expect(text!.length).toBeGreaterThan(0);
+      expect(fullReply('stop me').startsWith(text!), text).toBe(true);
+      expect(text!.length).toBeLessThan(fullReply('stop me').length);
+    });
+
+    it('cancels a reply stopped before its response came: the message is stored once, the run aborted', async () => {
+      const slow = slowly();
+      const stopping = new AbortController();
+      stopping.abort();
+      await expect(transportTo(() => slow).sendMessages({
+        chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: stopping.signal, messages: ask('s2', 'stop me at once'),
+      })).rejects.toThrow(/abort/i);
+      await slow.segments.settle();
+      const rows = await db.query<{ id: string; status: string }>(
+        `select r.id, r.status from agent_kit_messages m join agent_kit_runs r on r.thread_id = m.thread_id
+          where m.client_message_id = 's2'`);
+      expect(rows.map((r) => r.status)).toEqual(['aborted']);
+    });
+
+    it('cancels a resumed reply, but not one whose resume a second resume replaced (strict mode)', async () => {
+      const slow = slowly();
+      const stopsOf = transportTo(() => slow);
+      // A reply whose page went away: the turn goes on.
+      const sent = (await stopsOf.sendMessages({
+        chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: undefined, messages: ask('s3', 'resume me twice'),
+      })).getReader();
+      const runId = await untilText(sent);
+      await sent.cancel();
+      const threadId = (await db.query<{ thread_id: string }>('select thread_id from agent_kit_runs where id = $1', [runId]))[0]!.thread_id;
+      // The chat aborts its first resume as it starts a second one, in the same turn.
+      const first = new AbortController();
+      await stopsOf.reconnectToStream({ chatId: threadId, abortSignal: first.signal });
+      first.abort();
+      const second = await stopsOf.reconnectToStream({ chatId: threadId, abortSignal: new AbortController().signal });
+      const resumed = await lastMessage(second!);
+      expect(resumed.metadata).toMatchObject({ runId, status: 'completed' });
+      expect(textOf(resumed)).toBe(fullReply('resume me twice'));
+
+      // stop() while a resumed reply streams cancels it.
+      const next = (await stopsOf.sendMessages({
+        chatId: threadId, trigger: 'submit-message', messageId: undefined, abortSignal: undefined,
+        messages: [...ask('s3', 'resume me twice'), resumed, ...ask('s4', 'then stop me')],
+      })).getReader();
+      const nextRun = await untilText(next);
+      await next.cancel();
+      const stopping = new AbortController();
+      const watching = (await stopsOf.reconnectToStream({ chatId: threadId, abortSignal: stopping.signal }))!.getReader();
+      expect(await untilText(watching)).toBe(nextRun);
+      stopping.abort();
+      const { status, text } = await ended(slow, nextRun);
+      expect(status).toBe('aborted');
+      expect(text!.length).toBeLessThan(scriptedReplyText(['resume me twice', 'then stop me'], 60).length);
+    });
+
+    it("through the AI SDK's own Chat (what useChat drives): stop() cancels, a resume replacing another does not", async () => {
+      const slow = slowly();
+      const chat = new TestChat({ transport: transportTo(() => slow) });
+      const sending = chat.sendMessage({ text: 'stop me in a chat' });
+      const replying = (messages: UIMessage[], id?: string) => {
+        const last = messages.at(-1);
+        return last?.role === 'assistant' && (id === undefined || last.id === id) && textOf(last).length > 0;
+      };
+      await until(() => replying(chat.messages));
+      await chat.stop();
+      await sending;
+      const stoppedRun = (chat.messages.at(-1)!.metadata as { runId: string }).runId;
+      expect(await ended(slow, stoppedRun)).toMatchObject({ status: 'aborted' });
+
+      // A reopened chat resumes its reply under way; the app resumes again while the first still
+      // streams (as React's strict mode does on mount): the first is replaced, the turn goes on.
+      const threadId = threadIdOf(chat.messages)!;
+      const started = await transportTo(() => slow).sendMessages({
+        chatId: threadId, trigger: 'submit-message', messageId: undefined, abortSignal: undefined,
+        messages: [...chat.messages, { id: 'c2', role: 'user', parts: [{ type: 'text', text: 'go on' }] }],
+      });
+      const runId = await untilText(started.getReader()); // this reader is dropped: the page went away
+      const reopened = new TestChat({ id: threadId, transport: transportTo(() => slow), messages: toUIMessages(await readThread(threadId)) });
+      const firstResume = reopened.resumeStream();
+      await until(() => replying(reopened.messages, runId));
+      await Promise.all([firstResume, reopened.resumeStream()]);
+      expect(reopened.messages.at(-1)!.metadata).toMatchObject({ runId, status: 'completed' });
+      expect(await ended(slow, runId)).toMatchObject({ status: 'completed' });
+    });
+
+    it('with cancelOnStop: false, stops reading only: the turn goes on to its end', async () => {
+      const slow = slowly();
+      const readingOnly = agentKitTransport({
+        origin: 'http://agent-kit.test', headers: { 'x-user': 'fay' }, cancelOnStop: false,
+        fetch: (input, init) => slow.handle(new Request(input as string, init)),
+      });
+      const stopping = new AbortController();
+      const reader = (await readingOnly.sendMessages({
+        chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: stopping.signal, messages: ask('s5', 'do not stop me'),
+      })).getReader();
+      const runId = await untilText(reader);
+      stopping.abort();
+      await reader.cancel(); // (this test's fetch, not a browser's, leaves the body to its reader)
+      expect(await ended(slow, runId)).toEqual({ status: 'completed', text: fullReply('do not stop me') });
+    });
+  });
+
+  it('refuses to send a chat whose last message is not the user\'s', async () => {
+    await expect(transport.sendMessages({
+      chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: undefined,
+      messages: [{ id: 'a', role: 'assistant', parts: [{ type: 'text', text: 'hi' }] }],
+    })).rejects.toThrow(/last message as the user's next one/);
+  });
+
+  it('imports nothing but the ai package', () => {
+    const dir = path.dirname(new URL(import.meta.url).pathname);
+    const sources = fs.readdirSync(dir).filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts'));
+    expect(sources.length).toBeGreaterThan(0);
+    for (const file of sources) {
+      const specifiers = [...fs.readFileSync(path.join(dir, file), 'utf8').matchAll(/^\s*(?:import|export)\b[^;]*?from\s+'([^']+)'/gm)].map((m) => m[1]);
+      expect(specifiers.filter((s) => s !== 'ai' && !s!.startsWith('./')), file).toEqual([]);
+    }
+  });
+});
