@@ -1,7 +1,8 @@
 // agent-kit/client: what a browser needs to talk to agent-kit's routes through the AI SDK's
 // `useChat` (ADR-0075). It imports only the `ai` package, never the server side (no pg, no
 // PGlite), so a bundler can ship it to the page.
-import { DefaultChatTransport, type UIMessage } from 'ai';
+import { DefaultChatTransport, type UIMessage, type UIMessageChunk } from 'ai';
+import { heldAnswer, type HeldAnswer } from './answers.js';
 
 /** What agent-kit puts in a reply's `metadata` (the UI message stream's `start` and `finish`). */
 export interface AgentKitMessageMetadata {
@@ -55,19 +56,49 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
   const origin = options.origin ?? '';
   const baseFetch: typeof globalThis.fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
   const stops = options.cancelOnStop === false ? undefined : new StopCanceller(origin, baseFetch, options);
+  const streamFetch: typeof globalThis.fetch = stops ? (input, init) => stops.fetch(input, init) : baseFetch;
+  const request = (init: RequestInit, json = false): RequestInit => {
+    const headers = new Headers(options.headers);
+    if (json) headers.set('content-type', 'application/json');
+    return { ...init, headers, ...(options.credentials ? { credentials: options.credentials } : {}) };
+  };
   return new (class extends DefaultChatTransport<UIMessage> {
     override reconnectToStream(request: Parameters<DefaultChatTransport<UIMessage>['reconnectToStream']>[0]) {
       stops?.resumeStarted(request.chatId);
       return super.reconnectToStream(request);
     }
+
+    override sendMessages(send: Parameters<DefaultChatTransport<UIMessage>['sendMessages']>[0]) {
+      const last = send.messages.at(-1);
+      const held = last?.role === 'assistant' ? heldAnswer(last) : undefined;
+      return held ? this.answer(held, send.abortSignal) : super.sendMessages(send);
+    }
+
+    /** Post the answer the reply holds, then stream the rest of the reply, after the event that asked. */
+    private async answer(held: HeldAnswer, signal: AbortSignal | undefined): Promise<ReadableStream<UIMessageChunk>> {
+      const posted = await baseFetch(`${origin}/api/runs/${encodeURIComponent(held.runId)}/input`, request({
+        method: 'POST', body: JSON.stringify(held.body),
+      }, true));
+      // 409: the run no longer waits for it (answered already): its reply is not sent again.
+      if (posted.status === 409) return new ReadableStream({ start: (controller) => controller.close() });
+      if (!posted.ok) throw new Error(`agent-kit refused the answer (${posted.status}): ${await posted.text()}`);
+      const query = `format=ai-sdk&runId=${encodeURIComponent(held.runId)}&after=${held.seq}`;
+      const rest = await streamFetch(`${origin}/api/threads/${encodeURIComponent(held.threadId)}/events?${query}`,
+        request({ method: 'GET', ...(signal ? { signal } : {}) }));
+      if (!rest.ok || !rest.body) throw new Error(`agent-kit could not stream the reply (${rest.status}): ${await rest.text()}`);
+      return this.processResponseStream(rest.body);
+    }
   })({
     api: `${origin}/api/chat?format=ai-sdk`,
     ...(options.headers ? { headers: options.headers } : {}),
     ...(options.credentials ? { credentials: options.credentials } : {}),
-    fetch: stops ? (input, init) => stops.fetch(input, init) : baseFetch,
+    fetch: streamFetch,
     prepareSendMessagesRequest: ({ messages }) => {
       const last = messages.at(-1);
-      if (!last || last.role !== 'user') throw new Error('agent-kit takes the chat\'s last message as the user\'s next one');
+      if (!last || last.role !== 'user') {
+        throw new Error('agent-kit takes the chat\'s last message as the user\'s next one, or as the reply that holds '
+          + 'the answer to its question (addToolOutput) or approval (addToolApprovalResponse)');
+      }
       return { body: { threadId: threadIdOf(messages), message: textOf(last), clientMessageId: last.id } };
     },
     prepareReconnectToStreamRequest: ({ id }) => ({

@@ -5,7 +5,10 @@
 // resume replaced by another does not), and the module imports nothing but the `ai` package.
 import fs from 'node:fs';
 import path from 'node:path';
-import { AbstractChat, type ChatInit, type ChatState, type UIMessage, type UIMessageChunk } from 'ai';
+import {
+  AbstractChat, lastAssistantMessageIsCompleteWithApprovalResponses, lastAssistantMessageIsCompleteWithToolCalls,
+  type ChatInit, type ChatState, type UIMessage, type UIMessageChunk,
+} from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { headerAuth, makeRequest } from '../../test/harness/http-harness.js';
 import { freezingModel, gate, makeRuntime } from '../../test/harness/turn-kit.js';
@@ -253,6 +256,56 @@ describe('agent-kit/client', () => {
       await reader.cancel(); // (this test's fetch, not a browser's, leaves the body to its reader)
       expect(await ended(slow, runId)).toEqual({ status: 'completed', text: fullReply('do not stop me') });
     });
+  });
+
+  describe("questions and approvals answered the AI SDK's way", () => {
+    const toolPart = (message: UIMessage, toolCallId: string) =>
+      message.parts.find((p) => (p as { toolCallId?: string }).toolCallId === toolCallId) as
+        { state: string; output?: unknown; approval?: { id: string } } | undefined;
+    const asked = (message: UIMessage) =>
+      (message.parts.find((p) => p.type === 'data-agent-kit-input') as { data: { id: string; kind: string } } | undefined)?.data;
+    const status = (message: UIMessage) => (message.metadata as { status?: string }).status;
+    /** The chat's reply, once it is over: the stored message's text, and how the chat shows it. */
+    async function settled(chat: TestChat) {
+      await until(() => chat.status === 'ready' && status(chat.messages.at(-1)!) === 'completed');
+      const reply = chat.messages.at(-1)!;
+      const { messages } = await readThread(threadIdOf(chat.messages)!);
+      return { reply, stored: messages.find((m) => m.role === 'assistant' && m.runId === reply.id)! };
+    }
+
+    it('a question: addToolOutput answers it, and the reply goes on in the same message', async () => {
+      const chat = new TestChat({ transport, sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });
+      await chat.sendMessage({ text: 'Pick a colour #ask' });
+      const question = asked(chat.messages.at(-1)!)!;
+      expect([status(chat.messages.at(-1)!), question.kind]).toEqual(['waiting_input', 'question']);
+      expect(toolPart(chat.messages.at(-1)!, question.id)!.state).toBe('input-available');
+      await chat.addToolOutput({ tool: 'ask_user', toolCallId: question.id, output: { answer: 'blue' } });
+      const { reply, stored } = await settled(chat);
+      expect(chat.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
+      expect(toolPart(reply, question.id)).toMatchObject({ state: 'output-available', output: { answer: 'blue' } });
+      expect(textOf(reply)).toBe(stored.text); // the reply's text once: nothing sent again
+      // Sent again (a second send of the same answer): the run waits for nothing, nothing is added.
+      await chat.sendMessage();
+      expect(textOf(chat.messages.at(-1)!)).toBe(stored.text);
+    });
+
+    for (const approved of [true, false]) {
+      it(`an approval: addToolApprovalResponse ${approved ? 'grants' : 'denies'} it, and the reply goes on`, async () => {
+        const chat = new TestChat({ transport, sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses });
+        await chat.sendMessage({ text: `Pay the invoice #approve ${approved}` });
+        const approval = asked(chat.messages.at(-1)!)!;
+        expect(approval.kind).toBe('approval');
+        const call = toolPart(chat.messages.at(-1)!, approval.id)!;
+        expect(call.state).toBe('approval-requested');
+        await chat.addToolApprovalResponse({ id: call.approval!.id, approved });
+        const { reply, stored } = await settled(chat);
+        expect(toolPart(reply, approval.id)!.state).toBe(approved ? 'output-available' : 'output-denied');
+        expect(textOf(reply)).toBe(stored.text);
+        const effects = await db.query<{ n: number }>(
+          'select count(*)::int as n from agent_kit_effects where run_id = $1', [reply.id]);
+        expect(effects[0]!.n).toBe(approved ? 1 : 0); // the tool ran once, or not at all
+      });
+    }
   });
 
   it('refuses to send a chat whose last message is not the user\'s', async () => {

@@ -68,7 +68,12 @@ export class UIMessageTranslator {
       case 'input-requested': {
         this.ensureStarted(out);
         const id = String(data.id ?? data.questionId ?? event.seq);
-        out.push({ type: 'data-agent-kit-input', id, data: { ...data, runId: this.runId } });
+        // Its seq: a client that answers goes on from here (agent-kit/client, ADR-0077).
+        out.push({ type: 'data-agent-kit-input', id, data: { ...data, runId: this.runId, seq: event.seq } });
+        // An approval is also the AI SDK's own, which useChat's addToolApprovalResponse answers.
+        if (data.kind === 'approval' && this.toolCalls.has(id)) {
+          out.push({ type: 'tool-approval-request', approvalId: id, toolCallId: id });
+        }
         break;
       }
       case 'run-parked':
@@ -112,12 +117,17 @@ export class UIMessageTranslator {
     return { type: 'data-agent-kit-event', data: eventPayload(event), transient: true };
   }
 
-  private ensureStarted(out: Chunk[]) {
-    this.parked = undefined;
+  /** The message's `start`, once. */
+  private ensureMessage(out: Chunk[]) {
     if (!this.started) {
       this.started = true;
       out.push({ type: 'start', messageId: this.runId, messageMetadata: this.ids() });
     }
+  }
+
+  private ensureStarted(out: Chunk[]) {
+    this.parked = undefined;
+    this.ensureMessage(out);
     if (!this.stepOpen) {
       this.stepOpen = true;
       out.push({ type: 'start-step' });
@@ -221,10 +231,11 @@ export class UIMessageTranslator {
       return;
     }
     this.endText(out);
-    const failed = ['failed', 'denied', 'invalid'].includes(String(event.data.outcome ?? ''));
-    out.push(failed
-      ? { type: 'tool-output-error', toolCallId, errorText: String(event.data.output ?? 'tool failed') }
-      : { type: 'tool-output-available', toolCallId, output: event.data.output ?? null });
+    const outcome = String(event.data.outcome ?? '');
+    if (outcome === 'denied') out.push({ type: 'tool-output-denied', toolCallId });
+    else if (outcome === 'failed' || outcome === 'invalid') {
+      out.push({ type: 'tool-output-error', toolCallId, errorText: String(event.data.output ?? 'tool failed') });
+    } else out.push({ type: 'tool-output-available', toolCallId, output: event.data.output ?? null });
   }
 
   private close(out: Chunk[], data: Record<string, unknown>) {
@@ -246,7 +257,9 @@ export class UIMessageTranslator {
   }
 
   private finish(out: Chunk[], finishReason: 'stop' | 'length' | 'error' | 'other', metadata: Record<string, unknown>) {
-    this.ensureStarted(out);
+    // No step of its own: an empty last step would hide the one that asked a question from the
+    // AI SDK's sendAutomaticallyWhen helpers, which look at the message's last step.
+    this.ensureMessage(out);
     this.endStep(out);
     out.push({ type: 'finish', finishReason, messageMetadata: { ...this.ids(), ...metadata } });
     this.finished = true;

@@ -1,0 +1,58 @@
+// agent-kit's questions and approvals answered the AI SDK's way (ADR-0077): useChat's
+// addToolOutput (a question's tool call) or addToolApprovalResponse (an approval), then a send
+// (sendAutomaticallyWhen does it). The chat's last message is then the reply that asked, holding
+// the answer; the transport posts it to the run's input route and streams the rest of the reply.
+import type { UIMessage } from 'ai';
+
+/** What the run's input route takes (`POST /api/runs/:id/input`). */
+export type InputAnswer = { questionId: string; answer: string } | { questionId: string; approved: boolean };
+
+/** An answer the chat's last reply holds for the question or approval its run waits on. */
+export interface HeldAnswer {
+  runId: string;
+  threadId: string;
+  /** The seq of the event that asked: the reply goes on after it. */
+  seq: number;
+  body: InputAnswer;
+}
+
+interface InputPart {
+  type: 'data-agent-kit-input';
+  data: { id?: unknown; kind?: unknown; runId?: unknown; seq?: unknown };
+}
+
+interface ToolPart {
+  toolCallId: string;
+  state: string;
+  output?: unknown;
+  approval?: { approved?: boolean };
+}
+
+/**
+ * The answer `message` holds for the last question or approval it shows (a `data-agent-kit-input`
+ * part), read from that tool call's part: a question's output, an approval's response. Undefined
+ * when the message asked nothing or its last question has no answer in it.
+ */
+export function heldAnswer(message: UIMessage): HeldAnswer | undefined {
+  const asked = message.parts.filter((p): p is UIMessage['parts'][number] & InputPart => p.type === 'data-agent-kit-input')
+    .at(-1)?.data;
+  const threadId = (message.metadata as { threadId?: unknown } | undefined)?.threadId;
+  if (!asked || typeof asked.id !== 'string' || typeof asked.runId !== 'string' || typeof asked.seq !== 'number'
+    || typeof threadId !== 'string') return undefined;
+  const call = message.parts.find((p) => (p as Partial<ToolPart>).toolCallId === asked.id) as ToolPart | undefined;
+  const held = { runId: asked.runId, threadId, seq: asked.seq };
+  if (asked.kind === 'approval' && call?.state === 'approval-responded' && typeof call.approval?.approved === 'boolean') {
+    return { ...held, body: { questionId: asked.id, approved: call.approval.approved } };
+  }
+  if (asked.kind === 'question' && call?.state === 'output-available') {
+    return { ...held, body: { questionId: asked.id, answer: answerText(call.output) } };
+  }
+  return undefined;
+}
+
+/** A question's output as the input route's answer: the text itself, or its `answer`. */
+function answerText(output: unknown): string {
+  if (typeof output === 'string') return output;
+  const answer = (output as { answer?: unknown } | null | undefined)?.answer;
+  return typeof answer === 'string' ? answer : JSON.stringify(output);
+}
