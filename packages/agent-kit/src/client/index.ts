@@ -57,21 +57,20 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
   const baseFetch: typeof globalThis.fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
   const stops = options.cancelOnStop === false ? undefined : new StopCanceller(origin, baseFetch, options);
   const streamFetch: typeof globalThis.fetch = stops ? (input, init) => stops.fetch(input, init) : baseFetch;
-  const request = (init: RequestInit, json = false): RequestInit => {
-    const headers = new Headers(options.headers);
-    if (json) headers.set('content-type', 'application/json');
-    return { ...init, headers, ...(options.credentials ? { credentials: options.credentials } : {}) };
-  };
+  const request = (init: RequestInit, json = false) => withSession(options, init, json);
   return new (class extends DefaultChatTransport<UIMessage> {
     override reconnectToStream(request: Parameters<DefaultChatTransport<UIMessage>['reconnectToStream']>[0]) {
       stops?.resumeStarted(request.chatId);
       return super.reconnectToStream(request);
     }
 
-    override sendMessages(send: Parameters<DefaultChatTransport<UIMessage>['sendMessages']>[0]) {
+    override async sendMessages(send: Parameters<DefaultChatTransport<UIMessage>['sendMessages']>[0]) {
       const last = send.messages.at(-1);
-      const held = last?.role === 'assistant' ? heldAnswer(last) : undefined;
-      return held ? this.answer(held, send.abortSignal) : super.sendMessages(send);
+      if (last?.role !== 'assistant') return super.sendMessages(send);
+      const held = heldAnswer(last);
+      // A reply that holds no answer (sendAutomaticallyWhen after a reply cut at a step with
+      // tool results, say) has nothing to send: agent-kit runs its tools itself.
+      return held ? this.answer(held, send.abortSignal) : new ReadableStream<UIMessageChunk>({ start: (c) => c.close() });
     }
 
     /** Post the answer the reply holds, then stream the rest of the reply, after the event that asked. */
@@ -80,7 +79,7 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
         method: 'POST', body: JSON.stringify(held.body),
       }, true));
       // 409: the run no longer waits for it (answered already): its reply is not sent again.
-      if (posted.status === 409) return new ReadableStream({ start: (controller) => controller.close() });
+      if (posted.status === 409) return new ReadableStream<UIMessageChunk>({ start: (c) => c.close() });
       if (!posted.ok) throw new Error(`agent-kit refused the answer (${posted.status}): ${await posted.text()}`);
       const query = `format=ai-sdk&runId=${encodeURIComponent(held.runId)}&after=${held.seq}`;
       const rest = await streamFetch(`${origin}/api/threads/${encodeURIComponent(held.threadId)}/events?${query}`,
@@ -95,10 +94,7 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
     fetch: streamFetch,
     prepareSendMessagesRequest: ({ messages }) => {
       const last = messages.at(-1);
-      if (!last || last.role !== 'user') {
-        throw new Error('agent-kit takes the chat\'s last message as the user\'s next one, or as the reply that holds '
-          + 'the answer to its question (addToolOutput) or approval (addToolApprovalResponse)');
-      }
+      if (!last || last.role !== 'user') throw new Error('agent-kit takes the chat\'s last message as the user\'s next one');
       return { body: { threadId: threadIdOf(messages), message: textOf(last), clientMessageId: last.id } };
     },
     prepareReconnectToStreamRequest: ({ id }) => ({
@@ -158,15 +154,29 @@ class StopCanceller {
 
   private async cancel(runId: string): Promise<void> {
     try {
-      await this.baseFetch(`${this.origin}/api/runs/${encodeURIComponent(runId)}/cancel`, {
-        method: 'POST',
-        ...(this.options.headers ? { headers: this.options.headers } : {}),
-        ...(this.options.credentials ? { credentials: this.options.credentials } : {}),
-      });
+      await this.baseFetch(`${this.origin}/api/runs/${encodeURIComponent(runId)}/cancel`,
+        withSession(this.options, { method: 'POST' }));
     } catch {
       // A cancel that does not arrive leaves the turn to finish, as a closed page does.
     }
   }
+}
+
+/**
+ * `init` with the transport's headers and credentials (and a JSON body's content type). The
+ * headers go as a plain object, as the AI SDK's own requests carry them: an app's fetch may
+ * spread them.
+ */
+function withSession(options: AgentKitTransportOptions, init: RequestInit, json = false): RequestInit {
+  const headers: Record<string, string> = {};
+  new Headers(options.headers).forEach((value, name) => {
+    headers[name] = value;
+  });
+  if (json) headers['content-type'] = 'application/json';
+  return {
+    ...init, headers,
+    ...(options.credentials ? { credentials: options.credentials } : {}),
+  };
 }
 
 /** The chat (thread) id of an events route's URL, e.g. `/api/threads/<id>/events?format=ai-sdk`. */

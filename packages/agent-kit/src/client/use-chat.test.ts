@@ -308,10 +308,14 @@ describe('agent-kit/client', () => {
     }
   });
 
-  it('refuses to send a chat whose last message is not the user\'s', async () => {
-    await expect(transport.sendMessages({
+  it('sends nothing for a reply that holds no answer, and refuses a chat with no message', async () => {
+    const sent = await transport.sendMessages({
       chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: undefined,
       messages: [{ id: 'a', role: 'assistant', parts: [{ type: 'text', text: 'hi' }] }],
+    });
+    expect(await sent.getReader().read()).toEqual({ done: true, value: undefined });
+    await expect(transport.sendMessages({
+      chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: undefined, messages: [],
     })).rejects.toThrow(/last message as the user's next one/);
   });
 

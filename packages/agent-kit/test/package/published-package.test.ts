@@ -316,6 +316,20 @@ describe.runIf(onPostgres)('the published package', () => {
       'let afterAnswer: UIMessage | undefined;',
       'for await (const message of readUIMessageStream<UIMessage>({ stream: (await transport.reconnectToStream({ chatId: threadOf(asked) }))! })) afterAnswer = message;',
       "const askTool = afterAnswer!.parts.find((p) => p.type === 'tool-ask_user') as { state: string; output: unknown } | undefined;",
+      // The same, the AI SDK's way: the AI SDK's chat (what useChat drives) with the guide's options,
+      // a question answered with addToolOutput and sent by its sendAutomaticallyWhen.
+      "import { AbstractChat, type ChatState } from 'ai';",
+      'const held: UIMessage[] = [];',
+      "const state: ChatState<UIMessage> = { status: 'ready', error: undefined, messages: held, pushMessage: (m) => { held.push(m); },",
+      '  popMessage: () => { held.pop(); }, replaceMessage: (i, m) => { held[i] = m; }, snapshot: (t) => structuredClone(t) };',
+      'class ArrayChat extends AbstractChat<UIMessage> {}',
+      'const native = new ArrayChat({ ...chatOptions(), transport, state });',
+      "await native.sendMessage({ text: 'Which colour? #ask' });",
+      "const nativeQuestion = native.messages.at(-1)!.parts.find((p) => p.type === 'data-agent-kit-input') as { data: { id: string } };",
+      "await native.addToolOutput({ tool: 'ask_user', toolCallId: nativeQuestion.data.id, output: { answer: 'green' } });",
+      'const nativeStatus = () => (native.messages.at(-1)!.metadata as { status?: string }).status;',
+      "for (let i = 0; i < 400 && !(native.status === 'ready' && nativeStatus() === 'completed'); i++) await new Promise((r) => setTimeout(r, 25));",
+      "const nativeTool = native.messages.at(-1)!.parts.find((p) => p.type === 'tool-ask_user') as { state: string; output: unknown };",
       'console.log(JSON.stringify({',
       "  chat: chat.status, last: stream.match(/^event: (.+)$/gm)?.at(-1), thread: thread.status, messages,",
       '  stranger: stranger.status, elsewhere: elsewhere.status,',
@@ -325,6 +339,7 @@ describe.runIf(onPostgres)('the published package', () => {
       "  asked: [(asked.metadata as { status: string }).status, answered.status, afterAnswer!.id === asked.id, askTool?.state, askTool?.output,",
       "    (afterAnswer!.metadata as { status: string }).status],",
       // The guide's useChat options resume a reopened chat only when a turn is not over.
+      "  natively: [native.messages.map((m) => m.role), nativeStatus(), nativeTool.state, nativeTool.output],",
       "  resume: [chatOptions().resume ?? null, chatOptions(rereadThread).resume, chatOptions(midTurn).resume, chatOptions(askedThread).resume],",
       "  resumed: [['queued', 'running'].includes(midTurn.runs.at(-1)!.status) ? 'under way' : midTurn.runs.at(-1)!.status, stored.role, reloaded!.id === stored.runId, shownText === stored.text && shownText.length > 0, (reloaded!.metadata as { status: string }).status],",
       '}));',
@@ -343,11 +358,12 @@ describe.runIf(onPostgres)('the published package', () => {
       rendered: [[['user', true], ['assistant', true], ['user', true], ['assistant', true]], true, false, false],
       resumed: ['under way', 'assistant', true, true, 'completed'],
       resume: [null, false, true, true], // a new chat; all turns over; a reply streaming; a question waiting
+      natively: [['user', 'assistant'], 'completed', 'output-available', { answer: 'green' }],
       asked: ['waiting_input', 200, true, 'output-available', { answer: 'blue' }, 'completed'],
     });
     const runs = await newRuns();
     expect(runs.map((r) => [r.status, r.turnNo])).toEqual([
-      ['completed', 1], ['completed', 1], ['completed', 2], ['completed', 3], ['completed', 4], ['completed', 1],
+      ['completed', 1], ['completed', 1], ['completed', 2], ['completed', 3], ['completed', 4], ['completed', 1], ['completed', 1],
     ]);
     expect(new Set(runs.slice(1, 5).map((r) => r.threadId)).size).toBe(1); // useChat's four messages, one thread
   }, 240_000);
