@@ -59,9 +59,9 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
   const streamFetch: typeof globalThis.fetch = stops ? (input, init) => stops.fetch(input, init) : baseFetch;
   const request = (init: RequestInit, json = false) => withSession(options, init, json);
   return new (class extends DefaultChatTransport<UIMessage> {
-    override reconnectToStream(request: Parameters<DefaultChatTransport<UIMessage>['reconnectToStream']>[0]) {
-      stops?.resumeStarted(request.chatId);
-      return super.reconnectToStream(request);
+    override reconnectToStream(reconnect: Parameters<DefaultChatTransport<UIMessage>['reconnectToStream']>[0]) {
+      stops?.resumeStarted(reconnect.chatId);
+      return super.reconnectToStream(reconnect);
     }
 
     override async sendMessages(send: Parameters<DefaultChatTransport<UIMessage>['sendMessages']>[0]) {
@@ -70,7 +70,7 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
       const held = heldAnswer(last);
       // A reply that holds no answer (sendAutomaticallyWhen after a reply cut at a step with
       // tool results, say) has nothing to send: agent-kit runs its tools itself.
-      return held ? this.answer(held, send.abortSignal) : new ReadableStream<UIMessageChunk>({ start: (c) => c.close() });
+      return held ? this.answer(held, send.abortSignal) : nothing();
     }
 
     /** Post the answer the reply holds, then stream the rest of the reply, after the event that asked. */
@@ -79,7 +79,7 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
         method: 'POST', body: JSON.stringify(held.body),
       }, true));
       // 409: the run no longer waits for it (answered already): its reply is not sent again.
-      if (posted.status === 409) return new ReadableStream<UIMessageChunk>({ start: (c) => c.close() });
+      if (posted.status === 409) return nothing();
       if (!posted.ok) throw new Error(`agent-kit refused the answer (${posted.status}): ${await posted.text()}`);
       const query = `format=ai-sdk&runId=${encodeURIComponent(held.runId)}&after=${held.seq}`;
       const rest = await streamFetch(`${origin}/api/threads/${encodeURIComponent(held.threadId)}/events?${query}`,
@@ -101,6 +101,11 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
       api: `${origin}/api/threads/${encodeURIComponent(id)}/events?format=ai-sdk`,
     }),
   });
+}
+
+/** A send with nothing to stream: the chat takes it as a reply that ended at once, unchanged. */
+function nothing(): ReadableStream<UIMessageChunk> {
+  return new ReadableStream<UIMessageChunk>({ start: (controller) => controller.close() });
 }
 
 /**
