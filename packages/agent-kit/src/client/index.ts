@@ -57,7 +57,6 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
   const baseFetch: typeof globalThis.fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
   const stops = options.cancelOnStop === false ? undefined : new StopCanceller(origin, baseFetch, options);
   const streamFetch: typeof globalThis.fetch = stops ? (input, init) => stops.fetch(input, init) : baseFetch;
-  const request = (init: RequestInit, json = false) => withSession(options, init, json);
   return new (class extends DefaultChatTransport<UIMessage> {
     override reconnectToStream(reconnect: Parameters<DefaultChatTransport<UIMessage>['reconnectToStream']>[0]) {
       stops?.resumeStarted(reconnect.chatId);
@@ -75,7 +74,7 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
 
     /** Post the answer the reply holds, then stream the rest of the reply, after the event that asked. */
     private async answer(held: HeldAnswer, signal: AbortSignal | undefined): Promise<ReadableStream<UIMessageChunk>> {
-      const posted = await baseFetch(`${origin}/api/runs/${encodeURIComponent(held.runId)}/input`, request({
+      const posted = await baseFetch(`${origin}/api/runs/${encodeURIComponent(held.runId)}/input`, withSession(options, {
         method: 'POST', body: JSON.stringify(held.body),
       }, true));
       // 409: the run no longer waits for it (answered already): its reply is not sent again.
@@ -83,7 +82,7 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
       if (!posted.ok) throw new Error(`agent-kit refused the answer (${posted.status}): ${await posted.text()}`);
       const query = `format=ai-sdk&runId=${encodeURIComponent(held.runId)}&after=${held.seq}`;
       const rest = await streamFetch(`${origin}/api/threads/${encodeURIComponent(held.threadId)}/events?${query}`,
-        request({ method: 'GET', ...(signal ? { signal } : {}) }));
+        withSession(options, { method: 'GET', ...(signal ? { signal } : {}) }));
       if (!rest.ok || !rest.body) throw new Error(`agent-kit could not stream the reply (${rest.status}): ${await rest.text()}`);
       return this.processResponseStream(rest.body);
     }

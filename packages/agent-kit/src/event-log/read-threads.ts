@@ -189,19 +189,22 @@ export async function findLatestRunId(db: Queryable, threadId: string): Promise<
 
 /**
  * The run a viewer of the thread should see now: its earliest run not yet closed (the one running,
- * parked or next to run; later turns queue behind it), else its latest. Two index lookups: the
- * thread's one active run and its first queued one (0019).
+ * parked or next to run; later turns queue behind it), else its latest. One statement: the
+ * thread's one active run and its first queued one (two index lookups, 0019), then its latest.
  */
 export async function findCurrentRunId(db: Queryable, threadId: string): Promise<string | null> {
-  const rows = await db.query<{ id: string }>(
-    `select id from (
-       (select id, turn_no from agent_kit_runs
-         where thread_id = $1 and status in ('running', 'waiting_input', 'waiting_takeover'))
-       union all
-       (select id, turn_no from agent_kit_runs
-         where thread_id = $1 and status = 'queued' order by turn_no limit 1)
-     ) open_runs order by turn_no limit 1`,
+  const rows = await db.query<{ id: string | null }>(
+    `select coalesce(
+       (select id from (
+          (select id, turn_no from agent_kit_runs
+            where thread_id = $1 and status in ('running', 'waiting_input', 'waiting_takeover'))
+          union all
+          (select id, turn_no from agent_kit_runs
+            where thread_id = $1 and status = 'queued' order by turn_no limit 1)
+        ) open_runs order by turn_no limit 1),
+       (select id from agent_kit_runs where thread_id = $1 order by turn_no desc limit 1)
+     ) as id`,
     [threadId],
   );
-  return rows[0]?.id ?? (await findLatestRunId(db, threadId));
+  return rows[0]?.id ?? null;
 }
