@@ -59,7 +59,7 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
   const streamFetch: typeof globalThis.fetch = stops ? (input, init) => stops.fetch(input, init) : baseFetch;
   return new (class extends DefaultChatTransport<UIMessage> {
     override reconnectToStream(reconnect: Parameters<DefaultChatTransport<UIMessage>['reconnectToStream']>[0]) {
-      stops?.resumeStarted(reconnect.chatId);
+      stops?.resumeStarted(reconnect.chatId, reconnect.abortSignal);
       return super.reconnectToStream(reconnect);
     }
 
@@ -111,12 +111,15 @@ function nothing(): ReadableStream<UIMessageChunk> {
  * Turns `useChat`'s `stop()` into a cancel of the reply's run. The chat aborts a request's signal
  * on `stop()`, and also when a second resume of the chat replaces the first (React's strict mode
  * runs the resume twice): an abort followed at once by a resume of the same chat is the latter,
- * and cancels nothing. A message is sent without the chat's signal, so that its response (which
- * names the run) comes back even when `stop()` came first; the signal then ends its body.
+ * and cancels nothing. A request goes without the chat's signal, so that its response (which
+ * names the run) still comes when `stop()` came first; the chat's request ends at the abort all
+ * the same, and the signal ends the response's body.
  */
 class StopCanceller {
   /** Chat id → how many resumes of it began (a stopped request compares before and after). */
   private readonly resumes = new Map<string, number>();
+  /** A resume's signal → its number among its chat's resumes (its fetch may come a few turns later). */
+  private readonly resumeNumbers = new WeakMap<AbortSignal, number>();
 
   constructor(
     private readonly origin: string,
@@ -124,33 +127,38 @@ class StopCanceller {
     private readonly options: AgentKitTransportOptions,
   ) {}
 
-  resumeStarted(chatId: string): void {
-    this.resumes.set(chatId, (this.resumes.get(chatId) ?? 0) + 1);
+  resumeStarted(chatId: string, signal: AbortSignal | undefined): void {
+    const number = (this.resumes.get(chatId) ?? 0) + 1;
+    this.resumes.set(chatId, number);
+    if (signal) this.resumeNumbers.set(signal, number);
   }
 
   async fetch(input: RequestInfo | URL, init: RequestInit = {}): Promise<Response> {
     const { signal, ...rest } = init;
     if (!signal) return this.baseFetch(input, init);
-    const sending = (rest.method ?? 'GET').toUpperCase() === 'POST';
-    const chatId = sending ? undefined : chatOfEventsUrl(String(input instanceof Request ? input.url : input));
-    const resumesBefore = chatId === undefined ? 0 : this.resumes.get(chatId) ?? 0;
-    const response = await this.baseFetch(input, sending ? rest : init);
-    const runId = response.headers.get('x-agent-kit-run-id');
-    if (!runId || !response.body) return response;
-    const stopped = () => {
+    const resuming = (rest.method ?? 'GET').toUpperCase() === 'GET';
+    const chatId = resuming ? chatOfEventsUrl(String(input instanceof Request ? input.url : input)) : undefined;
+    const resumesBefore = this.resumeNumbers.get(signal) ?? (chatId === undefined ? 0 : this.resumes.get(chatId) ?? 0);
+    const stopped = (response: Response) => {
+      const runId = response.headers.get('x-agent-kit-run-id');
       // Let a resume that replaces this request begin first (it does in the same turn).
-      queueMicrotask(() => {
+      if (runId) queueMicrotask(() => {
         if (chatId !== undefined && (this.resumes.get(chatId) ?? 0) > resumesBefore) return;
         void this.cancel(runId);
       });
     };
-    if (signal.aborted) {
-      stopped();
-      await response.body.cancel().catch(() => {});
+    const responding = this.baseFetch(input, rest);
+    const response = await untilAborted(responding, signal);
+    if (!response) {
+      // Stopped before the response: it still names the run to cancel when it comes.
+      responding.then((late) => {
+        void late.body?.cancel().catch(() => {});
+        stopped(late);
+      }, () => {});
       throw abortError(signal);
     }
-    signal.addEventListener('abort', stopped, { once: true });
-    if (!sending) return response; // its fetch had the signal: the body ends with it
+    signal.addEventListener('abort', () => stopped(response), { once: true });
+    if (!response.body) return response;
     return new Response(endsOnAbort(response.body, signal), {
       status: response.status, statusText: response.statusText, headers: response.headers,
     });
@@ -187,6 +195,16 @@ function withSession(options: AgentKitTransportOptions, init: RequestInit, json 
 function chatOfEventsUrl(url: string): string | undefined {
   const match = /\/api\/threads\/([^/?#]+)\/events/.exec(url);
   return match ? decodeURIComponent(match[1]!) : undefined;
+}
+
+/** `promise`'s value, or undefined once `signal` aborts first. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
+  if (signal.aborted) return Promise.resolve(undefined);
+  return new Promise<T | undefined>((resolve, reject) => {
+    const aborted = () => resolve(undefined);
+    signal.addEventListener('abort', aborted, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', aborted));
+  });
 }
 
 function abortError(signal: AbortSignal): unknown {

@@ -44,8 +44,8 @@ class TestChat extends AbstractChat<UIMessage> {
   }
 }
 
-async function until(condition: () => boolean, ms = 10_000): Promise<void> {
-  for (const deadline = Date.now() + ms; !condition(); await new Promise((resolve) => setTimeout(resolve, 5))) {
+async function until(condition: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
+  for (const deadline = Date.now() + ms; !(await condition()); await new Promise((resolve) => setTimeout(resolve, 5))) {
     if (Date.now() > deadline) throw new Error(`still not so after ${ms} ms: ${condition.toString()}`);
   }
 }
@@ -169,11 +169,13 @@ describe('agent-kit/client', () => {
       await expect(transportTo(() => slow).sendMessages({
         chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: stopping.signal, messages: ask('s2', 'stop me at once'),
       })).rejects.toThrow(/abort/i);
-      await slow.segments.settle();
-      const rows = await db.query<{ id: string; status: string }>(
+      // The request ended at the stop; the response, when it comes, names the run to cancel.
+      const runsOf = (clientMessageId: string) => db.query<{ id: string; status: string }>(
         `select r.id, r.status from agent_kit_messages m join agent_kit_runs r on r.thread_id = m.thread_id
-          where m.client_message_id = 's2'`);
-      expect(rows.map((r) => r.status)).toEqual(['aborted']);
+          where m.client_message_id = $1`, [clientMessageId]);
+      await until(async () => (await runsOf('s2')).some((r) => r.status === 'aborted'));
+      await slow.segments.settle();
+      expect((await runsOf('s2')).map((r) => r.status)).toEqual(['aborted']);
     });
 
     it('cancels a resumed reply, but not one whose resume a second resume replaced (strict mode)', async () => {
@@ -209,6 +211,40 @@ describe('agent-kit/client', () => {
       const { status, text } = await ended(slow, nextRun);
       expect(status).toBe('aborted');
       expect(text!.length).toBeLessThan(scriptedReplyText(['resume me twice', 'then stop me'], 60).length);
+    });
+
+    it('cancels a resume stopped before its response came, unless a second resume replaced it', async () => {
+      const slow = slowly();
+      const stopsOf = transportTo(() => slow);
+      const goneAway = async (messages: UIMessage[]) => {
+        const reader = (await stopsOf.sendMessages({
+          chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: undefined, messages,
+        })).getReader();
+        const runId = await untilText(reader);
+        await reader.cancel(); // the page went away: the turn goes on
+        return runId;
+      };
+      const runId = await goneAway(ask('p1', 'resume me before a response'));
+      const threadId = (await db.query<{ thread_id: string }>('select thread_id from agent_kit_runs where id = $1', [runId]))[0]!.thread_id;
+      // Strict mode before any response: the first resume aborted, a second begun, in one turn.
+      const first = new AbortController();
+      const firstResume = stopsOf.reconnectToStream({ chatId: threadId, abortSignal: first.signal });
+      first.abort();
+      const secondResume = stopsOf.reconnectToStream({ chatId: threadId, abortSignal: new AbortController().signal });
+      await expect(firstResume).rejects.toThrow(/abort/i);
+      const resumed = await lastMessage((await secondResume)!);
+      expect(resumed.metadata).toMatchObject({ runId, status: 'completed' });
+      expect(textOf(resumed)).toBe(fullReply('resume me before a response'));
+
+      // A resume stopped before its response: its response still names the run, which is cancelled.
+      const nextRun = await goneAway([...ask('p1', 'resume me before a response'), resumed, ...ask('p2', 'now stop me early')]);
+      const stopping = new AbortController();
+      stopping.abort();
+      await expect(stopsOf.reconnectToStream({ chatId: threadId, abortSignal: stopping.signal })).rejects.toThrow(/abort/i);
+      const statusOf = async (id: string) => (await db.query<{ status: string }>('select status from agent_kit_runs where id = $1', [id]))[0]!.status;
+      await until(async () => (await statusOf(nextRun)) === 'aborted');
+      const { text } = await ended(slow, nextRun);
+      expect(text!.length).toBeLessThan(scriptedReplyText(['resume me before a response', 'now stop me early'], 60).length);
     });
 
     it("through the AI SDK's own Chat (what useChat drives): stop() cancels, a resume replacing another does not", async () => {

@@ -43,6 +43,10 @@ describe('POST /api/chat', () => {
     expect(response.headers.get('x-accel-buffering')).toBe('no');
     const threadId = response.headers.get('x-agent-kit-thread-id')!;
     const runId = response.headers.get('x-agent-kit-run-id')!;
+    // A page of another origin may read them too (the client's stop() needs the run id).
+    expect(response.headers.get('access-control-expose-headers')?.split(', ').sort()).toEqual([
+      'x-agent-kit-message-id', 'x-agent-kit-run-id', 'x-agent-kit-thread-id',
+    ]);
     const read = await readSse(response);
     expect(read.ended).toBe(true);
     expect(read.retries).toEqual([2000]); // ended by the run's close: no quick reconnect
@@ -214,6 +218,8 @@ describe('?format=ai-sdk', () => {
     await readSse(response);
     const replay = await t.handlers.handle(makeRequest('GET', `/api/threads/${threadId}/events?format=ai-sdk`, { user: 'alice' }));
     expect(replay.headers.get('x-vercel-ai-ui-message-stream')).toBe('v1');
+    expect(replay.headers.get('x-agent-kit-run-id')).toMatch(/^[0-9a-f-]{36}$/);
+    expect(replay.headers.get('access-control-expose-headers')).toBe('x-agent-kit-run-id');
     const read = await readSse(replay);
     expect(read.ended).toBe(true);
     expect(read.events.at(-1)!.data).toBe('[DONE]');

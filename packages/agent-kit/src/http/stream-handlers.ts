@@ -52,9 +52,19 @@ function streamResponse(ctx: HandlerContext, request: Request, stream: StreamSpe
     keepAliveMs: ctx.keepAliveMs,
     retryMs: ctx.retryMs,
     maxStreamMs: ctx.maxStreamMs,
-    headers: { ...(aiSdk ? uiMessageStreamHeaders : {}), ...stream.headers },
+    headers: { ...(aiSdk ? uiMessageStreamHeaders : {}), ...exposed(stream.headers) },
     log: ctx.rt.log,
   });
+}
+
+/**
+ * `headers`, readable by a page of another origin too: a browser hides a cross-origin response's
+ * headers from its script unless they are exposed, and the client's stop() needs the run id.
+ * (The app's CORS still decides who may read the response at all.)
+ */
+function exposed(headers: Record<string, string> | undefined): Record<string, string> {
+  if (!headers) return {};
+  return { ...headers, 'access-control-expose-headers': Object.keys(headers).join(', ') };
 }
 
 export function createChatHandler(ctx: HandlerContext): RouteHandler {
