@@ -3,7 +3,8 @@
 // TypeScript example of the READMEs and the guides typechecked against the installed types and
 // the runnable ones run against the installed code, and its `agent-kit` command run. Catches a
 // file left out of the tarball, an export or a declaration that does not resolve, and an example
-// that no longer matches the API. Runs once, in the Postgres pass (DATABASE_URL set), which had
+// that no longer matches the API; the guide's React chat is also bundled and run in Chromium
+// (browser-chat.ts). Runs once, in the Postgres pass (DATABASE_URL set), which had
 // the time to spare: the examples run on an empty database that `agent-kit migrate` sets up, as
 // a server deployment does, and one turn of the command runs on the embedded store.
 import { spawn } from 'node:child_process';
@@ -14,6 +15,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packageDir, run, type RunResult } from '../hostile/cli-kit.js';
 import { adminQuery, databasePrefix, onPostgres, urlForDatabase } from '../harness/test-db.js';
+import pg from 'pg';
+import { browserUser, checkBrowserChat, writeBrowserChat, type BrowserRun } from './browser-chat.js';
 import { readDocExamples, type DocExample } from './doc-examples.js';
 
 const repoRoot = path.resolve(packageDir, '../..');
@@ -32,8 +35,10 @@ const fixtures: Record<string, string> = {
   // What SvelteKit generates for a +server.ts, reduced to what the examples use.
   'src/routes/api/chat/$types.d.ts':
     'export type RequestHandler = (event: { request: Request; params: Record<string, string> }) => Promise<Response>;\n',  // The Next.js example's session: here the user a header names, as in the Node server's example.
+  // A browser page sends a cookie instead (the React chat in Chromium).
   'lib/session.ts': "export async function userIdOf(request: Request): Promise<string | null> {\n" +
-    "  return request.headers.get('x-user-id');\n}\n",
+    "  const cookie = /(?:^|;\\s*)user=([^;]+)/.exec(request.headers.get('cookie') ?? '')?.[1];\n" +
+    "  return request.headers.get('x-user-id') ?? cookie ?? null;\n}\n",
 };
 
 /**
@@ -366,6 +371,25 @@ describe.runIf(onPostgres)('the published package', () => {
       ['completed', 1], ['completed', 1], ['completed', 2], ['completed', 3], ['completed', 4], ['completed', 1], ['completed', 1],
     ]);
     expect(new Set(runs.slice(1, 5).map((r) => r.threadId)).size).toBe(1); // useChat's four messages, one thread
+  }, 240_000);
+
+  it("runs the guide's React chat in Chromium under StrictMode: a reply, a reload mid-reply resumed, Stop, and another origin", async () => {
+    writeBrowserChat(project);
+    const client = new pg.Client({ connectionString: urlForDatabase(database) });
+    await client.connect();
+    try {
+      const runs = async () => (await client.query<BrowserRun>(
+        `select r.id, r.thread_id as "threadId", r.status, m.content->>'text' as text, m.partial
+           from agent_kit_runs r join agent_kit_threads t on t.id = r.thread_id
+           left join agent_kit_messages m on m.id = r.message_id
+          where t.owner_id = $1 order by r.created_at`, [browserUser])).rows;
+      // 60 words 60 ms apart: a reply takes about 4 s, so a reload and a stop land mid-reply.
+      await checkBrowserChat({ project, runs, env: { ...env(), AGENT_KIT_SCRIPTED_TOKENS: '60', AGENT_KIT_SCRIPTED_DELAY_MS: '60' } });
+      expect((await runs()).map((r) => r.status)).toEqual(['completed', 'completed', 'aborted', 'aborted']);
+    } finally {
+      await client.end();
+    }
+    await newRuns(); // the browser's runs are this test's, not the next one's
   }, 240_000);
 
   it('runs the agent-kit command from the installed bin, on the server and on the embedded store', async () => {

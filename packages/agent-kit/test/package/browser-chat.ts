@@ -1,0 +1,227 @@
+// The guide's React chat in a real browser: the files the published-package test writes into its
+// consumer project to bundle the guide's `app/chat/chat.tsx` (React's development build, under
+// StrictMode, as `next dev` runs it) with esbuild, and to serve it beside the guide's catch-all
+// route. Two origins: the page of the API's own origin, and a page of another origin that talks
+// to the API with CORS (what `Access-Control-Expose-Headers` is for).
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+import { expect } from 'vitest';
+
+/** The user of the browser's requests: a cookie on the API's origin, a header from the other. */
+export const browserUser = 'browser-bo';
+
+const files: Record<string, string> = {
+  // The page of a Next.js route that shows a chat: a thread's read (?thread=) or a new chat.
+  'browser/page.tsx': [
+    "import { StrictMode } from 'react';",
+    "import { createRoot } from 'react-dom/client';",
+    "import type { ThreadRead } from 'agent-kit/client';",
+    "import { Chat } from '@/app/chat/chat';",
+    "const threadId = new URLSearchParams(location.search).get('thread');",
+    'const thread = threadId ? (await (await fetch(`/api/threads/${threadId}`)).json()) as ThreadRead : undefined;',
+    "createRoot(document.getElementById('root')!).render(<StrictMode><Chat thread={thread} /></StrictMode>);",
+    '',
+  ].join('\n'),
+  // The same chat on a page of another origin: the transport names the API's origin.
+  'browser/other-origin.tsx': [
+    "import { StrictMode, useState } from 'react';",
+    "import { createRoot } from 'react-dom/client';",
+    "import { useChat } from '@ai-sdk/react';",
+    "import { agentKitTransport } from 'agent-kit/client';",
+    "const api = new URLSearchParams(location.search).get('api')!;",
+    `const transport = agentKitTransport({ origin: api, headers: { 'x-user-id': '${browserUser}' } });`,
+    'function OtherOrigin() {',
+    '  const { messages, sendMessage, status, stop } = useChat({ transport });',
+    "  const [input, setInput] = useState('');",
+    "  const replying = status === 'submitted' || status === 'streaming';",
+    '  return (',
+    "    <form onSubmit={(e) => { e.preventDefault(); sendMessage({ text: input }); setInput(''); }}>",
+    "      {messages.map((m) => <p key={m.id}>{m.role}: {m.parts.map((p) => (p.type === 'text' ? p.text : '')).join('')}</p>)}",
+    '      <input value={input} onChange={(e) => setInput(e.target.value)} disabled={replying} />',
+    '      {replying && <button type="button" onClick={() => stop()}>Stop</button>}',
+    '    </form>',
+    '  );',
+    '}',
+    "createRoot(document.getElementById('root')!).render(<StrictMode><OtherOrigin /></StrictMode>);",
+    '',
+  ].join('\n'),
+  // Bundles both pages, then serves the API (with the page) on one port and the other origin's
+  // page on another; prints both origins as a line of JSON and serves until killed.
+  'browser/serve.ts': [
+    "import http from 'node:http';",
+    "import { build } from 'esbuild';",
+    "import { toNodeListener } from 'agent-kit/http';",
+    "import { GET, POST } from '@/app/api/[...path]/route';",
+    "const pages = { '/page.js': 'browser/page.tsx', '/other-origin.js': 'browser/other-origin.tsx' };",
+    'const bundles = new Map<string, string>();',
+    'for (const [url, entry] of Object.entries(pages)) {',
+    "  const built = await build({ entryPoints: [entry], bundle: true, format: 'esm', platform: 'browser', target: 'es2022',",
+    "    tsconfig: 'tsconfig.next.json', write: false, define: { 'process.env.NODE_ENV': '\"development\"' }, logLevel: 'error' });",
+    '  bundles.set(url, built.outputFiles[0]!.text);',
+    '}',
+    "const html = (script: string) => `<!doctype html><meta charset=\"utf-8\"><div id=\"root\"></div><script type=\"module\" src=\"${script}\"></script>`;",
+    'function page(req: http.IncomingMessage, res: http.ServerResponse, script: string): boolean {',
+    "  const url = new URL(req.url ?? '/', 'http://page');",
+    "  if (url.pathname === '/') res.writeHead(200, { 'content-type': 'text/html' }).end(html(script));",
+    "  else if (bundles.has(url.pathname)) res.writeHead(200, { 'content-type': 'text/javascript' }).end(bundles.get(url.pathname));",
+    '  else return false;',
+    '  return true;',
+    '}',
+    'const listen = (server: http.Server) => new Promise<string>((resolve) => server.listen(0, \'127.0.0.1\', () => {',
+    '  resolve(`http://127.0.0.1:${(server.address() as { port: number }).port}`);',
+    '}));',
+    "const agentKit = toNodeListener((request) => (request.method === 'POST' ? POST : GET)(request));",
+    'let otherOrigin = \'\';',
+    '// The app\'s CORS (agent-kit leaves it to the app): the other origin may call the API.',
+    'const apiServer = http.createServer((req, res) => {',
+    '  if (req.headers.origin === otherOrigin) {',
+    "    res.setHeader('access-control-allow-origin', otherOrigin);",
+    "    if (req.method === 'OPTIONS') {",
+    "      res.writeHead(204, { 'access-control-allow-methods': 'GET, POST', 'access-control-allow-headers': 'content-type, x-user-id' }).end();",
+    '      return;',
+    '    }',
+    '  }',
+    "  if (page(req, res, '/page.js')) return;",
+    '  console.error(`${req.method} ${req.url}`); // what the test counts',
+    '  agentKit(req, res);',
+    '});',
+    "const pageServer = http.createServer((req, res) => void (page(req, res, '/other-origin.js') || res.writeHead(404).end()));",
+    'const api = await listen(apiServer);',
+    'otherOrigin = await listen(pageServer);',
+    'console.log(JSON.stringify({ api, otherOrigin }));',
+    '',
+  ].join('\n'),
+};
+
+/** Writes the pages and the server into `project` (after the docs' examples and fixtures). */
+export function writeBrowserChat(project: string): void {
+  for (const [file, code] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(project, file)), { recursive: true });
+    fs.writeFileSync(path.join(project, file), code);
+  }
+}
+
+/** A run of the browser's user as the database has it, with its message. */
+export interface BrowserRun { id: string; threadId: string; status: string; text: string | null; partial: boolean | null }
+
+export interface BrowserChatCheck {
+  /** The consumer project, with the docs' examples and `writeBrowserChat`'s files in it. */
+  project: string;
+  /** The environment of the server (its DATABASE_URL, the scripted model's pace). */
+  env: NodeJS.ProcessEnv;
+  /** The browser user's runs, oldest first. */
+  runs(): Promise<BrowserRun[]>;
+}
+
+const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+
+/**
+ * Serves the pages, opens them in headless Chromium and checks what a user of the guide's chat
+ * sees: a reply streams to its end and is the stored one; a reload mid-reply reopens the thread
+ * and resumes that reply to its end, its run completed (StrictMode's second resume is not a
+ * stop); Stop cancels the run, on the API's origin and from another origin through CORS.
+ */
+export async function checkBrowserChat({ project, env, runs }: BrowserChatCheck): Promise<void> {
+  if (!fs.existsSync(chromiumPath)) throw new Error(`no Chromium at ${chromiumPath}: apt-get install -y chromium`);
+  const server = spawn(process.execPath, [path.join(project, 'node_modules', 'tsx', 'dist', 'cli.mjs'),
+    '--tsconfig', 'tsconfig.next.json', 'browser/serve.ts'], { cwd: project, env });
+  let stdout = '';
+  let stderr = '';
+  server.stdout.on('data', (chunk) => { stdout += String(chunk); });
+  server.stderr.on('data', (chunk) => { stderr += String(chunk); });
+  const browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox', '--disable-gpu'] });
+  try {
+    await eventually(() => stdout.includes('\n'), 60_000, () => `browser/serve.ts did not start: ${stderr}`);
+    const { api, otherOrigin } = JSON.parse(stdout.split('\n')[0]!) as { api: string; otherOrigin: string };
+    const context = await browser.newContext();
+    await context.addCookies([{ name: 'user', value: browserUser, url: api }]);
+    const page = await context.newPage();
+    const errors: string[] = [];
+    page.on('pageerror', (error) => errors.push(String(error)));
+    const shown = () => page.locator('p').allTextContents();
+    const lastRun = async () => (await runs()).at(-1)!;
+    const ask = async (text: string) => {
+      await page.locator('input').fill(text);
+      await page.locator('input').press('Enter');
+    };
+    /** Until the last paragraph shows a reply of at least `words` words. */
+    const replyShows = async (words: number) => eventuallyAsync(async () => {
+      const last = (await shown()).at(-1) ?? '';
+      return last.startsWith('assistant: ') && last.split(' ').length > words;
+    }, 20_000, () => 'no reply showed');
+
+    // A reply streams to its end, as stored.
+    await page.goto(`${api}/`);
+    await ask('Hello from Chromium');
+    await eventuallyAsync(async () => (await lastRun())?.status === 'completed', 30_000, () => 'the first turn did not complete');
+    const first = await lastRun();
+    await eventuallyAsync(async () => (await shown()).length === 2 && (await shown())[1] === `assistant: ${first.text}`,
+      10_000, async () => `shown: ${JSON.stringify(await shown())}, stored: ${first.text}`);
+
+    // A reload mid-reply: the reopened thread resumes the reply under way, to its end.
+    await ask('Reload me halfway');
+    await replyShows(3);
+    expect((await lastRun()).status).toBe('running');
+    const requestsBefore = stderr.length;
+    await page.goto(`${api}/?thread=${first.threadId}`);
+    await page.getByRole('button', { name: 'Stop' }).waitFor({ timeout: 10_000 }); // the resumed reply streams
+    await eventuallyAsync(async () => (await lastRun()).status !== 'running', 30_000, () => 'the reloaded turn did not end');
+    // StrictMode mounts the chat twice: two resumes, the first aborted as the second begins.
+    const resumes = stderr.slice(requestsBefore).split('\n')
+      .filter((line) => line === `GET /api/threads/${first.threadId}/events?format=ai-sdk`);
+    expect(resumes.length).toBe(2);
+    const reloaded = await lastRun();
+    expect(reloaded.status).toBe('completed'); // not cancelled by StrictMode's two resumes
+    await eventuallyAsync(async () => (await shown()).at(-1) === `assistant: ${reloaded.text}`, 10_000,
+      async () => `shown: ${JSON.stringify(await shown())}, stored: ${reloaded.text}`);
+    expect((await shown()).length).toBe(4);
+
+    // Stop: the run ends aborted with the text it had.
+    const stopped = async (on: typeof page, text: string) => {
+      const before = (await runs()).length;
+      await on.locator('input').fill(text);
+      await on.locator('input').press('Enter');
+      await eventuallyAsync(async () => {
+        const last = (await on.locator('p').allTextContents()).at(-1) ?? '';
+        return last.startsWith('assistant: ') && last.split(' ').length > 3;
+      }, 20_000, () => `no reply showed for ${text}`);
+      await on.getByRole('button', { name: 'Stop' }).click();
+      await eventuallyAsync(async () => (await runs()).length > before && !['queued', 'running'].includes((await lastRun()).status),
+        30_000, () => `the stopped turn did not end: ${text}`);
+      const run = await lastRun();
+      expect([run.status, run.partial]).toEqual(['aborted', true]);
+      const showing = (await on.locator('p').allTextContents()).at(-1)!.slice('assistant: '.length);
+      expect(run.text!.startsWith(showing), `${run.text} / ${showing}`).toBe(true);
+      return run;
+    };
+    const stoppedHere = await stopped(page, 'Stop me here');
+    expect(stoppedHere.threadId).toBe(first.threadId);
+
+    // From another origin: the API's CORS lets the page in; the run id header is exposed to it.
+    const other = await context.newPage();
+    other.on('pageerror', (error) => errors.push(String(error)));
+    await other.goto(`${otherOrigin}/?api=${encodeURIComponent(api)}`);
+    const stoppedThere = await stopped(other, 'Stop me from afar');
+    expect(stoppedThere.threadId).not.toBe(first.threadId);
+    expect(errors).toEqual([]);
+  } finally {
+    await browser.close();
+    server.kill('SIGKILL');
+  }
+}
+
+async function eventually(done: () => boolean, timeoutMs: number, why: () => string): Promise<void> {
+  return eventuallyAsync(async () => done(), timeoutMs, async () => why());
+}
+
+async function eventuallyAsync(
+  done: () => Promise<boolean>, timeoutMs: number, why: () => string | Promise<string>,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await done())) {
+    if (Date.now() > deadline) throw new Error(await why());
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
