@@ -13,15 +13,48 @@ import { expect } from 'vitest';
 export const browserUser = 'browser-bo';
 
 const files: Record<string, string> = {
-  // The page of a Next.js route that shows a chat: a thread's read (?thread=) or a new chat.
+  // The page of a Next.js route that shows a chat: a thread's read (?thread=) or a new chat; with
+  // ?answering, a chat with the guide's options whose questions and approvals the page answers.
   'browser/page.tsx': [
     "import { StrictMode } from 'react';",
     "import { createRoot } from 'react-dom/client';",
     "import type { ThreadRead } from 'agent-kit/client';",
     "import { Chat } from '@/app/chat/chat';",
-    "const threadId = new URLSearchParams(location.search).get('thread');",
+    "import { Answering } from './answering';",
+    'const query = new URLSearchParams(location.search);',
+    "const threadId = query.get('thread');",
     'const thread = threadId ? (await (await fetch(`/api/threads/${threadId}`)).json()) as ThreadRead : undefined;',
-    "createRoot(document.getElementById('root')!).render(<StrictMode><Chat thread={thread} /></StrictMode>);",
+    "const shown = query.has('answering') ? <Answering /> : <Chat thread={thread} />;",
+    "createRoot(document.getElementById('root')!).render(<StrictMode>{shown}</StrictMode>);",
+    '',
+  ].join('\n'),
+  // The AI SDK's way (ADR-0077): a button per question or approval, answered with addToolOutput
+  // or addToolApprovalResponse; the guide's sendAutomaticallyWhen sends it.
+  'browser/answering.tsx': [
+    "import { useState } from 'react';",
+    "import { useChat } from '@ai-sdk/react';",
+    "import { chatOptions } from '@/lib/chat';",
+    'type Part = { type: string; text?: string; state?: string; toolCallId?: string; approval?: { id: string } };',
+    'export function Answering() {',
+    '  const { messages, sendMessage, status, addToolOutput, addToolApprovalResponse } = useChat(chatOptions());',
+    "  const [input, setInput] = useState('');",
+    '  const ask = (part: Part) => {',
+    "    if (part.type === 'tool-ask_user' && part.state === 'input-available') return (",
+    "      <button type=\"button\" key={part.toolCallId} onClick={() => addToolOutput({ tool: 'ask_user', toolCallId: part.toolCallId!, output: { answer: 'blue' } })}>Answer blue</button>);",
+    "    if (part.state === 'approval-requested') return (",
+    '      <button type="button" key={part.toolCallId} onClick={() => addToolApprovalResponse({ id: part.approval!.id, approved: true })}>Approve</button>);',
+    '    return null;',
+    '  };',
+    '  return (',
+    "    <form onSubmit={(e) => { e.preventDefault(); sendMessage({ text: input }); setInput(''); }}>",
+    '      {messages.map((m) => (<div key={m.id}>',
+    "        <p>{m.role}: {(m.parts as Part[]).map((p) => (p.type === 'text' ? p.text : '')).join('')}</p>",
+    '        {(m.parts as Part[]).map(ask)}',
+    '      </div>))}',
+    "      <input value={input} onChange={(e) => setInput(e.target.value)} disabled={status !== 'ready'} />",
+    '    </form>',
+    '  );',
+    '}',
     '',
   ].join('\n'),
   // The same chat on a page of another origin: the transport names the API's origin.
@@ -113,6 +146,8 @@ export interface BrowserChatCheck {
   env: NodeJS.ProcessEnv;
   /** The browser user's runs, oldest first. */
   runs(): Promise<BrowserRun[]>;
+  /** How many effects a run recorded. */
+  effectsOf(runId: string): Promise<number>;
 }
 
 const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -121,9 +156,10 @@ const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
  * Serves the pages, opens them in headless Chromium and checks what a user of the guide's chat
  * sees: a reply streams to its end and is the stored one; a reload mid-reply reopens the thread
  * and resumes that reply to its end, its run completed (StrictMode's second resume is not a
- * stop); Stop cancels the run, on the API's origin and from another origin through CORS.
+ * stop); a question and an approval answered with the AI SDK's calls go on in the same reply;
+ * Stop cancels the run, on the API's origin and from another origin through CORS.
  */
-export async function checkBrowserChat({ project, env, runs }: BrowserChatCheck): Promise<void> {
+export async function checkBrowserChat({ project, env, runs, effectsOf }: BrowserChatCheck): Promise<void> {
   if (!fs.existsSync(chromiumPath)) throw new Error(`no Chromium at ${chromiumPath}: apt-get install -y chromium`);
   const server = spawn(process.execPath, [path.join(project, 'node_modules', 'tsx', 'dist', 'cli.mjs'),
     '--tsconfig', 'tsconfig.next.json', 'browser/serve.ts'], { cwd: project, env });
@@ -168,10 +204,12 @@ export async function checkBrowserChat({ project, env, runs }: BrowserChatCheck)
     await page.goto(`${api}/?thread=${first.threadId}`);
     await page.getByRole('button', { name: 'Stop' }).waitFor({ timeout: 10_000 }); // the resumed reply streams
     await eventuallyAsync(async () => (await lastRun()).status !== 'running', 30_000, () => 'the reloaded turn did not end');
-    // StrictMode mounts the chat twice: two resumes, the first aborted as the second begins.
+    // StrictMode mounts the chat twice: two resumes, the first aborted as the second begins. (The
+    // server may see a third request: Chromium sends a GET again when the kept-alive connection
+    // it first chose turns out closed.)
     const resumes = stderr.slice(requestsBefore).split('\n')
       .filter((line) => line === `GET /api/threads/${first.threadId}/events?format=ai-sdk`);
-    expect(resumes.length).toBe(2);
+    expect(resumes.length, stderr.slice(requestsBefore)).toBeGreaterThanOrEqual(2);
     const reloaded = await lastRun();
     expect(reloaded.status).toBe('completed'); // not cancelled by StrictMode's two resumes
     await eventuallyAsync(async () => (await shown()).at(-1) === `assistant: ${reloaded.text}`, 10_000,
@@ -198,6 +236,19 @@ export async function checkBrowserChat({ project, env, runs }: BrowserChatCheck)
     };
     const stoppedHere = await stopped(page, 'Stop me here');
     expect(stoppedHere.threadId).toBe(first.threadId);
+
+    // A question and an approval, answered the AI SDK's way: the reply goes on in the same message.
+    await page.goto(`${api}/?answering`);
+    for (const [text, button, effects] of [['Pick a colour #ask', 'Answer blue', 0], ['Pay the invoice #approve', 'Approve', 1]] as const) {
+      await ask(text);
+      await page.getByRole('button', { name: button }).click({ timeout: 20_000 });
+      await eventuallyAsync(async () => (await lastRun()).status === 'completed', 30_000, () => `${text}: the turn did not complete`);
+      const answered = await lastRun();
+      await eventuallyAsync(async () => (await shown()).at(-1) === `assistant: ${answered.text}`, 10_000,
+        async () => `${text}: shown ${JSON.stringify(await shown())}, stored ${answered.text}`);
+      expect(await effectsOf(answered.id)).toBe(effects); // the approved tool ran once
+    }
+    expect((await shown()).length).toBe(4); // each reply one message
 
     // From another origin: the API's CORS lets the page in; the run id header is exposed to it.
     const other = await context.newPage();

@@ -373,7 +373,7 @@ describe.runIf(onPostgres)('the published package', () => {
     expect(new Set(runs.slice(1, 5).map((r) => r.threadId)).size).toBe(1); // useChat's four messages, one thread
   }, 240_000);
 
-  it("runs the guide's React chat in Chromium under StrictMode: a reply, a reload mid-reply resumed, Stop, and another origin", async () => {
+  it("runs the guide's React chat in Chromium under StrictMode: a reply, a reload mid-reply resumed, Stop, answers, another origin", async () => {
     writeBrowserChat(project);
     const client = new pg.Client({ connectionString: urlForDatabase(database) });
     await client.connect();
@@ -384,8 +384,10 @@ describe.runIf(onPostgres)('the published package', () => {
            left join agent_kit_messages m on m.id = r.message_id
           where t.owner_id = $1 order by r.created_at`, [browserUser])).rows;
       // 60 words 60 ms apart: a reply takes about 4 s, so a reload and a stop land mid-reply.
-      await checkBrowserChat({ project, runs, env: { ...env(), AGENT_KIT_SCRIPTED_TOKENS: '60', AGENT_KIT_SCRIPTED_DELAY_MS: '60' } });
-      expect((await runs()).map((r) => r.status)).toEqual(['completed', 'completed', 'aborted', 'aborted']);
+      const effectsOf = async (runId: string) => (await client.query<{ n: number }>(
+        'select count(*)::int as n from agent_kit_effects where run_id = $1', [runId])).rows[0]!.n;
+      await checkBrowserChat({ project, runs, effectsOf, env: { ...env(), AGENT_KIT_SCRIPTED_TOKENS: '60', AGENT_KIT_SCRIPTED_DELAY_MS: '60' } });
+      expect((await runs()).map((r) => r.status)).toEqual(['completed', 'completed', 'aborted', 'completed', 'completed', 'aborted']);
     } finally {
       await client.end();
     }
