@@ -136,8 +136,9 @@ class StopCanceller {
   async fetch(input: RequestInfo | URL, init: RequestInit = {}): Promise<Response> {
     const { signal, ...rest } = init;
     if (!signal) return this.baseFetch(input, init);
-    const resuming = (rest.method ?? 'GET').toUpperCase() === 'GET';
-    const chatId = resuming ? chatOfEventsUrl(String(input instanceof Request ? input.url : input)) : undefined;
+    // A GET reads the events route: a resume, or the rest of a reply after its answer.
+    const reading = (rest.method ?? 'GET').toUpperCase() === 'GET';
+    const chatId = reading ? chatOfEventsUrl(String(input instanceof Request ? input.url : input)) : undefined;
     const resumesBefore = this.resumeNumbers.get(signal) ?? (chatId === undefined ? 0 : this.resumes.get(chatId) ?? 0);
     const stopped = (response: Response) => {
       const runId = response.headers.get('x-agent-kit-run-id');

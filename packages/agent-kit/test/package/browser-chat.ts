@@ -6,7 +6,7 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
+import { chromium, type Page } from 'playwright-core';
 import { expect } from 'vitest';
 
 /** The user of the browser's requests: a cookie on the API's origin, a header from the other. */
@@ -169,41 +169,43 @@ export async function checkBrowserChat({ project, env, runs, effectsOf }: Browse
   server.stderr.on('data', (chunk) => { stderr += String(chunk); });
   const browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox', '--disable-gpu'] });
   try {
-    await eventually(() => stdout.includes('\n'), 60_000, () => `browser/serve.ts did not start: ${stderr}`);
+    await until(() => stdout.includes('\n'), 60_000, () => `browser/serve.ts did not start: ${stderr}`);
     const { api, otherOrigin } = JSON.parse(stdout.split('\n')[0]!) as { api: string; otherOrigin: string };
     const context = await browser.newContext();
     await context.addCookies([{ name: 'user', value: browserUser, url: api }]);
     const page = await context.newPage();
     const errors: string[] = [];
     page.on('pageerror', (error) => errors.push(String(error)));
-    const shown = () => page.locator('p').allTextContents();
     const lastRun = async () => (await runs()).at(-1)!;
-    const ask = async (text: string) => {
-      await page.locator('input').fill(text);
-      await page.locator('input').press('Enter');
+    const shownOn = (on: Page) => on.locator('p').allTextContents();
+    const shown = () => shownOn(page);
+    const askOn = async (on: Page, text: string) => {
+      await on.locator('input').fill(text);
+      await on.locator('input').press('Enter');
     };
-    /** Until the last paragraph shows a reply of at least `words` words. */
-    const replyShows = async (words: number) => eventuallyAsync(async () => {
-      const last = (await shown()).at(-1) ?? '';
-      return last.startsWith('assistant: ') && last.split(' ').length > words;
+    const ask = (text: string) => askOn(page, text);
+    /** Until the last paragraph of `on` shows a reply of more than three words. */
+    const replyShows = (on: Page) => until(async () => {
+      const last = (await shownOn(on)).at(-1) ?? '';
+      return last.startsWith('assistant: ') && last.split(' ').length > 3;
     }, 20_000, () => 'no reply showed');
 
     // A reply streams to its end, as stored.
     await page.goto(`${api}/`);
     await ask('Hello from Chromium');
-    await eventuallyAsync(async () => (await lastRun())?.status === 'completed', 30_000, () => 'the first turn did not complete');
+    await until(async () => (await lastRun())?.status === 'completed', 30_000, () => 'the first turn did not complete');
     const first = await lastRun();
-    await eventuallyAsync(async () => (await shown()).length === 2 && (await shown())[1] === `assistant: ${first.text}`,
+    await until(async () => (await shown()).length === 2 && (await shown())[1] === `assistant: ${first.text}`,
       10_000, async () => `shown: ${JSON.stringify(await shown())}, stored: ${first.text}`);
 
     // A reload mid-reply: the reopened thread resumes the reply under way, to its end.
     await ask('Reload me halfway');
-    await replyShows(3);
+    await replyShows(page);
     expect((await lastRun()).status).toBe('running');
     const requestsBefore = stderr.length;
     await page.goto(`${api}/?thread=${first.threadId}`);
     await page.getByRole('button', { name: 'Stop' }).waitFor({ timeout: 10_000 }); // the resumed reply streams
-    await eventuallyAsync(async () => (await lastRun()).status !== 'running', 30_000, () => 'the reloaded turn did not end');
+    await until(async () => (await lastRun()).status !== 'running', 30_000, () => 'the reloaded turn did not end');
     // StrictMode mounts the chat twice: two resumes, the first aborted as the second begins. (The
     // server sometimes sees a third GET although the page fetched twice, as a log of the page's
     // fetches showed: sent again by Chromium's network stack, likely a retry on a kept-alive
@@ -213,25 +215,21 @@ export async function checkBrowserChat({ project, env, runs, effectsOf }: Browse
     expect(resumes.length, stderr.slice(requestsBefore)).toBeGreaterThanOrEqual(2);
     const reloaded = await lastRun();
     expect(reloaded.status).toBe('completed'); // not cancelled by StrictMode's two resumes
-    await eventuallyAsync(async () => (await shown()).at(-1) === `assistant: ${reloaded.text}`, 10_000,
+    await until(async () => (await shown()).at(-1) === `assistant: ${reloaded.text}`, 10_000,
       async () => `shown: ${JSON.stringify(await shown())}, stored: ${reloaded.text}`);
     expect((await shown()).length).toBe(4);
 
     // Stop: the run ends aborted with the text it had.
-    const stopped = async (on: typeof page, text: string) => {
+    const stopped = async (on: Page, text: string) => {
       const before = (await runs()).length;
-      await on.locator('input').fill(text);
-      await on.locator('input').press('Enter');
-      await eventuallyAsync(async () => {
-        const last = (await on.locator('p').allTextContents()).at(-1) ?? '';
-        return last.startsWith('assistant: ') && last.split(' ').length > 3;
-      }, 20_000, () => `no reply showed for ${text}`);
+      await askOn(on, text);
+      await replyShows(on);
       await on.getByRole('button', { name: 'Stop' }).click();
-      await eventuallyAsync(async () => (await runs()).length > before && !['queued', 'running'].includes((await lastRun()).status),
+      await until(async () => (await runs()).length > before && !['queued', 'running'].includes((await lastRun()).status),
         30_000, () => `the stopped turn did not end: ${text}`);
       const run = await lastRun();
       expect([run.status, run.partial]).toEqual(['aborted', true]);
-      const showing = (await on.locator('p').allTextContents()).at(-1)!.slice('assistant: '.length);
+      const showing = (await shownOn(on)).at(-1)!.slice('assistant: '.length);
       expect(run.text!.startsWith(showing), `${run.text} / ${showing}`).toBe(true);
       return run;
     };
@@ -243,9 +241,9 @@ export async function checkBrowserChat({ project, env, runs, effectsOf }: Browse
     for (const [text, button, effects] of [['Pick a colour #ask', 'Answer blue', 0], ['Pay the invoice #approve', 'Approve', 1]] as const) {
       await ask(text);
       await page.getByRole('button', { name: button }).click({ timeout: 20_000 });
-      await eventuallyAsync(async () => (await lastRun()).status === 'completed', 30_000, () => `${text}: the turn did not complete`);
+      await until(async () => (await lastRun()).status === 'completed', 30_000, () => `${text}: the turn did not complete`);
       const answered = await lastRun();
-      await eventuallyAsync(async () => (await shown()).at(-1) === `assistant: ${answered.text}`, 10_000,
+      await until(async () => (await shown()).at(-1) === `assistant: ${answered.text}`, 10_000,
         async () => `${text}: shown ${JSON.stringify(await shown())}, stored ${answered.text}`);
       expect(await effectsOf(answered.id)).toBe(effects); // the approved tool ran once
     }
@@ -264,12 +262,9 @@ export async function checkBrowserChat({ project, env, runs, effectsOf }: Browse
   }
 }
 
-async function eventually(done: () => boolean, timeoutMs: number, why: () => string): Promise<void> {
-  return eventuallyAsync(async () => done(), timeoutMs, async () => why());
-}
-
-async function eventuallyAsync(
-  done: () => Promise<boolean>, timeoutMs: number, why: () => string | Promise<string>,
+/** Until `done` holds, looking every 50 ms; after `timeoutMs`, throws `why`. */
+export async function until(
+  done: () => boolean | Promise<boolean>, timeoutMs: number, why: () => string | Promise<string>,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await done())) {

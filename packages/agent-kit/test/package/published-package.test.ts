@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packageDir, run, type RunResult } from '../hostile/cli-kit.js';
 import { adminQuery, databasePrefix, onPostgres, urlForDatabase } from '../harness/test-db.js';
 import pg from 'pg';
-import { browserUser, checkBrowserChat, writeBrowserChat, type BrowserRun } from './browser-chat.js';
+import { browserUser, checkBrowserChat, until, writeBrowserChat, type BrowserRun } from './browser-chat.js';
 import { readDocExamples, type DocExample } from './doc-examples.js';
 
 const repoRoot = path.resolve(packageDir, '../..');
@@ -422,12 +422,4 @@ function freePort(): Promise<number> {
       probe.close(() => resolve(port));
     });
   });
-}
-
-async function until(done: () => boolean, timeoutMs: number, why: () => string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!done()) {
-    if (Date.now() > deadline) throw new Error(why());
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
