@@ -14,6 +14,8 @@ export interface HeldAnswer {
   /** The seq of the event that asked: the reply goes on after it. */
   seq: number;
   body: InputAnswer;
+  /** Whether the message already shows some of what came after the question (the reply went on). */
+  goneOn: boolean;
 }
 
 interface InputPart {
@@ -34,13 +36,14 @@ interface ToolPart {
  * when the message asked nothing or its last question has no answer in it.
  */
 export function heldAnswer(message: UIMessage): HeldAnswer | undefined {
-  const asked = message.parts.filter((p): p is UIMessage['parts'][number] & InputPart => p.type === 'data-agent-kit-input')
-    .at(-1)?.data;
+  const at = message.parts.findLastIndex((p) => p.type === 'data-agent-kit-input');
+  const asked = at < 0 ? undefined : (message.parts[at] as InputPart).data;
   const threadId = (message.metadata as { threadId?: unknown } | undefined)?.threadId;
   if (!asked || typeof asked.id !== 'string' || typeof asked.runId !== 'string' || typeof asked.seq !== 'number'
     || typeof threadId !== 'string') return undefined;
   const call = message.parts.find((p) => (p as Partial<ToolPart>).toolCallId === asked.id) as ToolPart | undefined;
-  const held = { runId: asked.runId, threadId, seq: asked.seq };
+  const goneOn = message.parts.slice(at + 1).some((p) => p.type !== 'step-start');
+  const held = { runId: asked.runId, threadId, seq: asked.seq, goneOn };
   if (asked.kind === 'approval' && call?.state === 'approval-responded' && typeof call.approval?.approved === 'boolean') {
     return { ...held, body: { questionId: asked.id, approved: call.approval.approved } };
   }

@@ -13,6 +13,8 @@ export interface AgentKitMessageMetadata {
   /** Once the run closed: the stored message's id, and whether it is a salvaged partial. */
   messageId?: string | null;
   partial?: boolean;
+  /** The last event of the thread the stream sent: a stream that ends before its run goes on after it. */
+  seq?: number;
 }
 
 export interface AgentKitTransportOptions {
@@ -58,18 +60,37 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
   const stops = options.cancelOnStop === false ? undefined : new StopCanceller(origin, baseFetch, options);
   const streamFetch: typeof globalThis.fetch = stops ? (input, init) => stops.fetch(input, init) : baseFetch;
   return new (class extends DefaultChatTransport<UIMessage> {
-    override reconnectToStream(reconnect: Parameters<DefaultChatTransport<UIMessage>['reconnectToStream']>[0]) {
+    override async reconnectToStream(reconnect: Parameters<DefaultChatTransport<UIMessage>['reconnectToStream']>[0]) {
       stops?.resumeStarted(reconnect.chatId, reconnect.abortSignal);
-      return super.reconnectToStream(reconnect);
+      const resumed = await super.reconnectToStream(reconnect);
+      return resumed && this.readOn(resumed, reconnect.abortSignal);
     }
 
     override async sendMessages(send: Parameters<DefaultChatTransport<UIMessage>['sendMessages']>[0]) {
       const last = send.messages.at(-1);
-      if (last?.role !== 'assistant') return super.sendMessages(send);
+      if (last?.role !== 'assistant') return this.readOn(await super.sendMessages(send), send.abortSignal);
       const held = heldAnswer(last);
-      // A reply that holds no answer (sendAutomaticallyWhen after a reply cut at a step with
-      // tool results, say) has nothing to send: agent-kit runs its tools itself.
-      return held ? this.answer(held, send.abortSignal) : nothing();
+      // A reply that holds no answer (sendAutomaticallyWhen after a reply whose last step ran its
+      // tools, say) has nothing to send: agent-kit runs its tools itself.
+      return held ? this.answer(held, send.abortSignal) : emptyStep();
+    }
+
+    /**
+     * `stream`, and after it, while its run goes on by itself (the stream ended at the route's
+     * budget, or the run parked for its next segment or a retry), the rest from the events route:
+     * one message to the run's end, a question, or a hand-over.
+     */
+    private readOn(stream: ReadableStream<UIMessageChunk>, signal: AbortSignal | undefined): ReadableStream<UIMessageChunk> {
+      return readOn(stream, (cut) => this.rest(cut, signal));
+    }
+
+    /** The rest of a run's reply, after the thread's event `seq`. */
+    private async rest(cut: Cut, signal: AbortSignal | undefined): Promise<ReadableStream<UIMessageChunk>> {
+      const query = `format=ai-sdk&runId=${encodeURIComponent(cut.runId)}&after=${cut.seq}`;
+      const rest = await streamFetch(`${origin}/api/threads/${encodeURIComponent(cut.threadId)}/events?${query}`,
+        withSession(options, { method: 'GET', ...(signal ? { signal } : {}) }));
+      if (!rest.ok || !rest.body) throw new Error(`agent-kit could not stream the reply (${rest.status}): ${await rest.text()}`);
+      return this.processResponseStream(rest.body);
     }
 
     /** Post the answer the reply holds, then stream the rest of the reply, after the event that asked. */
@@ -77,14 +98,12 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
       const posted = await baseFetch(`${origin}/api/runs/${encodeURIComponent(held.runId)}/input`, withSession(options, {
         method: 'POST', body: JSON.stringify(held.body),
       }, true));
-      // 409: the run no longer waits for it (answered already): its reply is not sent again.
-      if (posted.status === 409) return nothing();
-      if (!posted.ok) throw new Error(`agent-kit refused the answer (${posted.status}): ${await posted.text()}`);
-      const query = `format=ai-sdk&runId=${encodeURIComponent(held.runId)}&after=${held.seq}`;
-      const rest = await streamFetch(`${origin}/api/threads/${encodeURIComponent(held.threadId)}/events?${query}`,
-        withSession(options, { method: 'GET', ...(signal ? { signal } : {}) }));
-      if (!rest.ok || !rest.body) throw new Error(`agent-kit could not stream the reply (${rest.status}): ${await rest.text()}`);
-      return this.processResponseStream(rest.body);
+      // 409: the run no longer waits for it: the answer went in already (this one, whose response
+      // was lost, or another tab's), or the run ended. The reply goes on after the question all the
+      // same, unless the chat shows some of that already (a send again once the reply went on).
+      if (posted.status === 409 && held.goneOn) return emptyStep();
+      if (!posted.ok && posted.status !== 409) throw new Error(`agent-kit refused the answer (${posted.status}): ${await posted.text()}`);
+      return this.readOn(await this.rest(held, signal), signal);
     }
   })({
     api: `${origin}/api/chat?format=ai-sdk`,
@@ -102,9 +121,58 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
   });
 }
 
-/** A send with nothing to stream: the chat takes it as a reply that ended at once, unchanged. */
-function nothing(): ReadableStream<UIMessageChunk> {
-  return new ReadableStream<UIMessageChunk>({ start: (controller) => controller.close() });
+/**
+ * A send with nothing to stream: an empty step at the end of the reply. The chat would otherwise
+ * send again at once, and again: its `sendAutomaticallyWhen` helpers look at the reply's last
+ * step, and they held when it sent.
+ */
+function emptyStep(): ReadableStream<UIMessageChunk> {
+  return new ReadableStream<UIMessageChunk>({
+    start(controller) {
+      controller.enqueue({ type: 'start-step' });
+      controller.enqueue({ type: 'finish-step' });
+      controller.enqueue({ type: 'finish', messageMetadata: {} }); // (metadata: the chat keeps the step)
+      controller.close();
+    },
+  });
+}
+
+/** Where a reply goes on: its run and thread, and the thread's event its stream ended after. */
+interface Cut {
+  runId: string;
+  threadId: string;
+  seq: number;
+}
+
+/** A run's statuses while it goes on by itself (not waiting for an answer or an operator). */
+const goingOnStatuses: ReadonlySet<string> = new Set(['streaming', 'queued', 'running']);
+
+/** Where the reply goes on, when `chunk` is the `finish` of a stream that ended before its run. */
+function cutAt(chunk: UIMessageChunk): Cut | undefined {
+  if (chunk.type !== 'finish') return undefined;
+  const { runId, threadId, seq, status } = (chunk.messageMetadata ?? {}) as Partial<AgentKitMessageMetadata>;
+  if (typeof runId !== 'string' || typeof threadId !== 'string' || typeof seq !== 'number') return undefined;
+  return goingOnStatuses.has(String(status)) ? { runId, threadId, seq } : undefined;
+}
+
+/** `first`'s chunks; at each `finish` of a stream cut before its run, the chunks of `next(cut)` instead. */
+function readOn(
+  first: ReadableStream<UIMessageChunk>, next: (cut: Cut) => Promise<ReadableStream<UIMessageChunk>>,
+): ReadableStream<UIMessageChunk> {
+  let reader = first.getReader();
+  return new ReadableStream<UIMessageChunk>({
+    async pull(controller) {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) return controller.close();
+        const cut = cutAt(value);
+        if (!cut) return controller.enqueue(value);
+        void reader.cancel().catch(() => {}); // its [DONE], or an error the next stream retries
+        reader = (await next(cut)).getReader();
+      }
+    },
+    cancel: (reason) => reader.cancel(reason),
+  });
 }
 
 /**

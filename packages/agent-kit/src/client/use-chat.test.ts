@@ -5,19 +5,17 @@
 // resume replaced by another does not), and the module imports nothing but the `ai` package.
 import fs from 'node:fs';
 import path from 'node:path';
-import {
-  AbstractChat, lastAssistantMessageIsCompleteWithApprovalResponses, lastAssistantMessageIsCompleteWithToolCalls,
-  type ChatInit, type ChatState, type UIMessage, type UIMessageChunk,
-} from 'ai';
+import type { UIMessage, UIMessageChunk } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { headerAuth, makeRequest } from '../../test/harness/http-harness.js';
+import { TestChat, readThread as readThreadOf, transportTo, until } from '../../test/harness/chat-kit.js';
+import { headerAuth } from '../../test/harness/http-harness.js';
 import { freezingModel, gate, makeRuntime } from '../../test/harness/turn-kit.js';
 import { closeRealEngine, openRealEngine, type RealEngine } from '../../test/harness/real-engine.js';
 import { lastMessage, textOf } from '../../test/harness/ui-messages.js';
 import { createHandlers, type Handlers } from '../http/handlers.js';
 import { createScriptedModel, scriptedReplyText } from '../model/index.js';
 import type { Db } from '../store/db.js';
-import { agentKitTransport, hasTurnUnderWay, threadIdOf, toUIMessages, type ThreadRead } from './index.js';
+import { hasTurnUnderWay, threadIdOf, toUIMessages } from './index.js';
 
 const tokens = 8;
 let db: Db;
@@ -29,43 +27,14 @@ beforeAll(async () => {
 });
 afterAll(() => closeRealEngine(engine));
 
-/** The AI SDK's chat with its messages in an array: what useChat (React) keeps in React state. */
-class TestChat extends AbstractChat<UIMessage> {
-  constructor(init: ChatInit<UIMessage>) {
-    const messages = [...(init.messages ?? [])];
-    const state: ChatState<UIMessage> = {
-      status: 'ready', error: undefined, messages,
-      pushMessage: (message) => void state.messages.push(message),
-      popMessage: () => void state.messages.pop(),
-      replaceMessage: (index, message) => void (state.messages[index] = message),
-      snapshot: (thing) => structuredClone(thing),
-    };
-    super({ ...init, state });
-  }
-}
-
-async function until(condition: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
-  for (const deadline = Date.now() + ms; !(await condition()); await new Promise((resolve) => setTimeout(resolve, 5))) {
-    if (Date.now() > deadline) throw new Error(`still not so after ${ms} ms: ${condition.toString()}`);
-  }
-}
-
-const transportTo = (served: () => Handlers) => agentKitTransport({
-  origin: 'http://agent-kit.test',
-  headers: { 'x-user': 'fay' },
-  fetch: (input, init) => served().handle(new Request(input as string, init)),
-});
 const transport = transportTo(() => handlers);
+const readThread = (threadId: string) => readThreadOf(handlers, threadId);
 
 /** `messages` with a user message of `text`, then the reply the transport streams for it. */
 async function send(messages: UIMessage[], id: string, text: string): Promise<UIMessage[]> {
   const sent: UIMessage[] = [...messages, { id, role: 'user', parts: [{ type: 'text', text }] }];
   const stream = await transport.sendMessages({ chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: undefined, messages: sent });
   return [...sent, await lastMessage(stream)];
-}
-
-async function readThread(threadId: string): Promise<Omit<ThreadRead, 'runs'> & { runs: Array<{ id: string; status: string; turnNo: number }> }> {
-  return (await handlers.handle(makeRequest('GET', `/api/threads/${threadId}`, { user: 'fay' }))).json();
 }
 
 describe('agent-kit/client', () => {
@@ -279,10 +248,7 @@ describe('agent-kit/client', () => {
 
     it('with cancelOnStop: false, stops reading only: the turn goes on to its end', async () => {
       const slow = slowly();
-      const readingOnly = agentKitTransport({
-        origin: 'http://agent-kit.test', headers: { 'x-user': 'fay' }, cancelOnStop: false,
-        fetch: (input, init) => slow.handle(new Request(input as string, init)),
-      });
+      const readingOnly = transportTo(() => slow, { cancelOnStop: false });
       const stopping = new AbortController();
       const reader = (await readingOnly.sendMessages({
         chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: stopping.signal, messages: ask('s5', 'do not stop me'),
@@ -292,67 +258,6 @@ describe('agent-kit/client', () => {
       await reader.cancel(); // (this test's fetch, not a browser's, leaves the body to its reader)
       expect(await ended(slow, runId)).toEqual({ status: 'completed', text: fullReply('do not stop me') });
     });
-  });
-
-  describe("questions and approvals answered the AI SDK's way", () => {
-    const toolPart = (message: UIMessage, toolCallId: string) =>
-      message.parts.find((p) => (p as { toolCallId?: string }).toolCallId === toolCallId) as
-        { state: string; output?: unknown; approval?: { id: string } } | undefined;
-    const asked = (message: UIMessage) =>
-      (message.parts.find((p) => p.type === 'data-agent-kit-input') as { data: { id: string; kind: string } } | undefined)?.data;
-    const status = (message: UIMessage) => (message.metadata as { status?: string }).status;
-    /** The chat's reply, once it is over: the stored message's text, and how the chat shows it. */
-    async function settled(chat: TestChat) {
-      await until(() => chat.status === 'ready' && status(chat.messages.at(-1)!) === 'completed');
-      const reply = chat.messages.at(-1)!;
-      const { messages } = await readThread(threadIdOf(chat.messages)!);
-      return { reply, stored: messages.find((m) => m.role === 'assistant' && m.runId === reply.id)! };
-    }
-
-    it('a question: addToolOutput answers it, and the reply goes on in the same message', async () => {
-      const chat = new TestChat({ transport, sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });
-      await chat.sendMessage({ text: 'Pick a colour #ask' });
-      const question = asked(chat.messages.at(-1)!)!;
-      expect([status(chat.messages.at(-1)!), question.kind]).toEqual(['waiting_input', 'question']);
-      expect(toolPart(chat.messages.at(-1)!, question.id)!.state).toBe('input-available');
-      await chat.addToolOutput({ tool: 'ask_user', toolCallId: question.id, output: { answer: 'blue' } });
-      const { reply, stored } = await settled(chat);
-      expect(chat.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
-      expect(toolPart(reply, question.id)).toMatchObject({ state: 'output-available', output: { answer: 'blue' } });
-      expect(textOf(reply)).toBe(stored.text); // the reply's text once: nothing sent again
-      // Sent again (a second send of the same answer): the run waits for nothing, nothing is added.
-      await chat.sendMessage();
-      expect(textOf(chat.messages.at(-1)!)).toBe(stored.text);
-    });
-
-    for (const approved of [true, false]) {
-      it(`an approval: addToolApprovalResponse ${approved ? 'grants' : 'denies'} it, and the reply goes on`, async () => {
-        const chat = new TestChat({ transport, sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses });
-        await chat.sendMessage({ text: `Pay the invoice #approve ${approved}` });
-        const approval = asked(chat.messages.at(-1)!)!;
-        expect(approval.kind).toBe('approval');
-        const call = toolPart(chat.messages.at(-1)!, approval.id)!;
-        expect(call.state).toBe('approval-requested');
-        await chat.addToolApprovalResponse({ id: call.approval!.id, approved });
-        const { reply, stored } = await settled(chat);
-        expect(toolPart(reply, approval.id)!.state).toBe(approved ? 'output-available' : 'output-denied');
-        expect(textOf(reply)).toBe(stored.text);
-        const effects = await db.query<{ n: number }>(
-          'select count(*)::int as n from agent_kit_effects where run_id = $1', [reply.id]);
-        expect(effects[0]!.n).toBe(approved ? 1 : 0); // the tool ran once, or not at all
-      });
-    }
-  });
-
-  it('sends nothing for a reply that holds no answer, and refuses a chat with no message', async () => {
-    const sent = await transport.sendMessages({
-      chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: undefined,
-      messages: [{ id: 'a', role: 'assistant', parts: [{ type: 'text', text: 'hi' }] }],
-    });
-    expect(await sent.getReader().read()).toEqual({ done: true, value: undefined });
-    await expect(transport.sendMessages({
-      chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: undefined, messages: [],
-    })).rejects.toThrow(/last message as the user's next one/);
   });
 
   it('imports nothing but the ai package', () => {

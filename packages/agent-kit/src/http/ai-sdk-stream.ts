@@ -32,15 +32,22 @@ export class UIMessageTranslator {
   private parked: Record<string, unknown> | undefined;
   /** The last model step stopped at the model's output limit. */
   private cutAtLimit = false;
-  /** The run's thread, from its events: the message's metadata names it, for the client's next turn. */
+  /** The run's thread: the message's metadata names it, for the client's next turn. */
   private threadId: string | undefined;
+  /** The last event translated (of any run): a stream that ends before the run does goes on after it. */
+  private seq: number | undefined;
 
-  constructor(private readonly runId: string) {}
+  /** `from`: the thread, and the seq the stream starts after (else both are learnt from the events). */
+  constructor(private readonly runId: string, from?: { threadId: string; afterSeq: number }) {
+    this.threadId = from?.threadId;
+    this.seq = from?.afterSeq;
+  }
 
   translate(event: ThreadEvent): Chunk[] {
     const out: Chunk[] = [];
     if (this.finished) return out;
     this.threadId ??= event.threadId;
+    this.seq = Math.max(this.seq ?? 0, event.seq);
     if (event.runId !== this.runId) {
       out.push(this.note(event));
       return out;
@@ -99,12 +106,14 @@ export class UIMessageTranslator {
     return out;
   }
 
-  /** Chunks that end the message when the stream stops: `finish` unless the run closed. */
+  /**
+   * Chunks that end the message when the stream stops: `finish` unless the run closed, with the
+   * status it parked in, else `streaming` (the stream ended first: the route's budget), and the
+   * seq to go on after. A stream that sent nothing of the run still says so.
+   */
   end(): Chunk[] {
     const out: Chunk[] = [];
-    if (this.started && !this.finished) {
-      this.finish(out, 'other', this.parked ?? { status: 'streaming' });
-    }
+    if (!this.finished) this.finish(out, 'other', this.parked ?? { status: 'streaming' });
     return out;
   }
 
@@ -261,7 +270,8 @@ export class UIMessageTranslator {
     // AI SDK's sendAutomaticallyWhen helpers, which look at the message's last step.
     this.ensureMessage(out);
     this.endStep(out);
-    out.push({ type: 'finish', finishReason, messageMetadata: { ...this.ids(), ...metadata } });
+    const seq = this.seq === undefined ? {} : { seq: this.seq };
+    out.push({ type: 'finish', finishReason, messageMetadata: { ...this.ids(), ...metadata, ...seq } });
     this.finished = true;
   }
 
@@ -290,9 +300,9 @@ export class UIMessageTranslator {
  * stream goes on where it stopped: the same message, text part and tool calls, nothing re-sent.
  */
 export function createUIMessageStreamEncoder(
-  runId: string, seen: readonly ThreadEvent[] = [],
+  runId: string, seen: readonly ThreadEvent[] = [], from?: { threadId: string; afterSeq: number },
 ): SseEncoder & { readonly done: boolean } {
-  const translator = new UIMessageTranslator(runId);
+  const translator = new UIMessageTranslator(runId, from);
   if (seen.length > 0) {
     for (const event of seen) translator.translate(event);
     translator.continueInNewStream();

@@ -39,7 +39,7 @@ interface StreamSpec {
 
 function streamResponse(ctx: HandlerContext, request: Request, stream: StreamSpec): Response {
   const aiSdk = stream.format === 'ai-sdk' && stream.runId !== null;
-  const encoder = aiSdk ? createUIMessageStreamEncoder(stream.runId!, stream.seen) : createEventEncoder();
+  const encoder = aiSdk ? createUIMessageStreamEncoder(stream.runId!, stream.seen, stream) : createEventEncoder();
   const follower = followEvents(ctx.rt.db, {
     threadId: stream.threadId,
     afterSeq: stream.afterSeq,

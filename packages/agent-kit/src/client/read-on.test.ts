@@ -1,0 +1,132 @@
+// A reply longer than one stream, through agent-kit/client, with the real turn engine and the
+// scripted model, on both stores: when a stream ends before its run (the route's stream budget,
+// the run parked for its next segment), the transport reads the rest from the events route, so
+// the chat shows one message to the run's end, every word once, however many streams it took.
+import type { UIMessage } from 'ai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TestChat, readThread, transportTo, until } from '../../test/harness/chat-kit.js';
+import { headerAuth } from '../../test/harness/http-harness.js';
+import { closeRealEngine, openRealEngine, type RealEngine } from '../../test/harness/real-engine.js';
+import { makeRuntime } from '../../test/harness/turn-kit.js';
+import { textOf } from '../../test/harness/ui-messages.js';
+import { createHandlers, type Handlers } from '../http/handlers.js';
+import { scriptedReplyText } from '../model/index.js';
+import type { Db } from '../store/db.js';
+import { threadIdOf, toUIMessages } from './index.js';
+
+let db: Db;
+let engine: RealEngine | undefined;
+beforeAll(async () => {
+  engine = await openRealEngine(8);
+  ({ db } = engine);
+});
+afterAll(() => closeRealEngine(engine));
+
+/** Handlers whose replies are 60 words, 30 ms apart (about 2 s), each stream at most `maxStreamMs`. */
+const slowly = (maxStreamMs?: number) => createHandlers({
+  rt: makeRuntime(db, { tokens: 60, delayMs: 30 }), authenticate: headerAuth, ...(maxStreamMs ? { maxStreamMs } : {}),
+});
+const status = (message: UIMessage) => (message.metadata as { status?: string }).status;
+
+/** The transport over `served()`, and the events-route requests it made (the streams it read on with). */
+function counted(served: () => Handlers) {
+  const reads: string[] = [];
+  const transport = transportTo(served, {
+    fetch: (request, serve) => {
+      if (request.method === 'GET' && request.url.includes('/events?')) reads.push(new URL(request.url).search);
+      return serve(request);
+    },
+  });
+  return { transport, reads };
+}
+
+/** The chat's last message once the chat is ready, and the thread's stored reply of that run. */
+async function replyOf(chat: TestChat, served: Handlers) {
+  await until(() => chat.status === 'ready', 20_000);
+  const reply = chat.messages.at(-1)!;
+  const { messages, runs } = await readThread(served, threadIdOf(chat.messages)!);
+  return {
+    reply,
+    stored: messages.find((m) => m.role === 'assistant' && m.runId === reply.id),
+    run: runs.find((r) => r.id === reply.id),
+  };
+}
+
+describe('a reply longer than one stream', () => {
+  it("reads on past the route's stream budget: one message to the run's end, every word once", async () => {
+    const short = slowly(300); // each stream ends after 0.3 s; the reply takes about 2 s
+    const { transport, reads } = counted(() => short);
+    const chat = new TestChat({ transport });
+    await chat.sendMessage({ text: 'a long answer please' });
+    const { reply, stored, run } = await replyOf(chat, short);
+    expect(run?.status).toBe('completed');
+    expect(chat.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
+    expect(reply.id).toBe(run!.id);
+    expect(status(reply)).toBe('completed');
+    expect(textOf(reply)).toBe(scriptedReplyText(['a long answer please'], 60));
+    expect(textOf(reply)).toBe(stored!.text);
+    expect(reads.length).toBeGreaterThanOrEqual(2); // it took more than one stream
+    expect(reads.every((query) => query.includes(`runId=${run!.id}`) && /after=\d+/.test(query))).toBe(true);
+
+    // A chat reopened mid-reply (a reload) resumes it, and reads on the same way.
+    const threadId = threadIdOf(chat.messages)!;
+    const gone = new TestChat({ id: threadId, transport: transportTo(() => short), messages: chat.messages });
+    void gone.sendMessage({ text: 'and another' });
+    await until(() => gone.messages.length === 4 && textOf(gone.messages.at(-1)!).length > 0);
+    const reopened = new TestChat({
+      id: threadId, transport: counted(() => short).transport, messages: toUIMessages(await readThread(short, threadId)),
+    });
+    await reopened.resumeStream();
+    const resumed = await replyOf(reopened, short);
+    expect(resumed.run?.status).toBe('completed');
+    expect(status(resumed.reply)).toBe('completed');
+    expect(textOf(resumed.reply)).toBe(resumed.stored!.text);
+    await gone.stop(); // (its own stream, read to its end meanwhile, cancels nothing now)
+  });
+
+  it('stop() while it reads on cancels the run, as in the first stream', async () => {
+    const short = slowly(300);
+    const { transport, reads } = counted(() => short);
+    const chat = new TestChat({ transport });
+    void chat.sendMessage({ text: 'stop me in a later stream' });
+    await until(() => reads.length >= 2); // in its third stream
+    await chat.stop();
+    const runId = chat.messages.at(-1)!.id;
+    const threadId = threadIdOf(chat.messages)!;
+    await until(async () => (await readThread(short, threadId)).runs.some((r) => r.id === runId && r.status === 'aborted'));
+    await short.segments.settle();
+    const { text } = (await readThread(short, threadId)).messages.find((m) => m.role === 'assistant' && m.runId === runId)!;
+    expect(text.length).toBeLessThan(scriptedReplyText(['stop me in a later stream'], 60).length);
+    expect(scriptedReplyText(['stop me in a later stream'], 60).startsWith(text)).toBe(true);
+  });
+
+  it('reads on while the run waits for its next segment: cut at its invocation deadline, another server runs the rest', async () => {
+    // An invocation of 1.2 s: the segment is cut mid-reply at its deadline and parks the run for
+    // its next segment (the scripted model goes on from the text it had, as a prefill).
+    const first = createHandlers({
+      rt: makeRuntime(db, { tokens: 60, delayMs: 30, config: { invocationBudgetMs: 1_200, leaseTtlMs: 1_200 } }),
+      authenticate: headerAuth,
+    });
+    const second = slowly();
+    let served = first;
+    const { transport, reads } = counted(() => served);
+    const chat = new TestChat({ transport });
+    const sending = chat.sendMessage({ text: 'survive a deploy' });
+    await until(() => chat.messages.length === 2 && textOf(chat.messages[1]!).length > 0);
+    const runId = chat.messages[1]!.id;
+    const statusOf = async () => (await db.query<{ status: string }>('select status from agent_kit_runs where id = $1', [runId]))[0]!.status;
+    await until(async () => (await statusOf()) === 'queued');
+    await first.segments.settle();
+    expect(chat.status).toBe('streaming'); // the chat reads on, as nothing ended for it
+    served = second; // the deploy: the next request goes to the new server
+    second.segments.start(runId); // its drain (here, at once) takes the run
+    await sending;
+    const { reply, stored, run } = await replyOf(chat, second);
+    expect(run?.status).toBe('completed');
+    expect(status(reply)).toBe('completed');
+    expect(textOf(reply)).toBe(scriptedReplyText(['survive a deploy'], 60));
+    expect(textOf(reply)).toBe(stored!.text);
+    expect(reads.length).toBeGreaterThanOrEqual(1);
+    await second.segments.settle();
+  });
+});
