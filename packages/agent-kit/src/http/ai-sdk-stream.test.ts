@@ -3,7 +3,8 @@
 // part it supersedes (the protocol cannot retract text), for a resumed segment and for a model
 // step started again (ADR-0061); where nothing was dropped, no part is superseded. The model's
 // thinking of each step, retry and segment is a reasoning part of its own (ADR-0070). A failed
-// run's error chunk says why, when its run-closed does.
+// run's error chunk says why, when its run-closed does. A stream that ends before its run
+// finishes with the status it was in and the seq to go on after (ADR-0079).
 import { describe, expect, it } from 'vitest';
 import type { ThreadEvent } from '../event-log/read-events.js';
 import { UIMessageTranslator } from './ai-sdk-stream.js';
@@ -131,5 +132,34 @@ describe('the UI message stream of a run', () => {
     expect(errorOf('stopped after 16 model steps'))
       .toEqual({ type: 'error', errorText: 'the run failed: stopped after 16 model steps; its partial answer was kept' });
     expect(errorOf(undefined)).toEqual({ type: 'error', errorText: 'the run failed; its partial answer was kept' });
+  });
+
+  it('ends a stream cut before its run with a finish that says where to go on (ADR-0079)', () => {
+    const event = (seq: number, type: string, data: Record<string, unknown>, of = runId): ThreadEvent =>
+      ({ threadId: 't', seq, runId: of, fence: 1, type, data, createdAt: new Date(0) });
+    const finishOf = (chunks: ReturnType<UIMessageTranslator['end']>) => chunks.find((c) => c.type === 'finish');
+    // Cut by the route's budget mid-reply, after another run's event: status streaming, its seq.
+    const cut = new UIMessageTranslator(runId, { threadId: 't', afterSeq: 4 });
+    cut.translate(event(5, 'segment-started', { text: '', attempt: 1, fence: 1 }));
+    cut.translate(event(6, 'text-delta', { text: 'So far' }));
+    cut.translate(event(7, 'message', {}, 'another-run'));
+    expect(finishOf(cut.end())).toMatchObject({ messageMetadata: { runId, threadId: 't', status: 'streaming', seq: 7 } });
+    // Ended at a park for the next segment: the status it parked in.
+    const parked = new UIMessageTranslator(runId, { threadId: 't', afterSeq: 4 });
+    parked.translate(event(5, 'segment-started', { text: '', attempt: 1, fence: 1 }));
+    parked.translate(event(6, 'run-parked', { status: 'queued' }));
+    expect(finishOf(parked.end())).toMatchObject({ messageMetadata: { status: 'queued', seq: 6 } });
+    // Nothing of the run before the budget (queued behind another turn): still a finish, at the cursor.
+    const idle = new UIMessageTranslator(runId, { threadId: 't', afterSeq: 9 });
+    expect(idle.end().map((c) => c.type)).toEqual(['start', 'finish']);
+    expect(finishOf(idle.end())).toBeUndefined(); // once
+    const quiet = new UIMessageTranslator(runId, { threadId: 't', afterSeq: 9 });
+    expect(finishOf(quiet.end())).toMatchObject({ messageMetadata: { runId, threadId: 't', status: 'streaming', seq: 9 } });
+    // A closed run's finish is its own, and the stream ends nothing more.
+    const closed = new UIMessageTranslator(runId);
+    closed.translate(event(3, 'segment-started', { text: '', attempt: 1, fence: 1 }));
+    const last = closed.translate(event(4, 'run-closed', { status: 'completed', text: '', partial: false, fence: 1 }));
+    expect(finishOf(last)).toMatchObject({ messageMetadata: { status: 'completed', seq: 4 } });
+    expect(closed.end()).toEqual([]);
   });
 });
