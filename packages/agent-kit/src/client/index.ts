@@ -160,6 +160,7 @@ function readOn(
   first: ReadableStream<UIMessageChunk>, next: (cut: Cut) => Promise<ReadableStream<UIMessageChunk>>,
 ): ReadableStream<UIMessageChunk> {
   let reader = first.getReader();
+  let cancelled: { reason: unknown } | undefined;
   return new ReadableStream<UIMessageChunk>({
     async pull(controller) {
       for (;;) {
@@ -169,9 +170,13 @@ function readOn(
         if (!cut) return controller.enqueue(value);
         void reader.cancel().catch(() => {}); // its [DONE], or an error the next stream retries
         reader = (await next(cut)).getReader();
+        if (cancelled) return void reader.cancel(cancelled.reason).catch(() => {}); // the chat left meanwhile
       }
     },
-    cancel: (reason) => reader.cancel(reason),
+    cancel(reason) {
+      cancelled = { reason };
+      return reader.cancel(reason);
+    },
   });
 }
 
