@@ -2,7 +2,8 @@
 // consumer project to bundle the guide's `app/chat/chat.tsx` (React's development build, under
 // StrictMode, as `next dev` runs it) with esbuild, and to serve it beside the guide's catch-all
 // route. Two origins: the page of the API's own origin, and a page of another origin that talks
-// to the API with CORS (what `Access-Control-Expose-Headers` is for).
+// to the API with CORS (what `Access-Control-Expose-Headers` is for). A third server has the same
+// routes with streams of one second, for a reply longer than its streams.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -85,8 +86,10 @@ const files: Record<string, string> = {
   'browser/serve.ts': [
     "import http from 'node:http';",
     "import { build } from 'esbuild';",
-    "import { toNodeListener } from 'agent-kit/http';",
+    "import { configFromEnv, createRuntime } from 'agent-kit';",
+    "import { createHandlers, toNodeListener } from 'agent-kit/http';",
     "import { GET, POST } from '@/app/api/[...path]/route';",
+    "import { userIdOf } from '@/lib/session';",
     "const pages = { '/page.js': 'browser/page.tsx', '/other-origin.js': 'browser/other-origin.tsx' };",
     'const bundles = new Map<string, string>();',
     'for (const [url, entry] of Object.entries(pages)) {',
@@ -121,9 +124,21 @@ const files: Record<string, string> = {
     '  agentKit(req, res);',
     '});',
     "const pageServer = http.createServer((req, res) => void (page(req, res, '/other-origin.js') || res.writeHead(404).end()));",
+    '// The same routes with streams of one second: what a reply longer than an invocation meets.',
+    'const short = createHandlers({',
+    '  rt: await createRuntime(configFromEnv()), maxStreamMs: 1_000,',
+    '  authenticate: async (request) => { const userId = await userIdOf(request); return userId ? { userId, isOperator: false } : null; },',
+    '});',
+    'const shortListener = toNodeListener((request) => short.handle(request));',
+    'const shortServer = http.createServer((req, res) => {',
+    "  if (page(req, res, '/page.js')) return;",
+    '  console.error(`short ${req.method} ${req.url}`);',
+    '  shortListener(req, res);',
+    '});',
     'const api = await listen(apiServer);',
     'otherOrigin = await listen(pageServer);',
-    'console.log(JSON.stringify({ api, otherOrigin }));',
+    'const shortStreams = await listen(shortServer);',
+    'console.log(JSON.stringify({ api, otherOrigin, shortStreams }));',
     '',
   ].join('\n'),
 };
@@ -157,7 +172,8 @@ const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
  * sees: a reply streams to its end and is the stored one; a reload mid-reply reopens the thread
  * and resumes that reply to its end, its run completed (StrictMode's second resume is not a
  * stop); a question and an approval answered with the AI SDK's calls go on in the same reply;
- * Stop cancels the run, on the API's origin and from another origin through CORS.
+ * Stop cancels the run, on the API's origin and from another origin through CORS; and where
+ * each stream lasts a second, a reply of four shows whole (the transport reads on).
  */
 export async function checkBrowserChat({ project, env, runs, effectsOf }: BrowserChatCheck): Promise<void> {
   if (!fs.existsSync(chromiumPath)) throw new Error(`no Chromium at ${chromiumPath}: apt-get install -y chromium`);
@@ -170,7 +186,7 @@ export async function checkBrowserChat({ project, env, runs, effectsOf }: Browse
   const browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox', '--disable-gpu'] });
   try {
     await until(() => stdout.includes('\n'), 60_000, () => `browser/serve.ts did not start: ${stderr}`);
-    const { api, otherOrigin } = JSON.parse(stdout.split('\n')[0]!) as { api: string; otherOrigin: string };
+    const { api, otherOrigin, shortStreams } = JSON.parse(stdout.split('\n')[0]!) as { api: string; otherOrigin: string; shortStreams: string };
     const context = await browser.newContext();
     await context.addCookies([{ name: 'user', value: browserUser, url: api }]);
     const page = await context.newPage();
@@ -255,6 +271,20 @@ export async function checkBrowserChat({ project, env, runs, effectsOf }: Browse
     await other.goto(`${otherOrigin}/?api=${encodeURIComponent(api)}`);
     const stoppedThere = await stopped(other, 'Stop me from afar');
     expect(stoppedThere.threadId).not.toBe(first.threadId);
+
+    // Streams of one second, a reply of about four: the chat reads on, and shows it whole, once.
+    const longer = await context.newPage();
+    longer.on('pageerror', (error) => errors.push(String(error)));
+    await longer.goto(`${shortStreams}/`);
+    const readsBefore = stderr.length;
+    await askOn(longer, 'A reply longer than its streams');
+    await until(async () => (await lastRun()).status === 'completed', 30_000, () => 'the longer turn did not complete');
+    const longRun = await lastRun();
+    await until(async () => (await shownOn(longer)).at(-1) === `assistant: ${longRun.text}`, 10_000,
+      async () => `shown: ${JSON.stringify(await shownOn(longer))}, stored: ${longRun.text}`);
+    const readsOn = stderr.slice(readsBefore).split('\n').filter((line) =>
+      line.startsWith(`short GET /api/threads/${longRun.threadId}/events?format=ai-sdk&runId=${longRun.id}&after=`));
+    expect(readsOn.length, stderr.slice(readsBefore)).toBeGreaterThanOrEqual(2);
     expect(errors).toEqual([]);
   } finally {
     await browser.close();
