@@ -373,7 +373,7 @@ describe.runIf(onPostgres)('the published package', () => {
     expect(new Set(runs.slice(1, 5).map((r) => r.threadId)).size).toBe(1); // useChat's four messages, one thread
   }, 240_000);
 
-  it("runs the guide's React chat in Chromium under StrictMode: a reply, a reload mid-reply resumed, Stop, answers, another origin", async () => {
+  it("runs the guide's React chat in Chromium under StrictMode: a reply, a reload mid-reply resumed, Stop, answers, another origin, a reply longer than its streams", async () => {
     writeBrowserChat(project);
     const client = new pg.Client({ connectionString: urlForDatabase(database) });
     await client.connect();
