@@ -155,22 +155,38 @@ function cutAt(chunk: UIMessageChunk): Cut | undefined {
   return goingOnStatuses.has(String(status)) ? { runId, threadId, seq } : undefined;
 }
 
-/** `first`'s chunks; at each `finish` of a stream cut before its run, the chunks of `next(cut)` instead. */
+/**
+ * `first`'s chunks; at the end of a stream whose `finish` said it was cut before its run, the
+ * chunks of `next(cut)` instead of that `finish`. A stream that also sent an error (the server
+ * could not read the log) ends the message there: reading on at once would ask again and again.
+ */
 function readOn(
   first: ReadableStream<UIMessageChunk>, next: (cut: Cut) => Promise<ReadableStream<UIMessageChunk>>,
 ): ReadableStream<UIMessageChunk> {
   let reader = first.getReader();
+  let held: { finish: UIMessageChunk; cut: Cut } | undefined; // the stream's end decides
   let cancelled: { reason: unknown } | undefined;
   return new ReadableStream<UIMessageChunk>({
     async pull(controller) {
       for (;;) {
         const { done, value } = await reader.read();
-        if (done) return controller.close();
+        if (done) {
+          if (!held) return controller.close();
+          reader = (await next(held.cut)).getReader();
+          held = undefined;
+          if (cancelled) return void reader.cancel(cancelled.reason).catch(() => {}); // the chat left meanwhile
+          continue;
+        }
         const cut = cutAt(value);
-        if (!cut) return controller.enqueue(value);
-        void reader.cancel().catch(() => {}); // its [DONE], or an error the next stream retries
-        reader = (await next(cut)).getReader();
-        if (cancelled) return void reader.cancel(cancelled.reason).catch(() => {}); // the chat left meanwhile
+        if (cut) {
+          held = { finish: value, cut };
+          continue;
+        }
+        if (held && value.type === 'error') {
+          controller.enqueue(held.finish);
+          held = undefined;
+        }
+        return controller.enqueue(value);
       }
     },
     cancel(reason) {

@@ -100,6 +100,34 @@ describe('a reply longer than one stream', () => {
     expect(scriptedReplyText(['stop me in a later stream'], 60).startsWith(text)).toBe(true);
   });
 
+  it('does not read on after a stream that ended with an error: the chat shows the error', async () => {
+    // What the route sends when it cannot read the log (the store went away mid-stream).
+    const sse = (chunks: object[]) => new Response(`${chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`).join('')}data: [DONE]\n\n`,
+      { headers: { 'content-type': 'text/event-stream', 'x-vercel-ai-ui-message-stream': 'v1' } });
+    const ids = { runId: 'r-1', threadId: 't-1' };
+    const requests: string[] = [];
+    const chat = new TestChat({
+      transport: transportTo(() => engine!.handlers, {
+        fetch: async (request) => {
+          requests.push(`${request.method} ${new URL(request.url).pathname}`);
+          if (requests.length > 5) throw new Error('asked again and again'); // (so that a regression ends)
+          return sse([
+            { type: 'start', messageId: 'r-1', messageMetadata: ids }, { type: 'start-step' },
+            { type: 'text-start', id: 'x' }, { type: 'text-delta', id: 'x', delta: 'So far' }, { type: 'text-end', id: 'x' },
+            { type: 'finish-step' }, { type: 'finish', messageMetadata: { ...ids, status: 'streaming', seq: 7 } },
+            { type: 'error', errorText: 'STORE_UNAVAILABLE: the database does not answer' },
+          ]);
+        },
+      }),
+    });
+    await chat.sendMessage({ text: 'hello' });
+    await until(() => chat.status === 'error');
+    expect(chat.error?.message).toMatch(/STORE_UNAVAILABLE/);
+    expect(textOf(chat.messages.at(-1)!)).toBe('So far');
+    expect(status(chat.messages.at(-1)!)).toBe('streaming');
+    expect(requests).toEqual(['POST /api/chat']); // not read on
+  });
+
   it('reads on while the run waits for its next segment: cut at its invocation deadline, another server runs the rest', async () => {
     // An invocation of 1.2 s: the segment is cut mid-reply at its deadline and parks the run for
     // its next segment (the scripted model goes on from the text it had, as a prefill).
