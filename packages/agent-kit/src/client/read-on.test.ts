@@ -70,18 +70,19 @@ describe('a reply longer than one stream', () => {
 
     // A chat reopened mid-reply (a reload) resumes it, and reads on the same way.
     const threadId = threadIdOf(chat.messages)!;
-    const gone = new TestChat({ id: threadId, transport: transportTo(() => short), messages: chat.messages });
-    void gone.sendMessage({ text: 'and another' });
-    await until(() => gone.messages.length === 4 && textOf(gone.messages.at(-1)!).length > 0);
-    const reopened = new TestChat({
-      id: threadId, transport: counted(() => short).transport, messages: toUIMessages(await readThread(short, threadId)),
-    });
+    const before = new TestChat({ id: threadId, transport: transportTo(() => short), messages: chat.messages });
+    const sending = before.sendMessage({ text: 'and another' });
+    await until(() => before.messages.length === 4 && textOf(before.messages.at(-1)!).length > 0);
+    const reloaded = counted(() => short);
+    const reopened = new TestChat({ id: threadId, transport: reloaded.transport, messages: toUIMessages(await readThread(short, threadId)) });
     await reopened.resumeStream();
     const resumed = await replyOf(reopened, short);
     expect(resumed.run?.status).toBe('completed');
     expect(status(resumed.reply)).toBe('completed');
     expect(textOf(resumed.reply)).toBe(resumed.stored!.text);
-    await gone.stop(); // (its own stream, read to its end meanwhile, cancels nothing now)
+    expect(reloaded.reads.filter((query) => query.includes('after=')).length).toBeGreaterThanOrEqual(1); // read on
+    await sending; // (the page before the reload read it to its end too)
+    expect(textOf(before.messages.at(-1)!)).toBe(resumed.stored!.text);
   });
 
   it('stop() while it reads on cancels the run, as in the first stream', async () => {
