@@ -7,7 +7,7 @@ import {
   lastAssistantMessageIsCompleteWithApprovalResponses, lastAssistantMessageIsCompleteWithToolCalls, type UIMessage,
 } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestChat, readThread as readThreadOf, transportTo, until } from '../../test/harness/chat-kit.js';
+import { TestChat, readThread as readThreadOf, statusOf as status, transportTo, until } from '../../test/harness/chat-kit.js';
 import { closeRealEngine, openRealEngine, type RealEngine } from '../../test/harness/real-engine.js';
 import { textOf } from '../../test/harness/ui-messages.js';
 import type { Handlers } from '../http/handlers.js';
@@ -32,7 +32,6 @@ describe("questions and approvals answered the AI SDK's way", () => {
       { state: string; output?: unknown; approval?: { id: string } } | undefined;
   const asked = (message: UIMessage) =>
     (message.parts.find((p) => p.type === 'data-agent-kit-input') as { data: { id: string; kind: string } } | undefined)?.data;
-  const status = (message: UIMessage) => (message.metadata as { status?: string }).status;
   /** The chat's reply, once it is over: the stored message's text, and how the chat shows it. */
   async function settled(chat: TestChat) {
     await until(() => chat.status === 'ready' && status(chat.messages.at(-1)!) === 'completed');

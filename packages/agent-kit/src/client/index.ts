@@ -144,8 +144,11 @@ interface Cut {
   seq: number;
 }
 
-/** A run's statuses while it goes on by itself (not waiting for an answer or an operator). */
-const goingOnStatuses: ReadonlySet<string> = new Set(['streaming', 'queued', 'running']);
+/**
+ * The statuses a stream ends in while its run goes on by itself: `streaming` (the stream's budget
+ * ran out) and `queued` (parked for its next segment or a retry); not an answer or an operator.
+ */
+const goingOnStatuses: ReadonlySet<string> = new Set(['streaming', 'queued']);
 
 /** Where the reply goes on, when `chunk` is the `finish` of a stream that ended before its run. */
 function cutAt(chunk: UIMessageChunk): Cut | undefined {

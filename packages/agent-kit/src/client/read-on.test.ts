@@ -2,13 +2,13 @@
 // scripted model, on both stores: when a stream ends before its run (the route's stream budget,
 // the run parked for its next segment), the transport reads the rest from the events route, so
 // the chat shows one message to the run's end, every word once, however many streams it took.
-import type { UIMessage } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestChat, readThread, transportTo, until } from '../../test/harness/chat-kit.js';
+import { TestChat, readThread, statusOf as status, transportTo, until } from '../../test/harness/chat-kit.js';
 import { headerAuth } from '../../test/harness/http-harness.js';
 import { closeRealEngine, openRealEngine, type RealEngine } from '../../test/harness/real-engine.js';
 import { makeRuntime } from '../../test/harness/turn-kit.js';
 import { textOf } from '../../test/harness/ui-messages.js';
+import { uiMessageStreamHeaders } from '../http/ai-sdk-stream.js';
 import { createHandlers, type Handlers } from '../http/handlers.js';
 import { scriptedReplyText } from '../model/index.js';
 import type { Db } from '../store/db.js';
@@ -26,7 +26,6 @@ afterAll(() => closeRealEngine(engine));
 const slowly = (maxStreamMs?: number) => createHandlers({
   rt: makeRuntime(db, { tokens: 60, delayMs: 30 }), authenticate: headerAuth, ...(maxStreamMs ? { maxStreamMs } : {}),
 });
-const status = (message: UIMessage) => (message.metadata as { status?: string }).status;
 
 /** The transport over `served()`, and the events-route requests it made (the streams it read on with). */
 function counted(served: () => Handlers) {
@@ -104,7 +103,7 @@ describe('a reply longer than one stream', () => {
   it('does not read on after a stream that ended with an error: the chat shows the error', async () => {
     // What the route sends when it cannot read the log (the store went away mid-stream).
     const sse = (chunks: object[]) => new Response(`${chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`).join('')}data: [DONE]\n\n`,
-      { headers: { 'content-type': 'text/event-stream', 'x-vercel-ai-ui-message-stream': 'v1' } });
+      { headers: { 'content-type': 'text/event-stream', ...uiMessageStreamHeaders } });
     const ids = { runId: 'r-1', threadId: 't-1' };
     const requests: string[] = [];
     const chat = new TestChat({

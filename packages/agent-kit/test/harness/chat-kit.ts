@@ -21,6 +21,9 @@ export class TestChat extends AbstractChat<UIMessage> {
   }
 }
 
+/** The run status a reply's metadata gives (`completed`, `waiting_input`, `streaming`, …). */
+export const statusOf = (message: UIMessage) => (message.metadata as { status?: string } | undefined)?.status;
+
 export async function until(condition: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
   for (const deadline = Date.now() + ms; !(await condition()); await new Promise((resolve) => setTimeout(resolve, 5))) {
     if (Date.now() > deadline) throw new Error(`still not so after ${ms} ms: ${condition.toString()}`);
