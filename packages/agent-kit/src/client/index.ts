@@ -77,8 +77,8 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
 
     /**
      * `stream`, and after it, while its run goes on by itself (the stream ended at the route's
-     * budget, or the run parked for its next segment or a retry), the rest from the events route:
-     * one message to the run's end, a question, or a hand-over.
+     * budget, the run parked for its next segment or a retry, or an operator holds it), the rest
+     * from the events route: one message to the run's end or its next question.
      */
     private readOn(stream: ReadableStream<UIMessageChunk>, signal: AbortSignal | undefined): ReadableStream<UIMessageChunk> {
       return readOn(stream, (cut) => this.rest(cut, signal));
@@ -145,10 +145,11 @@ interface Cut {
 }
 
 /**
- * The statuses a stream ends in while its run goes on by itself: `streaming` (the stream's budget
- * ran out) and `queued` (parked for its next segment or a retry); not an answer or an operator.
+ * The statuses a stream ends in while its run goes on without the user: `streaming` (the stream's
+ * budget ran out), `queued` (parked for its next segment or a retry) and `waiting_takeover` (an
+ * operator holds it; released, it goes on). Not `waiting_input`: that waits for the user.
  */
-const goingOnStatuses: ReadonlySet<string> = new Set(['streaming', 'queued']);
+const goingOnStatuses: ReadonlySet<string> = new Set(['streaming', 'queued', 'waiting_takeover']);
 
 /** Where the reply goes on, when `chunk` is the `finish` of a stream that ended before its run. */
 function cutAt(chunk: UIMessageChunk): Cut | undefined {
@@ -250,9 +251,12 @@ class StopCanceller {
       }, () => {});
       throw abortError(signal);
     }
-    signal.addEventListener('abort', () => stopped(response), { once: true });
-    if (!response.body) return response;
-    return new Response(endsOnAbort(response.body, signal), {
+    if (!response.body) {
+      signal.addEventListener('abort', () => stopped(response), { once: true });
+      return response;
+    }
+    // Each stream of a reply read on listens while it is read: the chat's one signal outlives many.
+    return new Response(endsOnAbort(response.body, signal, () => stopped(response)), {
       status: response.status, statusText: response.statusText, headers: response.headers,
     });
   }
@@ -304,23 +308,40 @@ function abortError(signal: AbortSignal): unknown {
   return signal.reason ?? new DOMException('The operation was aborted.', 'AbortError');
 }
 
-/** `body`, ended with the signal's abort as a fetch given the signal would end it. */
-function endsOnAbort(body: ReadableStream<Uint8Array>, signal: AbortSignal): ReadableStream<Uint8Array> {
+/**
+ * `body`, ended with the signal's abort as a fetch given the signal would end it, and `aborted`
+ * called, if the abort comes before the body ended. Once it ended, the signal has no listener of it.
+ */
+function endsOnAbort(body: ReadableStream<Uint8Array>, signal: AbortSignal, aborted: () => void): ReadableStream<Uint8Array> {
   const reader = body.getReader();
+  let listener: (() => void) | undefined;
+  const ended = () => {
+    if (listener) signal.removeEventListener('abort', listener);
+    listener = undefined;
+  };
   return new ReadableStream<Uint8Array>({
     start(controller) {
-      signal.addEventListener('abort', () => {
+      listener = () => {
+        listener = undefined;
+        aborted();
         controller.error(abortError(signal));
         reader.cancel().catch(() => {});
-      }, { once: true });
+      };
+      signal.addEventListener('abort', listener, { once: true });
     },
     async pull(controller) {
-      const { done, value } = await reader.read();
+      const read = await reader.read().catch((error: unknown) => {
+        ended();
+        throw error;
+      });
       if (signal.aborted) return;
-      if (done) controller.close();
-      else controller.enqueue(value);
+      if (read.done) {
+        ended();
+        controller.close();
+      } else controller.enqueue(read.value);
     },
     cancel(reason) {
+      ended();
       return reader.cancel(reason);
     },
   });

@@ -4,7 +4,7 @@
 // the chat shows one message to the run's end, every word once, however many streams it took.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestChat, readThread, statusOf as status, transportTo, until } from '../../test/harness/chat-kit.js';
-import { headerAuth } from '../../test/harness/http-harness.js';
+import { headerAuth, makeRequest } from '../../test/harness/http-harness.js';
 import { closeRealEngine, openRealEngine, type RealEngine } from '../../test/harness/real-engine.js';
 import { makeRuntime } from '../../test/harness/turn-kit.js';
 import { textOf } from '../../test/harness/ui-messages.js';
@@ -30,13 +30,15 @@ const slowly = (maxStreamMs?: number) => createHandlers({
 /** The transport over `served()`, and the events-route requests it made (the streams it read on with). */
 function counted(served: () => Handlers) {
   const reads: string[] = [];
+  const cancels: string[] = [];
   const transport = transportTo(served, {
     fetch: (request, serve) => {
       if (request.method === 'GET' && request.url.includes('/events?')) reads.push(new URL(request.url).search);
+      if (request.method === 'POST' && request.url.endsWith('/cancel')) cancels.push(new URL(request.url).pathname);
       return serve(request);
     },
   });
-  return { transport, reads };
+  return { transport, reads, cancels };
 }
 
 /** The chat's last message once the chat is ready, and the thread's stored reply of that run. */
@@ -86,7 +88,7 @@ describe('a reply longer than one stream', () => {
 
   it('stop() while it reads on cancels the run, as in the first stream', async () => {
     const short = slowly(300);
-    const { transport, reads } = counted(() => short);
+    const { transport, reads, cancels } = counted(() => short);
     const chat = new TestChat({ transport });
     void chat.sendMessage({ text: 'stop me in a later stream' });
     await until(() => reads.length >= 2); // in its third stream
@@ -98,6 +100,8 @@ describe('a reply longer than one stream', () => {
     const { text } = (await readThread(short, threadId)).messages.find((m) => m.role === 'assistant' && m.runId === runId)!;
     expect(text.length).toBeLessThan(scriptedReplyText(['stop me in a later stream'], 60).length);
     expect(scriptedReplyText(['stop me in a later stream'], 60).startsWith(text)).toBe(true);
+    // One cancel: the streams read before the one stopped no longer listen to the chat's signal.
+    expect(cancels).toEqual([`/api/runs/${runId}/cancel`]);
   });
 
   it('does not read on after a stream that ended with an error: the chat shows the error', async () => {
@@ -126,6 +130,41 @@ describe('a reply longer than one stream', () => {
     expect(textOf(chat.messages.at(-1)!)).toBe('So far');
     expect(status(chat.messages.at(-1)!)).toBe('streaming');
     expect(requests).toEqual(['POST /api/chat']); // not read on
+  });
+
+  it('reads on while an operator holds the run, and shows the rest once it is released', async () => {
+    const short = slowly(300);
+    const { transport, reads } = counted(() => short);
+    const notes: Array<{ type: string; data: { status?: string } }> = [];
+    const chat = new TestChat({ transport, onData: (part) => void notes.push(part.data as (typeof notes)[number]) });
+    const sending = chat.sendMessage({ text: 'an operator looks at this' });
+    await until(() => chat.messages.length === 2 && textOf(chat.messages[1]!).length > 0);
+    const runId = chat.messages[1]!.id;
+    const operator = (action: string) => short.handle(makeRequest('POST', `/api/runs/${runId}/${action}`, { user: 'ops', operator: true }));
+    const statusOf = async () => (await db.query<{ status: string }>('select status from agent_kit_runs where id = $1', [runId]))[0]!.status;
+    expect((await operator('takeover')).status).toBe(200);
+    await until(async () => (await statusOf()) === 'waiting_takeover');
+    await short.segments.settle();
+    // Held, the chat goes on reading, one stream per budget (not one request after another).
+    const readsAtPark = reads.length;
+    const heldFrom = Date.now();
+    await until(() => reads.length >= readsAtPark + 2, 10_000);
+    expect(chat.status).toBe('streaming');
+    expect(notes.some((note) => note.type === 'run-parked' && note.data.status === 'waiting_takeover')).toBe(true);
+    expect(reads.length - readsAtPark).toBeLessThanOrEqual(Math.ceil((Date.now() - heldFrom) / 300) + 2);
+    const shownWhileHeld = textOf(chat.messages[1]!);
+    expect(scriptedReplyText(['an operator looks at this'], 60).startsWith(shownWhileHeld)).toBe(true);
+
+    expect((await operator('release')).status).toBe(200);
+    short.segments.start(runId); // the drain takes the released run (here, at once)
+    await sending;
+    const { reply, stored, run } = await replyOf(chat, short);
+    expect(run?.status).toBe('completed');
+    expect(status(reply)).toBe('completed');
+    expect(textOf(reply)).toBe(scriptedReplyText(['an operator looks at this'], 60));
+    expect(textOf(reply)).toBe(stored!.text);
+    expect(chat.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
+    await short.segments.settle();
   });
 
   it('reads on while the run waits for its next segment: cut at its invocation deadline, another server runs the rest', async () => {
