@@ -4,7 +4,7 @@
 // A replay to a slow reader makes the server wait for 'drain' again and again; each wait must
 // leave no listener behind (the response's 'close' listeners are counted at every drain).
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { openHttpTest, payload, readSse, type HttpTest } from '../../test/harness/http-harness.js';
 import { toNodeListener } from './node-server.js';
@@ -114,4 +114,46 @@ it('a replay to a slow reader waits for drain again and again; no listener is le
     slowServer.closeAllConnections();
     await new Promise((resolve) => slowServer.close(resolve));
   }
+});
+
+/** One request written as is (`lines` joined by CRLF), and the status and body of its answer. */
+async function raw(lines: string[]): Promise<{ status: number; body: string }> {
+  const { port } = server.address() as AddressInfo;
+  const socket = net.connect(port, '127.0.0.1');
+  socket.end(`${lines.join('\r\n')}\r\n\r\n`);
+  let text = '';
+  for await (const chunk of socket) text += String(chunk);
+  const at = text.indexOf('\r\n\r\n');
+  const head = text.slice(0, at);
+  let body = text.slice(at + 4);
+  if (/^transfer-encoding: chunked$/im.test(head)) { // its chunks' data, without their sizes
+    let data = '';
+    for (let size = 0; (size = parseInt(body, 16)) > 0;) {
+      const start = body.indexOf('\r\n') + 2;
+      data += body.slice(start, start + size);
+      body = body.slice(start + size + 2);
+    }
+    body = data;
+  }
+  return { status: Number(/^HTTP\/1\.1 (\d+)/.exec(head)![1]), body };
+}
+
+it('routes by the request target alone: a Host header never picks the path, a bad one is a 400 with its reason', async () => {
+  const [turn] = await t.db.query<{ thread_id: string }>(`select thread_id from agent_kit_start_turn(null, 'alice', 'mine')`);
+  const thread = `/api/threads/${turn!.thread_id}`;
+  const ask = (target: string, host: string) =>
+    raw([`GET ${target} HTTP/1.1`, `Host: ${host}`, 'x-user: alice', 'Connection: close']);
+  expect((await ask(thread, 'localhost')).status).toBe(200);
+  // A Host header with a path in it routed the request to that path.
+  const smuggled = await ask('/api/nothing', `x${thread}?`);
+  expect(smuggled.status).toBe(400);
+  expect(JSON.parse(smuggled.body)).toMatchObject({ error: { code: 'INVALID_ARGUMENT', message: expect.stringMatching(/Host/) } });
+  for (const host of ['[bad', '127.0.0.1:3000@evil', 'a b']) {
+    const bad = await ask(thread, host);
+    expect(bad.status, host).toBe(400); // (was a 500 with an empty body)
+    expect(JSON.parse(bad.body).error.code, host).toBe('INVALID_ARGUMENT');
+  }
+  // An absolute-form target (what a proxy sends): its path and query, whatever host it names.
+  expect((await ask(`http://evil.example${thread}`, 'localhost')).status).toBe(200);
+  expect((await ask('http://evil.example/api/nothing', 'localhost')).status).toBe(404);
 });

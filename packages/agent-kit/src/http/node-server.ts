@@ -10,8 +10,9 @@ export function toNodeListener(
 ): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
     void serve(handle, req, res).catch(() => {
-      if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
-      res.end(res.headersSent ? undefined : '{"error":{"code":"INTERNAL","message":"internal error"}}');
+      if (res.headersSent) return void res.end();
+      res.writeHead(500, { 'content-type': 'application/json; charset=utf-8' });
+      res.end('{"error":{"code":"INTERNAL","message":"internal error"}}');
     });
   };
 }
@@ -28,8 +29,14 @@ async function serve(
     if (value === undefined) continue;
     for (const item of Array.isArray(value) ? value : [value]) headers.append(name, item);
   }
+  const url = requestUrl(req);
+  if (!url) {
+    res.writeHead(400, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' });
+    res.end(JSON.stringify({ error: { code: 'INVALID_ARGUMENT', message: 'the request\'s Host header or target is not a host and a path' } }));
+    return;
+  }
   const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
-  const request = new Request(`http://${req.headers.host ?? 'localhost'}${req.url ?? '/'}`, {
+  const request = new Request(url, {
     method: req.method,
     headers,
     body: hasBody ? (Readable.toWeb(req) as ReadableStream<Uint8Array>) : undefined,
@@ -73,4 +80,25 @@ async function serve(
   } finally {
     res.end();
   }
+}
+
+/** A host name, IPv4 or [IPv6] address, with an optional port: what a Host header may hold. */
+const hostPattern = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::\d{1,5})?$/;
+
+/**
+ * The request's URL: the target's path and query (of an absolute-form target too, whose own host
+ * is ignored) on the Host header's host. Null when the Host header is not a host: it never
+ * decides the path, as a header of `x/api/status?` would if it were pasted in.
+ */
+function requestUrl(req: IncomingMessage): string | null {
+  const host = req.headers.host ?? 'localhost';
+  if (!hostPattern.test(host)) return null;
+  let target = req.url ?? '/';
+  if (!target.startsWith('/')) {
+    if (!URL.canParse(target)) return null;
+    const absolute = new URL(target);
+    target = `${absolute.pathname}${absolute.search}`;
+  }
+  const url = `http://${host}${target}`;
+  return URL.canParse(url) ? url : null;
 }

@@ -77,7 +77,8 @@ describe('with the real turn engine', () => {
   });
 
   it('a question ends the chat stream; the answer route resumes the run; the replay is one message', async () => {
-    const response = await handlers.handle(makeRequest('POST', '/api/chat', { user: 'fay', body: { message: 'help #ask' } }));
+    const sent = { message: 'help #ask', clientMessageId: 'ask-1' };
+    const response = await handlers.handle(makeRequest('POST', '/api/chat', { user: 'fay', body: sent }));
     const threadId = response.headers.get('x-agent-kit-thread-id')!;
     const runId = response.headers.get('x-agent-kit-run-id')!;
     const first = await readSse(response);
@@ -113,6 +114,21 @@ describe('with the real turn engine', () => {
     expect(tool).toMatchObject({ state: 'output-available', output: { answer: 'blue' } });
     expect(message.parts.some((p) => p.type === 'data-agent-kit-input')).toBe(true);
     expect(message.metadata).toMatchObject({ status: 'completed' });
+
+    // The message sent again (a lost response, useChat's regenerate()): the same turn, past the
+    // question it asked then, to its end; not stopped at the old question.
+    for (const format of ['ai-sdk', 'sse']) {
+      const again = await handlers.handle(makeRequest('POST', `/api/chat?format=${format}`, { user: 'fay', body: { ...sent, threadId } }));
+      expect(again.headers.get('x-agent-kit-run-id')).toBe(runId);
+      const events = (await readSse(again)).events;
+      if (format === 'sse') {
+        expect(payload(events.at(-1)!)).toMatchObject({ type: 'run-closed', data: { status: 'completed' } });
+        continue;
+      }
+      const resent = await lastMessage(streamOf(chunksOf(events).map((c) => c.chunk)));
+      expect(textOf(resent)).toBe(finalText);
+      expect(resent.metadata).toMatchObject({ status: 'completed' });
+    }
   });
 
   it('an ai-sdk stream resumed with Last-Event-ID goes on where it stopped, for every cut', async () => {

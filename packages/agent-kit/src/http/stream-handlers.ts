@@ -88,7 +88,8 @@ export function createChatHandler(ctx: HandlerContext): RouteHandler {
       afterSeq: Math.max(0, (messageSeq ?? 1) - 1),
       format,
       runId: turn.runId,
-      until: endsRun(turn.runId),
+      // A message sent again streams its turn as it is now: past a question it asked and went on from.
+      until: turn.created ? endsRun(turn.runId) : await endsRunFromNow(ctx, turn.runId),
       headers: {
         'x-agent-kit-thread-id': turn.threadId,
         'x-agent-kit-run-id': turn.runId,
