@@ -5,11 +5,12 @@
 // src/client/use-chat.test.ts).
 import { DefaultChatTransport, type UIMessage, type UIMessageChunk } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeRequest, payload, readSse } from '../../test/harness/http-harness.js';
+import { headerAuth, makeRequest, payload, readSse } from '../../test/harness/http-harness.js';
 import { closeRealEngine, openRealEngine, type RealEngine } from '../../test/harness/real-engine.js';
+import { makeRuntime } from '../../test/harness/turn-kit.js';
 import { lastMessage, textOf } from '../../test/harness/ui-messages.js';
 import { scriptedReasoningText, scriptedReplyText } from '../model/index.js';
-import type { Handlers } from './handlers.js';
+import { createHandlers, type Handlers } from './handlers.js';
 
 const tokens = 8;
 let handlers: Handlers;
@@ -129,6 +130,44 @@ describe('with the real turn engine', () => {
       expect(textOf(resent)).toBe(finalText);
       expect(resent.metadata).toMatchObject({ status: 'completed' });
     }
+  });
+
+  it('an answer must fit its question: an approval takes approved, a question an answer, a running run only what it asked', async () => {
+    const post = (runId: string, body: object) =>
+      handlers.handle(makeRequest('POST', `/api/runs/${runId}/input`, { user: 'fay', body }));
+    const park = async (message: string) => {
+      const response = await handlers.handle(makeRequest('POST', '/api/chat', { user: 'fay', body: { message } }));
+      const asked = (await readSse(response)).events.map(payload).find((e) => e.type === 'input-requested')!;
+      return { runId: response.headers.get('x-agent-kit-run-id')!, questionId: String(asked.data.id) };
+    };
+    const inputsOf = async (runId: string) =>
+      (await engine!.db.query<{ n: number }>('select count(*)::int as n from agent_kit_inputs where run_id = $1', [runId]))[0]!.n;
+
+    const approval = await park('pay them #approve');
+    const wordy = await post(approval.runId, { questionId: approval.questionId, answer: 'yes' });
+    expect(wordy.status).toBe(400); // (was stored, and read as a no)
+    expect((await wordy.json()).error.message).toMatch(/approval.*approved/);
+    const question = await park('which one #ask');
+    const yesNo = await post(question.runId, { questionId: question.questionId, approved: true });
+    expect(yesNo.status).toBe(400); // (was stored, and the model read the JSON with the user's id)
+    expect((await yesNo.json()).error.message).toMatch(/question.*answer/);
+    expect([await inputsOf(approval.runId), await inputsOf(question.runId)]).toEqual([0, 0]);
+    expect((await post(approval.runId, { questionId: approval.questionId, approved: true })).status).toBe(200);
+    expect((await post(question.runId, { questionId: question.questionId, answer: 'the blue one' })).status).toBe(200);
+    await handlers.segments.settle();
+
+    // A run under way: a question it never asked, or a tool call that asks nothing, is a 409.
+    const slow = createHandlers({ rt: makeRuntime(engine!.db, { tokens: 60, delayMs: 30 }), authenticate: headerAuth });
+    const running = await slow.handle(makeRequest('POST', '/api/chat', { user: 'fay', body: { message: 'note it #effect' } }));
+    const effect = (await readSse(running, { until: (e) => payload(e).type === 'tool-result' })).events.map(payload)
+      .find((e) => e.type === 'tool-result')!;
+    const runId = running.headers.get('x-agent-kit-run-id')!;
+    for (const questionId of ['never-asked', String(effect.data.toolCallId)]) {
+      const refused = await slow.handle(makeRequest('POST', `/api/runs/${runId}/input`, { user: 'fay', body: { questionId, answer: 'x' } }));
+      expect(refused.status, questionId).toBe(409);
+    }
+    expect(await inputsOf(runId)).toBe(0);
+    await slow.segments.settle();
   });
 
   it('an ai-sdk stream resumed with Last-Event-ID goes on where it stopped, for every cut', async () => {

@@ -7,7 +7,7 @@ import type { Queryable } from '../store/db.js';
 import { requireCaller, requireOperator, requireRunAccess } from './auth.js';
 import type { HandlerContext, RouteHandler } from './context.js';
 import { HttpError, jsonResponse } from './http-error.js';
-import { inputBodySchema, readIdParam, readJsonBody, resolveEffectBodySchema } from './request.js';
+import { inputBodySchema, readIdParam, readJsonBody, resolveEffectBodySchema, type InputBody } from './request.js';
 import { notifyRunThread } from '../store/notify-thread.js';
 
 const closed = new Set(['completed', 'failed', 'aborted']);
@@ -25,7 +25,8 @@ export function createRunInputHandler(ctx: HandlerContext): RouteHandler {
     const caller = await requireCaller(ctx.authenticate, request);
     const runId = readIdParam(params, 'id');
     const body = await readJsonBody(request, inputBodySchema, ctx.maxBodyBytes);
-    await requireRunAccess(ctx.rt.db, caller, runId);
+    const access = await requireRunAccess(ctx.rt.db, caller, runId);
+    await checkAnswerFits(ctx, { runId, threadId: access.threadId }, body);
     const data = 'answer' in body ? { answer: body.answer } : { approved: body.approved };
     const status = await callStatusFunction(ctx.rt.db,
       'select agent_kit_submit_input($1, $2, $3::jsonb) as status',
@@ -33,6 +34,37 @@ export function createRunInputHandler(ctx: HandlerContext): RouteHandler {
     if (status === 'queued') ctx.segments.start(runId);
     return jsonResponse({ runId, status });
   };
+}
+
+/**
+ * Refuse an answer the run's question cannot take: an approval answers `approved`, a question an
+ * `answer` (400; an approval's text answer was stored and read as a no). While the run still runs
+ * (an answer may come before it parks, ADR-0012), the question must be one of its tool calls, a
+ * question or an approval (409). Both facts only ever become true, so checking before the
+ * statement that stores the answer decides nothing late; that statement checks the run's state.
+ */
+async function checkAnswerFits(ctx: HandlerContext, run: { runId: string; threadId: string }, body: InputBody) {
+  const [row] = await ctx.rt.db.query<{ status: string; waiting_for: { id?: string; kind?: string } | null }>(
+    'select status, waiting_for from agent_kit_runs where id = $1', [run.runId]);
+  let kind: string | undefined;
+  if (row?.status === 'waiting_input' && row.waiting_for?.id === body.questionId) kind = row.waiting_for.kind;
+  else if (row?.status === 'running') {
+    const [call] = await ctx.rt.db.query<{ tool_name: string }>(
+      `select c->>'toolName' as tool_name
+       from agent_kit_thread_events e, jsonb_array_elements(e.data->'toolCalls') c
+       where e.thread_id = $1 and e.run_id = $2 and e.type = 'step-finished' and c->>'toolCallId' = $3
+       limit 1`, [run.threadId, run.runId, body.questionId]);
+    if (!call) throw new HttpError('CONFLICT', `run ${run.runId} has asked nothing under "${body.questionId}"`);
+    const tool = ctx.rt.tools[call.tool_name];
+    kind = tool?.kind === 'question' ? 'question' : tool?.needsApproval ? 'approval' : tool ? 'effect' : undefined;
+    if (kind === 'effect') throw new HttpError('CONFLICT', `${call.tool_name} call "${body.questionId}" takes no answer`);
+  }
+  if (kind === 'approval' && !('approved' in body)) {
+    throw new HttpError('INVALID_ARGUMENT', `"${body.questionId}" asks for an approval: send { questionId, approved: true | false }`);
+  }
+  if (kind === 'question' && !('answer' in body)) {
+    throw new HttpError('INVALID_ARGUMENT', `"${body.questionId}" is a question: send { questionId, answer }`);
+  }
 }
 
 /** POST /api/runs/:id/cancel: stored; the run's segment closes it as aborted. */
