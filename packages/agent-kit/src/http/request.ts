@@ -90,7 +90,9 @@ export function readCursor(request: Request, url: URL): number {
 export function readLimit(url: URL, fallback: number, max: number): number {
   const raw = url.searchParams.get('limit');
   if (raw === null) return fallback;
-  return parseWith(z.coerce.number().int().min(1).max(max), raw, 'query parameter "limit"');
+  // Digits only: `0x10`, `1e2` and `1.0` are numbers to JavaScript, not a count a caller meant.
+  return parseWith(z.string().regex(/^[0-9]{1,9}$/, 'must be a whole number').transform(Number).pipe(z.number().int().min(1).max(max)),
+    raw, 'query parameter "limit"');
 }
 
 export const streamFormats = ['sse', 'ai-sdk'] as const;
@@ -102,25 +104,29 @@ export function readStreamFormat(url: URL): StreamFormat {
   return parseWith(z.enum(streamFormats).default('sse'), format, 'query parameter "format"');
 }
 
+/** Text Postgres can store: it has no U+0000 (a 400 that says so, not the database's words). */
+const storable = (schema: z.ZodString) => schema.refine((s) => !s.includes('\u0000'), 'must not contain U+0000 (NUL)');
+
+/** Strict: a misspelled key (`threadID`) is a 400, not a message to a new thread. */
 export const chatBodySchema = z.object({
   threadId: z.guid().optional(),
-  message: z.string().min(1).max(maxMessageChars).refine((s) => s.trim() !== '', 'must not be blank'),
-  clientMessageId: z.string().min(1).max(200).optional(),
-});
+  message: storable(z.string().min(1).max(maxMessageChars)).refine((s) => s.trim() !== '', 'must not be blank'),
+  clientMessageId: storable(z.string().min(1).max(200)).optional(),
+}).strict();
 export type ChatBody = z.infer<typeof chatBodySchema>;
 
-const questionId = z.string().min(1).max(200);
+const questionId = storable(z.string().min(1).max(200));
 
 /** An answer to a question (`answer`) or a tool approval (`approved`), never both. */
 export const inputBodySchema = z.union([
-  z.object({ questionId, answer: z.string().min(1).max(maxMessageChars) }).strict(),
+  z.object({ questionId, answer: storable(z.string().min(1).max(maxMessageChars)) }).strict(),
   z.object({ questionId, approved: z.boolean() }).strict(),
 ]);
 export type InputBody = z.infer<typeof inputBodySchema>;
 
 /** An operator's verdict on an effect in doubt: its key, whether it happened, an optional note. */
 export const resolveEffectBodySchema = z.object({
-  key: z.string().min(1).max(500),
+  key: storable(z.string().min(1).max(500)),
   happened: z.boolean(),
-  note: z.string().max(2000).optional(),
+  note: storable(z.string().max(2000)).optional(),
 }).strict();

@@ -73,6 +73,14 @@ describe('POST /api/chat', () => {
     const [after] = await t.db.query<{ n: number }>('select count(*)::int as n from agent_kit_runs');
     expect(after!.n).toBe(before!.n);
     expect(replay.events.map((e) => e.id)).toEqual(first.events.map((e) => e.id));
+
+    // The same id with another text is not a retry: a 409 that says so, and nothing stored.
+    const [messagesBefore] = await t.db.query<{ n: number }>('select count(*)::int as n from agent_kit_messages');
+    const other = await chat({ message: 'something else', clientMessageId: 'c-1', threadId });
+    expect(other.status).toBe(409); // (was a 200 replaying the first turn, the new text dropped)
+    expect((await other.json()).error).toMatchObject({ code: 'CONFLICT', message: expect.stringMatching(/c-1.*another message/) });
+    const [messagesAfter] = await t.db.query<{ n: number }>('select count(*)::int as n from agent_kit_messages');
+    expect(messagesAfter!.n).toBe(messagesBefore!.n);
   });
 
   it('a client that aborts mid-stream does not stop the turn: the run still closes', async () => {

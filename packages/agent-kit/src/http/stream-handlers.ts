@@ -79,6 +79,7 @@ export function createChatHandler(ctx: HandlerContext): RouteHandler {
       clientMessageId: body.clientMessageId,
       jobDelayMs: ctx.chatJobDelayMs,
     });
+    if (!turn.created) await requireSameMessage(ctx, turn.messageId, body.message);
     // A retried POST runs the turn only if nobody has claimed it yet; the claim decides anyway.
     const runnable = turn.created || (await readRunAccess(ctx.rt.db, turn.runId))?.status === 'queued';
     if (runnable) ctx.segments.start(turn.runId);
@@ -97,6 +98,19 @@ export function createChatHandler(ctx: HandlerContext): RouteHandler {
       },
     });
   };
+}
+
+/**
+ * A client message id names one message: sent again it must be the same text (a retry), else
+ * the new text would be dropped without a word while the first message's turn streamed (409).
+ */
+async function requireSameMessage(ctx: HandlerContext, messageId: string, text: string): Promise<void> {
+  const [stored] = await ctx.rt.db.query<{ text: string | null; client_message_id: string }>(
+    `select content->>'text' as text, client_message_id from agent_kit_messages where id = $1`, [messageId]);
+  if (stored && stored.text !== text) {
+    throw new HttpError('CONFLICT',
+      `clientMessageId "${stored.client_message_id}" was sent with another message; a new message needs a new id`);
+  }
 }
 
 export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {

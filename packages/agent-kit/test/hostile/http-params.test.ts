@@ -167,7 +167,7 @@ describe("another user's ids", () => {
 });
 
 describe('query parameters and cursors', () => {
-  const isIntIn = (s: string, max: number) => Number.isInteger(Number(s)) && Number(s) >= 1 && Number(s) <= max;
+  const isIntIn = (s: string, max: number) => /^[0-9]{1,9}$/.test(s) && Number(s) >= 1 && Number(s) <= max;
   const cursorOk = (s: string) => /^\d{1,15}$/.test(s);
   const value = fc.oneof(notUuid, fc.string({ maxLength: 20 }), fc.integer().map(String),
     fc.constantFrom('-1', '0', '1.5', '1e3', '0x10', '9'.repeat(16), '1000001', 'Infinity', ' 1', '+1'));
