@@ -77,12 +77,21 @@ export async function buildProgram(): Promise<Command> {
   return program;
 }
 
+/**
+ * What a command does when its reader closes stdout (EPIPE): exit 0 by default. A command with
+ * work under way that must not be dropped (`chat`'s turn) sets its own while it runs.
+ */
+export const stdoutClosed = { handle: (): void => process.exit(0) };
+
 /** Run the CLI; resolves to the exit code. */
 export async function main(argv: string[]): Promise<number> {
   // `agent-kit events … | head` closes our stdout early: that is the reader's choice, not a failure.
+  let closed = false;
   process.stdout.on('error', (error: NodeJS.ErrnoException) => {
-    if (error.code === 'EPIPE') process.exit(0);
-    throw error;
+    if (closed) return; // (writes after it fail too)
+    if (error.code !== 'EPIPE') throw error;
+    closed = true;
+    stdoutClosed.handle();
   });
   const program = await buildProgram();
   try {

@@ -161,6 +161,48 @@ describe('agent-kit chat', () => {
     expect(await store.snapshot()).toEqual(before);
   });
 
+  it('Ctrl-C stops the turn after its step and queues it for a drain, which finishes it; a second Ctrl-C quits at once', async () => {
+    const env = { ...store.env, AGENT_KIT_SCRIPTED_DELAY_MS: '100' };
+    /** `chat text`, interrupted `times` times once its stderr shows `at`; its exit code, stderr and run. */
+    const interrupted = (text: string, times: number, at: RegExp) => new Promise<{ code: number | null; stderr: string; runId: string }>((resolve) => {
+      const child = spawn(process.execPath, [bin, 'chat', text], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => {
+        const first = !at.test(stderr);
+        stderr += chunk.toString();
+        if (first && at.test(stderr)) for (let i = 0; i < times; i++) setTimeout(() => child.kill('SIGINT'), 100 * i);
+      });
+      child.once('exit', (code) => resolve({ code, stderr, runId: / · run ([0-9a-f-]{36})/.exec(stderr)?.[1] ?? '' }));
+    });
+    const statusOf = async (runId: string) => JSON.parse((await cli(['show', runId, '--json'], env)).stdout).run.status as string;
+
+    // Its first step thinks for 2 s: interrupted as it starts, it stops before the step or after it.
+    const once = await interrupted('stop me here #think #effect', 1, / · run /);
+    expect(once.stderr, once.stderr).toMatch(/\[interrupted; again to quit now: stopping after the step under way/);
+    expect(once.stderr, once.stderr).toMatch(/is queued, due now: `agent-kit drain` or a worker continues it/);
+    expect(once.code, once.stderr).toBe(1);
+    expect(await statusOf(once.runId)).toBe('queued'); // (was: running, held by the dead process for its lease)
+    expect((await cli(['drain'], env)).code).toBe(0);
+    expect(await statusOf(once.runId)).toBe('completed');
+
+    const twice = await interrupted('stop me now #think #effect', 2, /\[thinking\] /); // (in the step)
+    expect(twice.code, twice.stderr).toBe(130);
+    expect(twice.stderr).toMatch(/\[stopped now: the run is taken over once its lease runs out\]/);
+
+    // `agent-kit chat … | head -c 20`: the reader closes stdout in the reply's last step, which
+    // ends the turn here (the command used to exit 0 at once, the run left held by nobody).
+    const piped = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, [bin, 'chat', 'read a little #effect'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      child.stdout.once('data', () => child.stdout.destroy());
+      child.once('exit', (code) => resolve({ code, stderr }));
+    });
+    expect(piped.stderr).toMatch(/\[stdout closed: stopping after the step under way/);
+    expect(piped.code, piped.stderr).toBe(0);
+    expect(await statusOf(/ · run ([0-9a-f-]{36})/.exec(piped.stderr)![1]!)).toBe('completed');
+  });
+
   it.runIf(onPostgres)('shows the reply even with a worker running beside it', async () => {
     const worker = spawn(process.execPath, [bin, 'worker'], { env: store.env, stdio: ['ignore', 'ignore', 'pipe'] });
     let workerLog = '';

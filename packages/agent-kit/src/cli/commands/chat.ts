@@ -8,7 +8,7 @@ import type { Queryable } from '../../store/db.js';
 import type { SegmentOutcome } from '../../turn/types.js';
 import { defaultCliOwner } from './enqueue.js';
 import { formatDuration } from './runs.js';
-import { uuidArgument } from '../main.js';
+import { stdoutClosed, uuidArgument } from '../main.js';
 import { withRuntime } from './with-runtime.js';
 
 export function register(program: Command) {
@@ -24,6 +24,7 @@ export function register(program: Command) {
       ]);
       // No log lines: stdout is the reply and stderr the few notes a person needs.
       await withRuntime(async (rt) => {
+        const stop = stopOnInterrupt(); // (before the run is named: an interrupt from then on is the turn's)
         const afterSeq = options.thread ? await readLastSeq(rt.db, options.thread) : 0;
         const turn = await startTurn(rt.db, {
           // As the chat request does: a worker beside this process (woken by the job's NOTIFY)
@@ -40,7 +41,8 @@ export function register(program: Command) {
         // lost) ends it once it has printed what the log holds now, which the segment wrote.
         let endAt = Number.POSITIVE_INFINITY;
         const printing = printRun(upTo(follower, () => endAt), turn.runId);
-        const outcome = await runSegment(rt, { runId: turn.runId, owner: newOwner('cli') });
+        const outcome = await runSegment(rt, { runId: turn.runId, owner: newOwner('cli'), stopSignal: stop.signal })
+          .finally(stop.dispose);
         if (outcome.kind !== 'closed' && outcome.kind !== 'parked') {
           setTimeout(() => follower.close(), catchUpMs).unref(); // a store that does not answer included
           endAt = await readLastSeq(rt.db, turn.threadId).catch(() => follower.cursor);
@@ -51,6 +53,41 @@ export function register(program: Command) {
         report(outcome, turn.runId, turn.threadId, queued ? await jobDueInMs(rt.db, turn.runId) : null);
       }, {});
     });
+}
+
+/**
+ * Ctrl-C (or SIGTERM, or a reader that closed stdout) while the turn runs here: the segment stops
+ * after the step under way and queues the run, due now, for a drain or a worker, and the command
+ * exits 1 saying so. A second Ctrl-C quits at once; the run is then taken over when its lease
+ * runs out. (Killed outright, the command left the run held by a dead process for its lease.)
+ */
+function stopOnInterrupt(): { signal: AbortSignal; dispose: () => void } {
+  const controller = new AbortController();
+  const stop = (why: string) => {
+    if (controller.signal.aborted) return;
+    process.stderr.write(`\n[${why}: stopping after the step under way; a drain goes on from there]\n`);
+    controller.abort();
+  };
+  const interrupted = () => {
+    if (controller.signal.aborted) {
+      process.stderr.write('[stopped now: the run is taken over once its lease runs out]\n');
+      process.exit(130);
+    }
+    stop('interrupted; again to quit now');
+  };
+  const terminated = () => stop('terminated');
+  const previous = stdoutClosed.handle;
+  stdoutClosed.handle = () => stop('stdout closed');
+  process.on('SIGINT', interrupted);
+  process.on('SIGTERM', terminated);
+  return {
+    signal: controller.signal,
+    dispose: () => {
+      process.off('SIGINT', interrupted);
+      process.off('SIGTERM', terminated);
+      stdoutClosed.handle = previous;
+    },
+  };
 }
 
 /** Longest the command waits for its follower to print what a segment that did not finish wrote. */
