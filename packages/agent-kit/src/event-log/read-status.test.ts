@@ -107,6 +107,16 @@ describe('readStoreStatus and statusAlerts', () => {
       inDoubt: { effects: 2, runs: 1 }, at: '2030-01-01T00:03:01.000Z',
     });
     expect((json.alerts as { kind: string }[]).map((a) => a.kind)).toEqual(['reaper-behind', 'drain-behind', 'effects-in-doubt']);
+
+    // A reaper hands the run back: its job is the drain's backlog now, not the reaper's (the run
+    // stays running on its expired lease until a drain claims it; it was still counted here, and
+    // the reaper blamed, though it had done its part).
+    expect((await reapExpiredRuns(testRuntime(db), { owner: 'status-reaper' })).requeued).toBe(1);
+    await advanceFakeNow(db, 181_000);
+    const handedBack = await readStoreStatus(db);
+    expect(handedBack.expiredLeases).toEqual({ count: 0, oldestMs: null });
+    expect(handedBack.dueJobs.count).toBe(3);
+    expect(statusAlerts(handedBack).map((a) => a.kind)).toEqual(['drain-behind', 'effects-in-doubt']);
   });
 });
 

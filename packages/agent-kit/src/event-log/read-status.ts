@@ -47,7 +47,9 @@ select agent_kit_now() as at,
 from (
   select count(*) as expired,
     extract(epoch from agent_kit_now() - min(lease_expires_at)) * 1000 as oldest_expired_ms
-  from agent_kit_runs where status = 'running' and lease_expires_at <= agent_kit_now()
+  from agent_kit_runs r where status = 'running' and lease_expires_at <= agent_kit_now()
+    -- One a reaper handed back has its job: the drain's backlog now (counted with the jobs).
+    and not exists (select 1 from agent_kit_jobs j where j.run_id = r.id)
 ) e, (
   select count(*) as due, extract(epoch from agent_kit_now() - min(due_at)) * 1000 as oldest_due_ms
   from agent_kit_jobs where due_at <= agent_kit_now()
