@@ -1,6 +1,7 @@
 // The chat page in headless Chromium against the built app: sign-in, a streamed turn, a reload
-// mid-turn, two tabs on one turn, a question answered in the page, an approval, and another
-// user's thread refused. Expected replies come from the scripted model's own function.
+// mid-turn, a reply that ends offline (the page and the draft kept), two tabs on one turn, a
+// question answered in the page, an approval, and another user's thread refused. Expected
+// replies come from the scripted model's own function.
 import { scriptedAskQuestion, scriptedReplyText } from 'agent-kit';
 import type { Browser, BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -207,6 +208,35 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     const ops = await open(bobPage, `${server.baseUrl}/ops`);
     expect(ops?.status()).toBe(404);
     await bob.close();
+  });
+
+  it('keeps the page and the draft when a reply ends offline, and shows the next status once back', async () => {
+    // The sidebar's run statuses are read again when a run of the open thread parks or closes. A
+    // read that fails keeps the page; it used to invalidate the page's data, and a failed data
+    // request sent the tab to the browser's error page.
+    const dana = await signIn(browser, server.baseUrl, 'dana');
+    const page = await dana.newPage();
+    await open(page, `${server.baseUrl}/`);
+    const message = `offline at the end ${Date.now()}`;
+    const threadId = await sendChat(page, message);
+    await page.waitForURL(`**/t/${threadId}`);
+    await waitForWords(page, 3);
+    const composer = page.getByRole('textbox', { name: 'Message' });
+    await composer.fill('a draft typed meanwhile');
+    await dana.setOffline(true); // new requests fail; the open event stream goes on
+    await waitForRunStatus(page, 'completed');
+    await page.waitForTimeout(1_500); // the sidebar's read comes 300 ms after the close, and fails
+    expect(page.url()).toBe(`${server.baseUrl}/t/${threadId}`); // (was chrome-error://chromewebdata/)
+    await expect(composer.inputValue()).resolves.toBe('a draft typed meanwhile');
+    expect((await lastRunText(page)).trim()).toBe(expectedReply(message));
+
+    await dana.setOffline(false);
+    await composer.fill(`one question #ask ${Date.now()}`);
+    await page.getByRole('button', { name: 'Send' }).click();
+    await waitForRunStatus(page, 'waiting_input');
+    const link = page.getByRole('navigation', { name: 'Threads' }).locator(`a[href="/t/${threadId}"]`);
+    await link.getByText('waiting input').waitFor({ timeout: 10_000 });
+    await dana.close();
   });
 
   it('keeps one event stream across a run\'s close, and a long unbroken word inside the window', async () => {

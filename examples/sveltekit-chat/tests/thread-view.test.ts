@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { buildRunTimeline } from '../src/lib/run-timeline';
 import {
-  applyEvent, emptyThreadView, openRun, historyCutNotice, retryNotice, runBadge, thoughtSummary, type RunItem,
+  applyEvent, composerPlaceholder, emptyThreadView, openRun, historyCutNotice, retryNotice, runBadge, thoughtSummary, type RunItem,
 } from '../src/lib/thread-view';
 import { announcements, crashedThenResumed, fold, makeLog, runId, t0, thoughtThenRepliedSpecs, type EventSpec } from './event-logs';
 
@@ -227,6 +227,22 @@ describe('the thread view', () => {
     applyEvent(asking, { ...crashedThenResumed[0]!, seq: 4, type: 'input-received', data: { questionId: 'q1', data: { answer: 'blue' } } });
     expect(run.pending).toBeNull();
     expect(run.answered).toEqual([{ question: 'Which?', answer: 'blue' }]);
+  });
+
+  it('says in the composer what a message sent while the run waits will do: an answer, or yes to approve', () => {
+    const waitingFor = (pending: Record<string, unknown>) => fold(makeLog([
+      ['run-queued', 0, { runId, turnNo: 1 }],
+      ['input-requested', 1, pending],
+      ['run-parked', 1, { status: 'waiting_input' }],
+    ]));
+    expect(composerPlaceholder(emptyThreadView())).toBe('Write a message');
+    expect(composerPlaceholder(waitingFor({ id: 'q1', kind: 'question', question: 'Which?' }))).toBe('Write your answer');
+    // A message to an approval approves only when it is a plain yes (it was not said, and "yes
+    // please go ahead" denied the tool call).
+    const approval = waitingFor({ id: 'c1', kind: 'approval', toolName: 'transfer_funds', input: {} });
+    expect(composerPlaceholder(approval)).toBe('Reply "yes" to approve the tool call; anything else denies it');
+    applyEvent(approval, { ...crashedThenResumed[0]!, seq: 4, type: 'run-closed', data: { status: 'completed', text: 'ok' } });
+    expect(composerPlaceholder(approval)).toBe('Write a message');
   });
 
   it('keeps what the model thought apart from the reply, a blank line between two steps\' thinking', () => {

@@ -49,6 +49,16 @@ describe('configFromEnv', () => {
     expect(refused({ AGENT_KIT_MAX_TOOL_RESULT_BYTES: '1MB' })).toMatch(/expected a number of bytes/);
   });
 
+  it('wants DATABASE_URL to be a Postgres connection string, and never prints it', () => {
+    expect(configFromEnv({ DATABASE_URL: 'postgresql://u:pw@db.example:5432/app?sslmode=require' }).databaseUrl)
+      .toBe('postgresql://u:pw@db.example:5432/app?sslmode=require');
+    for (const url of ['notaurl', 'mysql://x:secret@127.0.0.1/db', 'postgres://']) {
+      const refusal = refused({ DATABASE_URL: url });
+      expect(refusal, url).toMatch(/^DATABASE_URL: must be a postgres:\/\/ or postgresql:\/\/ connection string \(got \d+ characters\)$/);
+      expect(refusal, url).not.toMatch(/notaurl|secret/); // (a URL may hold a password: only its length)
+    }
+  });
+
   it('trims the cron secret, wants 16 characters, and never prints it', () => {
     const secret = 'abcdefghijklmnopqrstuvwxyz012345';
     expect(configFromEnv({ CRON_SECRET: `${secret}\n` }).cronSecret).toBe(secret);

@@ -39,7 +39,10 @@ const seconds = (min: number) => z.coerce.number({ error: 'expected a number of 
   .min(min, `must be at least ${min} s`).max(3_600, 'must be at most 3 600 s (an hour): is it in milliseconds?');
 
 const envSchema = z.object({
-  DATABASE_URL: z.string().min(1).optional(),
+  // A connection string, not a host or a DSN of another database: `notaurl` was read as a host
+  // name ("getaddrinfo ENOTFOUND base"), `mysql://…` as a Postgres server.
+  DATABASE_URL: z.string().refine((url) => /^postgres(ql)?:\/\/./i.test(url) && URL.canParse(url),
+    'must be a postgres:// or postgresql:// connection string').optional(),
   AGENT_KIT_DATA_DIR: z.string().min(1).optional(),
   AGENT_KIT_MODEL: z.string().min(1).optional(),
   // Under 1 s a drain would not take a job before its margin; a lease under 0.1 s is renewed

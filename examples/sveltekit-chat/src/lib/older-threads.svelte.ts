@@ -22,11 +22,30 @@ export async function loadOlderThreads(first: ThreadLink[], firstNext: string | 
     if (!response.ok) throw new Error(`/api/threads answered ${response.status}`);
     const body = (await response.json()) as { threads: ThreadLink[]; next: string | null };
     const kept = olderThreads.pages?.after === firstNext ? olderThreads.pages.links : [];
-    const links = body.threads.map(({ id, title, lastRunStatus }) => ({ id, title, lastRunStatus }));
+    const links = linksOf(body.threads);
     olderThreads.pages = { after: firstNext, links: [...kept, ...links], next: body.next };
   } catch {
     olderThreads.failed = true;
   } finally {
     olderThreads.loading = false;
+  }
+}
+
+const linksOf = (threads: ThreadLink[]): ThreadLink[] => threads.map(({ id, title, lastRunStatus }) => ({ id, title, lastRunStatus }));
+
+/**
+ * The sidebar's first page read again (a run of the open thread parked or closed: its status
+ * changed), or null when the read failed. Not the page's `invalidateAll()`: a data request that
+ * fails (offline, the server restarting) makes SvelteKit leave the page for the browser's error
+ * page, and the draft in the composer with it; a failed read here keeps what is shown.
+ */
+export async function readFirstThreads(): Promise<{ threads: ThreadLink[]; next: string | null } | null> {
+  try {
+    const response = await fetch(`/api/threads?limit=${threadPageSize}`);
+    if (!response.ok) return null;
+    const body = (await response.json()) as { threads: ThreadLink[]; next: string | null };
+    return { threads: linksOf(body.threads), next: body.next };
+  } catch {
+    return null;
   }
 }

@@ -483,6 +483,19 @@ export function openRun(view: ThreadView): RunItem | undefined {
 }
 
 /**
+ * What the composer's placeholder says: while the thread's run waits for input, a message sent
+ * is its answer, and to an approval only a plain "yes" approves (agent-kit's rule: "yes please,
+ * but wait" is a no). Said before the person writes, not discovered as a denied tool call.
+ */
+export function composerPlaceholder(view: ThreadView): string {
+  const run = openRun(view);
+  if (run?.status !== 'waiting_input') return 'Write a message';
+  return run.pending?.kind === 'approval'
+    ? 'Reply "yes" to approve the tool call; anything else denies it'
+    : 'Write your answer';
+}
+
+/**
  * A short label for how a run ended or where it stands, in the words of the person chatting
  * (a salvaged run is one cut short; the operator page keeps the technical terms).
  */

@@ -19,9 +19,10 @@ import { runModelStep, type StepStop } from './model-step.js';
 import { defaultTurnSettings } from './settings.js';
 import { addUsage, type TokenUsage } from '../event-log/token-usage.js';
 import { StreamMirror } from './stream-mirror.js';
+import { sleep } from '../queue/pace.js';
 import { nextEffectStart, settleToolCalls } from './tool-calls.js';
 import { instructionsFor } from './runtime.js';
-import { continuesAtLimit, continuesMidStep, sliceDue, visibleText, waitToRetry, type Segment } from './segment.js';
+import { continuesAtLimit, continuesMidStep, giveLeaseUp, sliceDue, visibleText, waitToRetry, type Segment } from './segment.js';
 import type { Runtime, SegmentOptions, SegmentOutcome } from './types.js';
 
 /**
@@ -44,9 +45,10 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
   const { lease, run } = claim;
   const controller = new AbortController();
   const mirror = new StreamMirror(rt.db, lease, settings.mirrorIntervalMs, (reason) => controller.abort(reason));
-  const stopRenewing = leaseTtlMs < budgetMs ? renewOnTimer(rt, lease, leaseTtlMs, controller) : () => {};
+  const stopRenewing = leaseTtlMs < budgetMs ? renewOnTimer(rt, lease, leaseTtlMs, controller) : async () => {};
   const segment: Segment = {
     rt, lease, run, settings, mirror, signal: controller.signal, options, budgetMs, startText: '', interrupt: null, contextWindow: null,
+    stopRenewing,
     // Local clock: started before the claim, so we stop no later than the database's deadline.
     stopAtMs: startedAtMs + budgetMs - settings.deadlineSafetyMs,
   };
@@ -57,25 +59,33 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
   } catch (raw) {
     const error = coerceError(raw);
     rt.log?.({ msg: 'segment error', runId: lease.runId, fence: lease.fence, error: error.message });
-    if (!(error instanceof StoreUnavailableError)) await failSegment(segment, error).catch(() => {});
+    if (error instanceof StoreUnavailableError) return await afterStoreError(segment, error);
+    await failSegment(segment, error).catch(() => {});
     return { kind: 'stopped', fence: lease.fence, reason: error.message };
   } finally {
-    stopRenewing();
+    void stopRenewing();
     mirror.dispose();
   }
 }
 
 /** Renew every third of the TTL, capped at the deadline by SQL. A rejection loses the segment. */
 function renewOnTimer(rt: Runtime, lease: Lease, leaseTtlMs: number, controller: AbortController) {
+  let renewing: Promise<void> = Promise.resolve();
   const timer = setInterval(() => {
-    renewLease(rt.db, lease, leaseTtlMs).then(
+    renewing = renewLease(rt.db, lease, leaseTtlMs).then(
       (ok) => {
         if (!ok) controller.abort('lost' satisfies StepStop);
       },
       () => {}, // a transient failure: the next tick tries again; expiry is the real limit
     );
   }, Math.max(10, Math.floor(leaseTtlMs / 3)));
-  return () => clearInterval(timer);
+  // Stopped, with the renewal in flight settled (or a TTL waited for it, on a store that hangs):
+  // a lease given up is not renewed after it.
+  return async () => {
+    clearInterval(timer);
+    const settled = new AbortController(); // (and the wait's timer gone with it)
+    await Promise.race([renewing.finally(() => settled.abort()), sleep(leaseTtlMs, settled.signal)]);
+  };
 }
 
 /** `fresh`: the claim already began this (first) segment and read its history. */
@@ -287,7 +297,8 @@ async function handleStop(s: Segment, reason: StepStop, progressed: () => boolea
     case 'takeover':
       return park(s, 'waiting_takeover');
     case 'store-error':
-      return { kind: 'stopped', fence: s.lease.fence, reason: s.mirror.stopError?.message ?? 'store error' };
+      s.rt.log?.({ msg: 'segment error', runId: s.lease.runId, fence: s.lease.fence, error: s.mirror.stopError?.message });
+      return afterStoreError(s, s.mirror.stopError ?? new StoreUnavailableError('the store failed a write'));
     case 'deadline': {
       // A mid-step cut after progress is a slice (voluntary, progress kept): the next segment
       // goes on from the steps journalled here, and with prefill from the mirrored text. One with
@@ -299,6 +310,20 @@ async function handleStop(s: Segment, reason: StepStop, progressed: () => boolea
       return failSegment(s, new StepPastBudgetError(s.budgetMs));
     }
   }
+}
+
+/** The store failed a write: give the lease up once it answers again (see giveLeaseUp), and stop. */
+async function afterStoreError(s: Segment, error: Error): Promise<SegmentOutcome> {
+  // A claim past the crash budget may only salvage (ADR-0007): its lease runs out, the reaper salvages.
+  const given = s.lease.attempts > s.rt.config.maxRunAttempts ? null : await giveLeaseUp(s, error);
+  const { runId, threadId, fence } = s.lease;
+  if (given === false) return lost(s);
+  if (given) notifyThread(s.rt.db, threadId);
+  s.rt.log?.({
+    msg: given ? 'segment gave its lease up after a store error: the next reaper pass hands the run on'
+      : 'segment stopped by a store error: its lease runs out', runId, fence,
+  });
+  return { kind: 'stopped', fence, reason: error.message };
 }
 
 async function waitForInput(s: Segment, waitingFor: Record<string, unknown>): Promise<SegmentOutcome> {
@@ -333,6 +358,7 @@ function closed(s: Segment, status: 'completed' | 'failed' | 'aborted', messageI
 /** Give the lease up at once with the error (the attempt stays spent), for the reaper to requeue. */
 async function failSegment(s: Segment, error: Error): Promise<SegmentOutcome> {
   s.rt.log?.({ msg: 'segment failed', runId: s.lease.runId, fence: s.lease.fence, error: error.message });
+  await s.stopRenewing();
   await s.mirror.flush();
   await s.rt.db.query('select agent_kit_fail_segment($1, $2, $3, $4::jsonb)', [
     s.lease.runId, s.lease.owner, s.lease.fence, JSON.stringify(serializeError(error)),

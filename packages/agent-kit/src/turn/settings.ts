@@ -50,6 +50,11 @@ export interface TurnSettings {
    * a larger one is kept as its head with a note of its size. ADR-0058.
    */
   maxToolResultBytes: number;
+  /**
+   * How long a segment whose write the store failed tries to give its lease up once the store
+   * answers again (a reaper then hands the run on), instead of holding it until it expires. ADR-0081.
+   */
+  storeErrorHandBackMs: number;
 }
 
 /** Defaults scaled to the budget, so a short test budget still leaves time to work. */
@@ -74,5 +79,7 @@ export function defaultTurnSettings(budgetMs: number): TurnSettings {
     // a minute, or five Retry-Afters, before the attempt is spent.
     modelRetries: 5,
     maxToolResultBytes: defaultMaxToolResultBytes,
+    // A failover's length: a store back within a minute gets the run handed on at once.
+    storeErrorHandBackMs: 60_000,
   };
 }

@@ -37,7 +37,8 @@ describe.runIf(onPostgres)('a full disk mid-turn (real Postgres)', () => {
       const paused = gate();
       const cutAfterParts = (round * 7) % (tokens + 10);
       const model = freezingModel(createScriptedModel({ tokens, delayMs: 1 }), cutAfterParts, frozen.wait(), paused.open);
-      const rt = makeRuntime(db, { model, settings: { mirrorIntervalMs: 5 } });
+      // (No hand-back while the disk is full: statement-timeout.test.ts shows a run handed back.)
+      const rt = makeRuntime(db, { model, settings: { mirrorIntervalMs: 5, storeErrorHandBackMs: 0 } });
       const turn = await startTurn(db, { ownerId: 'u', text });
       const segment = runSegment(rt, { runId: turn.runId, owner: `disk-${round}` });
       const first = await Promise.race([segment.then(() => 'ended' as const), paused.wait().then(() => 'paused' as const)]);

@@ -47,7 +47,7 @@ describe.runIf(onPostgres)('statement timeouts (real Postgres)', () => {
     await db?.close();
   });
 
-  it(`stops a segment whose write times out mid-stream; the run resumes and ends once (${faultRounds} rounds)`, async () => {
+  it(`stops a segment whose write times out mid-stream, which gives its lease up once the row is free; the run ends once (${faultRounds} rounds)`, async () => {
     const outcomes: string[] = [];
     for (let round = 0; round < faultRounds; round++) {
       const text = `timeout round ${round}`;
@@ -55,15 +55,23 @@ describe.runIf(onPostgres)('statement timeouts (real Postgres)', () => {
       const paused = gate();
       const model = freezingModel(createScriptedModel({ tokens, delayMs: 1 }), 3 + (round * 5) % tokens, frozen.wait(), paused.open);
       const rt = makeRuntime(timed, { model, settings: { mirrorIntervalMs: 5 } });
+      const failed = gate();
+      rt.log = (entry) => void (entry.msg === 'segment error' && failed.open());
       const turn = await startTurn(db, { ownerId: 'u', text });
       const segment = runSegment(rt, { runId: turn.runId, owner: `timed-${round}` });
       await paused.wait();
       const release = await holdRunRow(url, turn.runId);
       frozen.open();
+      await Promise.race([failed.wait(), segment]);
+      await release(); // the row free again, the segment gives its lease up
       const outcome = await segment;
-      await release();
       outcomes.push(outcome.kind === 'stopped' ? `stopped (${outcome.reason.slice(0, 50)})` : outcome.kind);
       expect(outcome.kind).toBe('stopped');
+      // (It held the run until its lease expired, the whole budget: no reaper could hand it on.)
+      const [run] = await db.query<{ given_up: boolean; failed: number }>(
+        `select lease_expires_at <= agent_kit_now() as given_up, (select count(*)::int from agent_kit_thread_events
+           where run_id = r.id and type = 'segment-failed') as failed from agent_kit_runs r where id = $1`, [turn.runId]);
+      expect(run).toEqual({ given_up: true, failed: 1 });
       const healthy = makeRuntime(db, { tokens });
       expect((await finishRun(healthy, turn.runId)).status).toBe('completed');
       await expectEndedOnce(db, turn.runId, scriptedReplyText([text], tokens), tokens, effects.lines);

@@ -2,7 +2,7 @@
 // record what an operator found in the outside system for an effect in doubt, so that
 // `agent-kit runs --in-doubt` stops listing it, the thread (the chat) is told, and so is a run
 // that meets the effect again.
-import { type Command, CommanderError } from 'commander';
+import { type Command, CommanderError, Option } from 'commander';
 import { uuidArgument, withDb } from '../main.js';
 
 export interface ResolveOptions {
@@ -21,7 +21,7 @@ export function register(program: Command) {
     .option('--happened', 'the outside system did it: the effect becomes completed')
     .option('--did-not-happen', 'the outside system has no trace of it: the effect becomes failed')
     .option('--note <text>', 'what was checked, kept with the verdict')
-    .option('--by <name>', 'who decided (default $USER)', process.env.USER ?? 'operator')
+    .addOption(new Option('--by <name>', 'who decided').default(process.env.USER ?? 'operator', '$USER, else "operator"'))
     .action(async (runId: string, key: string, options: ResolveOptions) => {
       const happened = resolveVerdict(options);
       const { resolveEffect } = await import('../../effect-ledger/index.js');

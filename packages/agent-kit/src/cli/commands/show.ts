@@ -54,7 +54,8 @@ function runSection({ run, ownerId, effects, jobDueAt, usage }: RunDetail, now: 
   ];
   if (jobDueAt) lines.push(`  job       ${describeDue(jobDueAt, now)}`);
   if (usage) lines.push(`  tokens    ${describeUsage(usage)}`);
-  if (run.waitingFor) lines.push(`  waiting   ${preview(run.waitingFor)}`);
+  // (The row keeps what it waited for after the answer; it waits only while waiting_input.)
+  if (run.waitingFor && run.status === 'waiting_input') lines.push(`  waiting   ${preview(run.waitingFor)}`);
   if (run.cancelRequestedAt) lines.push(`  cancel    requested ${run.cancelRequestedAt.toISOString()}`);
   if (run.takenOverBy) lines.push(`  takeover  by ${run.takenOverBy}`);
   // A closed run's partial is history; while it is open it is what viewers see right now.
