@@ -239,6 +239,22 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await dana.close();
   });
 
+  it('says so when the thread\'s stream is refused (the session ended elsewhere), with a way back', async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    const threadId = await sendChat(page, `refused later ${Date.now()}`);
+    await waitForRunStatus(page, 'completed');
+    // What the events route answers once the tab's session is gone (signed out in another tab).
+    await page.route('**/api/threads/*/events*', (route) => route.fulfill({
+      status: 401, contentType: 'application/json', body: '{"error":{"code":"UNAUTHENTICATED","message":"sign in"}}',
+    }));
+    await open(page, `${server.baseUrl}/t/${threadId}`);
+    const alert = page.getByRole('alert').filter({ hasText: 'This thread stopped updating' });
+    await alert.waitFor(); // (nothing was said: a reply under way stopped with its cursor blinking)
+    await expect(alert.getByRole('link', { name: 'Reload' }).getAttribute('href')).resolves.toBe(`/t/${threadId}`);
+    await page.close();
+  });
+
   it('keeps one event stream across a run\'s close, and a long unbroken word inside the window', async () => {
     const page = await alice.newPage();
     await open(page, `${server.baseUrl}/`);

@@ -170,12 +170,15 @@ describe.skipIf(!hasChromium)(`takeover in the browser${hasChromium ? '' : ` (sk
     await ops.getByRole('button', { name: 'Take over' }).click();
     await waitForRunStatus(chat, 'waiting_takeover');
     await expect(chat.getByTestId('run-badge').textContent()).resolves.toBe('held by an operator');
+    // The page's note of the request goes once the run is held, the status saying so (it stayed).
+    await ops.getByText('Takeover requested: the run parks').waitFor({ state: 'detached', timeout: 5_000 });
     const heldText = await lastRunText(chat);
     expect(heldText.trim().length).toBeLessThan(expectedReply(message).length);
 
     await ops.getByRole('button', { name: 'Release' }).click();
     await waitForRunStatus(chat, 'completed', takeoverMaxMs);
     expect((await lastRunText(chat)).trim()).toBe(expectedReply(message));
+    await ops.getByText('Released: the run is queued').waitFor({ state: 'detached', timeout: 5_000 });
     const thread = await readThread(chat, server.baseUrl, threadId);
     expect(thread.messages.filter((m) => m.role === 'assistant')).toHaveLength(1);
     await operator.close();

@@ -138,6 +138,15 @@ export class ApiError extends Error {
   }
 }
 
+/** The words a failed request shows: the API's message, or that the server was out of reach. */
+export function requestErrorText(error: unknown): string {
+  if (error instanceof ApiError) return error.message;
+  // What fetch throws when no response came (offline, the server down or restarting): "Failed
+  // to fetch" in Chromium, other words elsewhere, none of them telling what to do.
+  if (error instanceof TypeError) return 'The server could not be reached, so nothing was sent: try again.';
+  return error instanceof Error ? error.message : String(error);
+}
+
 /** Read an API error body into an ApiError. */
 export async function toApiError(response: Response): Promise<ApiError> {
   const body = (await response.json().catch(() => ({}))) as { error?: { code?: string; message?: string } };

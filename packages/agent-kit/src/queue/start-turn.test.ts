@@ -51,6 +51,7 @@ describe('startTurn', () => {
     await expect(startTurn(db, { ownerId: 'ann', text: 'x'.repeat(32_001) })).rejects.toBeInstanceOf(InvalidArgumentError);
     await expect(startTurn(db, { threadId: 'nope', ownerId: 'ann', text: 'x' })).rejects.toBeInstanceOf(InvalidArgumentError);
     await expect(startTurn(db, { ownerId: '', text: 'x' })).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(startTurn(db, { ownerId: ' \t ', text: 'x' })).rejects.toBeInstanceOf(InvalidArgumentError); // (was a thread of owner ' \t ')
     expect([await count('agent_kit_runs'), await count('agent_kit_messages'), await count('agent_kit_thread_events')]).toEqual(before);
   });
 });

@@ -45,6 +45,10 @@ export async function startTurn(db: Queryable, options: StartTurnOptions): Promi
   if (typeof options.text !== 'string' || options.text.trim() === '') {
     throw new InvalidArgumentError('message text must be a non-empty string');
   }
+  // (Blank is no owner: SQL refuses '' but would take '   ', a thread nobody signs in as.)
+  if (typeof options.ownerId !== 'string' || options.ownerId.trim() === '') {
+    throw new InvalidArgumentError('owner id must be a non-blank string');
+  }
   if (options.threadId !== undefined && !uuidPattern.test(options.threadId)) {
     throw new InvalidArgumentError(`thread id must be a uuid, got ${JSON.stringify(options.threadId.slice(0, 80))}`);
   }

@@ -99,6 +99,9 @@ describe('runWorker', () => {
     // waits between looks (its poll is 200 ms), so that only a claim after the signal could.
     await new Promise((resolve) => setTimeout(resolve, 100));
     worker.controller.abort();
+    // Said at the signal, before the segment under way has parked (nothing was said until it stopped).
+    expect(worker.logged.map((e) => e.msg).filter((m) => String(m).startsWith('worker: stop')))
+      .toEqual(['worker: stopping: no new work; running segments park after the step under way']);
     const later = await startTurn(db, { ownerId: 'u', text: 'too late' });
     await worker.done;
     expect(await status(first.runId)).toEqual({ status: 'waiting_input', fence: 1 });

@@ -40,6 +40,10 @@ export async function runWorker(rt: Runtime, options: WorkerOptions): Promise<vo
   const waker = new Waker();
   const unlisten = await listenForJobs(rt, waker);
   rt.log?.({ msg: 'worker: started', owner, concurrency: options.concurrency ?? defaultDrainConcurrency, pollMs });
+  // Said at once: a model step under way can take a while to reach its boundary, and the
+  // worker's silence until then looked like a hang.
+  const stopping = () => rt.log?.({ msg: 'worker: stopping: no new work; running segments park after the step under way', owner });
+  signal.addEventListener('abort', stopping, { once: true });
   try {
     await Promise.all([
       drainLoop(rt, options, owner, async (stop) => {
@@ -48,6 +52,7 @@ export async function runWorker(rt: Runtime, options: WorkerOptions): Promise<vo
       reapLoop(rt, signal, owner, reaperNapMs(pollMs, rt.config.leaseTtlMs)),
     ]);
   } finally {
+    signal.removeEventListener('abort', stopping);
     await unlisten?.().catch(() => {});
     rt.log?.({ msg: 'worker: stopped', owner });
   }
