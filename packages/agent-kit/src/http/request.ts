@@ -14,6 +14,11 @@ export async function readBodyText(request: Request, maxBytes: number): Promise<
     throw new HttpError('UNSUPPORTED_MEDIA_TYPE',
       `send the body as application/json, not "${type || 'nothing'}"`);
   }
+  // JSON is UTF-8 (RFC 8259): a body declared in another charset would be read wrong, not as sent.
+  const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(type)?.[1];
+  if (charset !== undefined && !/^utf-?8$/i.test(charset)) {
+    throw new HttpError('UNSUPPORTED_MEDIA_TYPE', `send the body as UTF-8 JSON, not charset "${charset}"`);
+  }
   const declared = Number(request.headers.get('content-length') ?? NaN);
   if (declared > maxBytes) throw tooLarge(maxBytes);
   if (!request.body) return '';

@@ -224,6 +224,7 @@ function sharedBodyCases(route: string, path: () => string, validish: Record<str
       ['empty body', { raw: '' }, 400],
       ['no body at all', { headers: { 'content-type': 'application/json' } }, 400],
       ['no content type', { raw: JSON.stringify(validish), headers: { 'content-type': '' } }, 415],
+      ['a charset other than UTF-8', { raw: JSON.stringify(validish), headers: { 'content-type': 'application/json; charset=latin1' } }, 415],
       ['declared length over 64 KiB',
         { raw: JSON.stringify(validish), headers: { 'content-length': String(bodyLimit + 1) } }, 413],
       ['body over 64 KiB', { raw: big }, 413],
