@@ -180,7 +180,13 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     const message = `cancel me ${Date.now()}`;
     await sendChat(page, message);
     await waitForWords(page, 3);
-    await page.getByTestId('run').getByRole('button', { name: 'Cancel' }).click();
+    const cancel = page.getByTestId('run').getByRole('button', { name: 'Cancel' });
+    // It stays where it is while the reply grows (it moved down a line with each line of text).
+    const fromTop = async () => (await cancel.boundingBox())!.y - (await page.getByTestId('run').boundingBox())!.y;
+    const before = await fromTop();
+    await waitForWords(page, 40);
+    expect(await fromTop()).toBe(before);
+    await cancel.click();
     await waitForRunStatus(page, 'aborted');
     await expect(page.getByTestId('run-badge').textContent()).resolves.toBe('cancelled');
     expect((await lastRunText(page)).trim().length).toBeLessThan(expectedReply(message).length);

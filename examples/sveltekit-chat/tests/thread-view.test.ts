@@ -241,7 +241,10 @@ describe('the thread view', () => {
     // please go ahead" denied the tool call).
     const approval = waitingFor({ id: 'c1', kind: 'approval', toolName: 'transfer_funds', input: {} });
     expect(composerPlaceholder(approval)).toBe('Reply "yes" to approve the tool call; anything else denies it');
-    applyEvent(approval, { ...crashedThenResumed[0]!, seq: 4, type: 'run-closed', data: { status: 'completed', text: 'ok' } });
+    applyEvent(approval, { ...crashedThenResumed[0]!, seq: 4, type: 'input-received', data: { questionId: 'c1', data: { approved: false } } });
+    // Recorded as the question it was (the tool's name alone read like the tool line below it).
+    expect((approval.items[0] as RunItem).answered).toEqual([{ question: 'Approve transfer_funds?', answer: 'denied' }]);
+    applyEvent(approval, { ...crashedThenResumed[0]!, seq: 5, type: 'run-closed', data: { status: 'completed', text: 'ok' } });
     expect(composerPlaceholder(approval)).toBe('Write a message');
   });
 

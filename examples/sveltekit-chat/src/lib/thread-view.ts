@@ -305,13 +305,22 @@ export function thoughtSummary(run: RunItem): string {
   return `Thought for ${Math.floor(seconds / 60)} min${rest ? ` ${rest} s` : ''}`;
 }
 
+/**
+ * What a run asked, as its record under the reply says it: a question's words, or for an
+ * approval "Approve <tool>?" (the tool's name alone read like its result, "transfer_funds →
+ * denied", just above the tool line that says the same).
+ */
+function askedOf(pending: NonNullable<RunItem['pending']>): string {
+  return pending.kind === 'approval' ? `Approve ${pending.toolName}?` : pending.question || pending.toolName;
+}
+
 function applyMessage(view: ThreadView, event: WireEvent, runId: string | null) {
   const { data } = event;
   if (str(data.role) === 'assistant') return; // finals arrive as run-closed
   const run = findRun(view, runId);
   if (run && run.pending) {
     // A message sent while the run waited is that run's answer (ADR-0001).
-    run.answered.push({ question: run.pending.question || run.pending.toolName, answer: str(data.text) });
+    run.answered.push({ question: askedOf(run.pending), answer: str(data.text) });
     run.pending = null;
     return;
   }
@@ -359,7 +368,7 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
       if (run.pending && run.pending.id === str(data.questionId)) {
         const answer = (data.data ?? {}) as Record<string, unknown>;
         const shown = typeof answer.approved === 'boolean' ? (answer.approved ? 'approved' : 'denied') : str(answer.answer, str(answer.text));
-        run.answered.push({ question: run.pending.question || run.pending.toolName, answer: shown });
+        run.answered.push({ question: askedOf(run.pending), answer: shown });
         run.pending = null;
       }
       break;
@@ -411,8 +420,7 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
       run.text = str(data.text);
       if (run.pending) {
         // Closed while it waited (a cancel): the question stays in the record, unanswered.
-        const asked = run.pending.kind === 'approval' ? `Approve ${run.pending.toolName}?` : run.pending.question;
-        run.answered.push({ question: asked, answer: 'not answered' });
+        run.answered.push({ question: askedOf(run.pending), answer: 'not answered' });
       }
       run.pending = null;
       run.closed = { status: run.status, partial: data.partial === true, cancelled: run.cancelRequested, reason: failureReason(data.error) };
