@@ -462,9 +462,13 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await page.getByRole('button', { name: 'Send' }).click();
     // Before: the page stayed and said "sign in to use this route", with no way there.
     await page.waitForURL(`${server.baseUrl}/login?next=%2F`);
+    // The header no longer names the signed-out user (it offered "carol · Sign out" here).
+    expect(await page.getByRole('button', { name: 'Sign out' }).count()).toBe(0);
     await page.getByLabel('User name').fill('carol');
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.waitForURL(`${server.baseUrl}/`);
+    // Back with what they had written (it was gone).
+    await expect(page.getByRole('textbox', { name: 'Message' }).inputValue()).resolves.toBe('still there?');
     await carol.close();
   });
 
