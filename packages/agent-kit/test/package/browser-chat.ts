@@ -127,7 +127,7 @@ const files: Record<string, string> = {
     '// The same routes with streams of one second: what a reply longer than an invocation meets.',
     'const short = createHandlers({',
     '  rt: await createRuntime(configFromEnv()), maxStreamMs: 1_000,',
-    '  authenticate: async (request) => { const userId = await userIdOf(request); return userId ? { userId, isOperator: false } : null; },',
+    "  authenticate: async (request) => { const userId = await userIdOf(request); return userId ? { userId, isOperator: userId === 'operator' } : null; },",
     '});',
     'const shortListener = toNodeListener((request) => short.handle(request));',
     'const shortServer = http.createServer((req, res) => {',
@@ -173,7 +173,8 @@ const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
  * and resumes that reply to its end, its run completed (StrictMode's second resume is not a
  * stop); a question and an approval answered with the AI SDK's calls go on in the same reply;
  * Stop cancels the run, on the API's origin and from another origin through CORS; and where
- * each stream lasts a second, a reply of four shows whole (the transport reads on).
+ * each stream lasts a second, a reply of four shows whole (the transport reads on), also one
+ * an operator holds for a while and releases.
  */
 export async function checkBrowserChat({ project, env, runs, effectsOf }: BrowserChatCheck): Promise<void> {
   if (!fs.existsSync(chromiumPath)) throw new Error(`no Chromium at ${chromiumPath}: apt-get install -y chromium`);
@@ -285,6 +286,27 @@ export async function checkBrowserChat({ project, env, runs, effectsOf }: Browse
     const readsOn = stderr.slice(readsBefore).split('\n').filter((line) =>
       line.startsWith(`short GET /api/threads/${longRun.threadId}/events?format=ai-sdk&runId=${longRun.id}&after=`));
     expect(readsOn.length, stderr.slice(readsBefore)).toBeGreaterThanOrEqual(2);
+
+    // Taken over by an operator mid-reply, held, and released: the chat reads on through the
+    // hold, one request per stream, and shows the reply whole, once (ADR-0080).
+    const asOperator = (runId: string, action: 'takeover' | 'release') => fetch(`${shortStreams}/api/runs/${runId}/${action}`, {
+      method: 'POST', headers: { cookie: 'user=operator' },
+    });
+    await askOn(longer, 'Held by an operator, then let go');
+    await replyShows(longer);
+    const held = await lastRun();
+    expect((await asOperator(held.id, 'takeover')).status).toBe(200);
+    await until(async () => (await lastRun()).status === 'waiting_takeover', 10_000, () => 'the run was not held');
+    const heldFrom = stderr.length;
+    const readsWhileHeld = () => stderr.slice(heldFrom).split('\n').filter((line) =>
+      line.startsWith(`short GET /api/threads/${held.threadId}/events?format=ai-sdk&runId=${held.id}&after=`)).length;
+    await until(() => readsWhileHeld() >= 2, 10_000, () => `the chat stopped reading while held: ${stderr.slice(heldFrom)}`);
+    expect((await asOperator(held.id, 'release')).status).toBe(200);
+    await until(async () => (await lastRun()).status === 'completed', 30_000, () => 'the released turn did not complete');
+    const released = await lastRun();
+    await until(async () => (await shownOn(longer)).at(-1) === `assistant: ${released.text}`, 10_000,
+      async () => `shown: ${JSON.stringify(await shownOn(longer))}, stored: ${released.text}`);
+    expect((await shownOn(longer)).filter((line) => line.startsWith('assistant: '))).toHaveLength(2);
     expect(errors).toEqual([]);
   } finally {
     await browser.close();
