@@ -4,6 +4,8 @@
 import { DefaultChatTransport, type UIMessage, type UIMessageChunk } from 'ai';
 import { heldAnswer, type HeldAnswer } from './answers.js';
 
+export { hasTurnUnderWay, toUIMessages, type ThreadRead } from './thread-read.js';
+
 /** What agent-kit puts in a reply's `metadata` (the UI message stream's `start` and `finish`). */
 export interface AgentKitMessageMetadata {
   runId: string;
@@ -56,7 +58,18 @@ function textOf(message: UIMessage): string {
  */
 export function agentKitTransport(options: AgentKitTransportOptions = {}): DefaultChatTransport<UIMessage> {
   const origin = options.origin ?? '';
-  const baseFetch: typeof globalThis.fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
+  const givenFetch: typeof globalThis.fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
+  // The thread each message posted went to, from its response's header: a first reply stopped
+  // before it began names no thread in the chat, and the next message would start another.
+  const sentTo = new Map<string, Promise<string | undefined>>();
+  const baseFetch: typeof globalThis.fetch = (input, init) => {
+    const posting = givenFetch(input, init);
+    const clientMessageId = chatPostOf(input, init);
+    if (clientMessageId !== undefined) {
+      sentTo.set(clientMessageId, posting.then((response) => response.headers.get('x-agent-kit-thread-id') ?? undefined, () => undefined));
+    }
+    return posting;
+  };
   const stops = options.cancelOnStop === false ? undefined : new StopCanceller(origin, baseFetch, options);
   const streamFetch: typeof globalThis.fetch = stops ? (input, init) => stops.fetch(input, init) : baseFetch;
   return new (class extends DefaultChatTransport<UIMessage> {
@@ -110,14 +123,47 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
     ...(options.headers ? { headers: options.headers } : {}),
     ...(options.credentials ? { credentials: options.credentials } : {}),
     fetch: streamFetch,
-    prepareSendMessagesRequest: ({ messages }) => {
+    prepareSendMessagesRequest: async ({ messages }) => {
       const last = messages.at(-1);
       if (!last || last.role !== 'user') throw new Error('agent-kit takes the chat\'s last message as the user\'s next one');
-      return { body: { threadId: threadIdOf(messages), message: textOf(last), clientMessageId: last.id } };
+      return { body: { threadId: threadIdOf(messages) ?? await threadSentTo(messages, sentTo), message: textOf(last), clientMessageId: last.id } };
     },
     prepareReconnectToStreamRequest: ({ id }) => ({
       api: `${origin}/api/threads/${encodeURIComponent(id)}/events?format=ai-sdk`,
     }),
+  });
+}
+
+/** The `clientMessageId` of a `POST /api/chat`, or undefined for any other request. */
+function chatPostOf(input: RequestInfo | URL, init: RequestInit | undefined): string | undefined {
+  const url = String(input instanceof Request ? input.url : input);
+  if ((init?.method ?? 'GET').toUpperCase() !== 'POST' || !/\/api\/chat(\?|$)/.test(url) || typeof init?.body !== 'string') return undefined;
+  try {
+    const { clientMessageId } = JSON.parse(init.body) as { clientMessageId?: unknown };
+    return typeof clientMessageId === 'string' ? clientMessageId : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The thread an earlier message of the chat went to, when no reply names it (its response, awaited). */
+async function threadSentTo(messages: readonly UIMessage[], sentTo: ReadonlyMap<string, Promise<string | undefined>>) {
+  for (const message of messages.slice(0, -1)) {
+    const answer = message.role === 'user' ? sentTo.get(message.id) : undefined;
+    const threadId = answer && await within(answer, 5_000); // a response that never comes names nothing
+    if (threadId) return threadId;
+  }
+  return undefined;
+}
+
+/** `promise`'s value, or undefined once `ms` passed first. */
+function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(undefined), ms);
+    void promise.then((value) => {
+      clearTimeout(timer);
+      resolve(value);
+    });
   });
 }
 
@@ -345,39 +391,4 @@ function endsOnAbort(body: ReadableStream<Uint8Array>, signal: AbortSignal, abor
       return reader.cancel(reason);
     },
   });
-}
-
-/** A thread as `GET /api/threads/:id` answers it, as far as `toUIMessages` reads it. */
-export interface ThreadRead {
-  thread: { id: string };
-  messages: ReadonlyArray<{ id: string; runId: string | null; clientMessageId?: string | null; role: string; text: string }>;
-  /** The thread's runs (the read has them; `hasTurnUnderWay` looks at their status). */
-  runs?: ReadonlyArray<{ status: string }>;
-}
-
-/** The statuses of a run that is over: its message is in the thread's read. */
-const closedStatuses: ReadonlySet<string> = new Set(['completed', 'failed', 'aborted']);
-
-/**
- * Whether a thread read shows a turn not yet over (running, queued, or waiting for an answer or a
- * takeover): what `useChat`'s `resume` is for. When every turn is over, the read already holds
- * every reply, and resuming would only stream the last one again. A read without its runs: true.
- */
-export function hasTurnUnderWay(read: ThreadRead): boolean {
-  return read.runs === undefined || read.runs.some((run) => !closedStatuses.has(run.status));
-}
-
-/**
- * A thread read back as `useChat`'s starting `messages`, under the ids the chat knew them by: a
- * reply under its run's id (the id its live stream had, so a resumed stream takes its place), a
- * user's message under the id it was sent with; each message names the thread.
- */
-export function toUIMessages(read: ThreadRead): UIMessage[] {
-  const metadata = { threadId: read.thread.id };
-  return read.messages.map((m) => ({
-    id: m.role === 'assistant' && m.runId ? m.runId : (m.clientMessageId ?? m.id),
-    role: m.role === 'assistant' ? 'assistant' : 'user',
-    parts: [{ type: 'text', text: m.text }],
-    metadata: m.role === 'assistant' && m.runId ? { ...metadata, runId: m.runId } : metadata,
-  }));
 }

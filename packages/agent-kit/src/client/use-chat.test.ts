@@ -38,6 +38,16 @@ async function send(messages: UIMessage[], id: string, text: string): Promise<UI
 }
 
 describe('agent-kit/client', () => {
+  it('reopens a thread in the order the chat had it: each reply after the message that started its turn', () => {
+    const m = (id: string, runId: string, role: 'user' | 'assistant') => ({ id, runId, role, text: id, clientMessageId: id });
+    const read = (messages: ReturnType<typeof m>[]) => toUIMessages({ thread: { id: 't' }, messages }).map((x) => x.id);
+    // A message sent while turn 1 ran is written before turn 1's reply (it read [u1, u2, a1, a2]).
+    expect(read([m('u1', 'r1', 'user'), m('u2', 'r2', 'user'), m('a1', 'r1', 'assistant'), m('a2', 'r2', 'assistant')]))
+      .toEqual(['u1', 'r1', 'u2', 'r2']);
+    // A message that answered the run's question stays after the reply it answered, as live.
+    expect(read([m('u1', 'r1', 'user'), m('u2', 'r1', 'user'), m('a1', 'r1', 'assistant')])).toEqual(['u1', 'r1', 'u2']);
+  });
+
   it('keeps a chat in one thread, and a chat reopened from its read goes on in it', async () => {
     const chat = await send(await send([], 'u1', 'first of three'), 'u2', 'second of three');
     const threadId = threadIdOf(chat)!;
@@ -135,7 +145,8 @@ describe('agent-kit/client', () => {
       const slow = slowly();
       const stopping = new AbortController();
       stopping.abort();
-      await expect(transportTo(() => slow).sendMessages({
+      const chatTransport = transportTo(() => slow);
+      await expect(chatTransport.sendMessages({
         chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: stopping.signal, messages: ask('s2', 'stop me at once'),
       })).rejects.toThrow(/abort/i);
       // The request ended at the stop; the response, when it comes, names the run to cancel.
@@ -145,6 +156,16 @@ describe('agent-kit/client', () => {
       await until(async () => (await runsOf('s2')).some((r) => r.status === 'aborted'));
       await slow.segments.settle();
       expect((await runsOf('s2')).map((r) => r.status)).toEqual(['aborted']);
+
+      // The chat shows no reply to name the thread; its next message goes to the same thread all
+      // the same, from the stopped response's header (it started a second thread).
+      const next = await chatTransport.sendMessages({
+        chatId: 'c', trigger: 'submit-message', messageId: undefined, abortSignal: undefined,
+        messages: [...ask('s2', 'stop me at once'), ...ask('s2-next', 'and then this')],
+      });
+      expect(threadIdOf([await lastMessage(next)])).toBe((await db.query<{ thread_id: string }>(
+        'select thread_id from agent_kit_messages where client_message_id = $1', ['s2']))[0]!.thread_id);
+      await slow.segments.settle();
     });
 
     it('cancels a resumed reply, but not one whose resume a second resume replaced (strict mode)', async () => {
