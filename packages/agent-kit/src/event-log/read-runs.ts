@@ -69,17 +69,25 @@ export interface RunDetail {
 /** Most rows one list returns. */
 export const maxRunListSize = 1_000;
 
+/** Who may see a run, where it stands, and what it waits for (kept after its answer). */
+export interface RunAccess {
+  threadId: string;
+  ownerId: string;
+  status: string;
+  waitingFor: { id?: string; kind?: string } | null;
+}
+
 /** The run's thread and its owner, or null when there is no such run. The access check. */
 export async function readRunAccess(
   db: Queryable, runId: string,
-): Promise<{ threadId: string; ownerId: string; status: string } | null> {
-  const rows = await db.query<{ thread_id: string; owner_id: string; status: string }>(
-    `select r.thread_id, t.owner_id, r.status from agent_kit_runs r
+): Promise<RunAccess | null> {
+  const rows = await db.query<{ thread_id: string; owner_id: string; status: string; waiting_for: RunAccess['waitingFor'] }>(
+    `select r.thread_id, t.owner_id, r.status, r.waiting_for from agent_kit_runs r
      join agent_kit_threads t on t.id = r.thread_id where r.id = $1`,
     [runId],
   );
   const row = rows[0];
-  return row ? { threadId: row.thread_id, ownerId: row.owner_id, status: row.status } : null;
+  return row ? { threadId: row.thread_id, ownerId: row.owner_id, status: row.status, waitingFor: row.waiting_for } : null;
 }
 
 /** The next queued turn of `runId`'s thread (the one its close made runnable), or null. */

@@ -3,7 +3,7 @@
 // "not found", so a caller cannot learn that another user's thread exists. Cron routes take a
 // shared secret, compared in constant time.
 import crypto from 'node:crypto';
-import { readRunAccess } from '../event-log/read-runs.js';
+import { readRunAccess, type RunAccess } from '../event-log/read-runs.js';
 import { readThreadOwner } from '../event-log/read-threads.js';
 import type { Queryable } from '../store/db.js';
 import { HttpError } from './http-error.js';
@@ -44,7 +44,7 @@ export async function requireThreadAccess(
 /** The run's thread and status, or a 404 when it does not exist or the caller may not see it. */
 export async function requireRunAccess(
   db: Queryable, caller: Caller, runId: string,
-): Promise<{ threadId: string; ownerId: string; status: string }> {
+): Promise<RunAccess> {
   const access = await readRunAccess(db, runId);
   if (access === null || !canSee(caller, access.ownerId)) {
     throw new HttpError('NOT_FOUND', `run ${runId} not found`);

@@ -9,6 +9,8 @@ import type { HandlerContext, RouteHandler } from './context.js';
 import { HttpError, jsonResponse } from './http-error.js';
 import { inputBodySchema, readIdParam, readJsonBody, resolveEffectBodySchema, type InputBody } from './request.js';
 import { notifyRunThread } from '../store/notify-thread.js';
+import type { RunAccess } from '../event-log/read-runs.js';
+import { toolKind } from '../model/agent-tool.js';
 
 const closed = new Set(['completed', 'failed', 'aborted']);
 
@@ -25,8 +27,7 @@ export function createRunInputHandler(ctx: HandlerContext): RouteHandler {
     const caller = await requireCaller(ctx.authenticate, request);
     const runId = readIdParam(params, 'id');
     const body = await readJsonBody(request, inputBodySchema, ctx.maxBodyBytes);
-    const access = await requireRunAccess(ctx.rt.db, caller, runId);
-    await checkAnswerFits(ctx, { runId, threadId: access.threadId }, body);
+    await checkAnswerFits(ctx, runId, await requireRunAccess(ctx.rt.db, caller, runId), body);
     const data = 'answer' in body ? { answer: body.answer } : { approved: body.approved };
     const status = await callStatusFunction(ctx.rt.db,
       'select agent_kit_submit_input($1, $2, $3::jsonb) as status',
@@ -43,20 +44,18 @@ export function createRunInputHandler(ctx: HandlerContext): RouteHandler {
  * question or an approval (409). Both facts only ever become true, so checking before the
  * statement that stores the answer decides nothing late; that statement checks the run's state.
  */
-async function checkAnswerFits(ctx: HandlerContext, run: { runId: string; threadId: string }, body: InputBody) {
-  const [row] = await ctx.rt.db.query<{ status: string; waiting_for: { id?: string; kind?: string } | null }>(
-    'select status, waiting_for from agent_kit_runs where id = $1', [run.runId]);
+async function checkAnswerFits(ctx: HandlerContext, runId: string, run: RunAccess, body: InputBody) {
   let kind: string | undefined;
-  if (row?.status === 'waiting_input' && row.waiting_for?.id === body.questionId) kind = row.waiting_for.kind;
-  else if (row?.status === 'running') {
+  if (run.status === 'waiting_input' && run.waitingFor?.id === body.questionId) kind = run.waitingFor.kind;
+  else if (run.status === 'running') {
     const [call] = await ctx.rt.db.query<{ tool_name: string }>(
       `select c->>'toolName' as tool_name
        from agent_kit_thread_events e, jsonb_array_elements(e.data->'toolCalls') c
        where e.thread_id = $1 and e.run_id = $2 and e.type = 'step-finished' and c->>'toolCallId' = $3
-       limit 1`, [run.threadId, run.runId, body.questionId]);
-    if (!call) throw new HttpError('CONFLICT', `run ${run.runId} has asked nothing under "${body.questionId}"`);
+       limit 1`, [run.threadId, runId, body.questionId]);
+    if (!call) throw new HttpError('CONFLICT', `run ${runId} has asked nothing under "${body.questionId}"`);
     const tool = ctx.rt.tools[call.tool_name];
-    kind = tool?.kind === 'question' ? 'question' : tool?.needsApproval ? 'approval' : tool ? 'effect' : undefined;
+    kind = tool && toolKind(tool); // (a tool this process does not have: the run decides)
     if (kind === 'effect') throw new HttpError('CONFLICT', `${call.tool_name} call "${body.questionId}" takes no answer`);
   }
   if (kind === 'approval' && !('approved' in body)) {

@@ -1,6 +1,6 @@
 // Leases: at most one live holder per run. Every write here carries (owner, fence) and the SQL
 // rejects a stale one; a rejection comes back as a result the caller branches on. See ADR-0004.
-import { assert, InvalidArgumentError } from '../errors.js';
+import { assert, InvalidArgumentError, serializeError } from '../errors.js';
 import type { Db, Queryable, Tx } from '../store/db.js';
 import { toNumber } from '../store/db.js';
 import { byIndex, writeGrouped, type GroupedWrite } from '../store/group-commit.js';
@@ -111,6 +111,18 @@ export async function renewLease(db: Queryable, lease: Lease, leaseTtlMs: number
     lease.owner,
     lease.fence,
     msInterval(leaseTtlMs),
+  ]);
+  return rows[0]?.ok === true;
+}
+
+/**
+ * Give the lease up with `error` (agent_kit_fail_segment, guarded by owner and fence): it expires
+ * at once, the attempt stays spent, a `segment-failed` event says why, and the next reaper pass
+ * hands the run on. False = lost (nothing written).
+ */
+export async function failLease(db: Queryable, lease: Lease, error: unknown): Promise<boolean> {
+  const rows = await db.query<{ ok: boolean }>('select agent_kit_fail_segment($1, $2, $3, $4::jsonb) as ok', [
+    lease.runId, lease.owner, lease.fence, JSON.stringify(serializeError(error)),
   ]);
   return rows[0]?.ok === true;
 }

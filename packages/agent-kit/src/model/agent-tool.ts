@@ -35,3 +35,8 @@ export type AgentTool<I, O> = {
    */
   reconcile?(ctx: { idempotencyKey: string; signal?: AbortSignal }): Promise<ReconcileResult<O>>;
 };
+
+/** What a call of `tool` is: a question for the user, an effect the user approves first, or an effect. */
+export function toolKind(tool: AgentTool<any, any>): 'question' | 'approval' | 'effect' {
+  return tool.kind === 'question' ? 'question' : tool.needsApproval ? 'approval' : 'effect';
+}

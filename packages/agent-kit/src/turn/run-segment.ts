@@ -1,11 +1,11 @@
 // The turn engine: one segment of a run, under a fenced lease. It claims the run, reconciles what
 // a dead segment left, rebuilds the conversation from the step journal, and runs steps until the
 // turn ends, waits, slices at its deadline, or loses the lease — writing nothing after a loss.
-import { assert, coerceError, serializeError, StoreUnavailableError } from '../errors.js';
+import { assert, coerceError, StoreUnavailableError } from '../errors.js';
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
-  closeRun, parkRun, renewLease, requestInput, retryStep, salvageRun, type Lease, type ParkStatus,
+  closeRun, failLease, parkRun, renewLease, requestInput, retryStep, salvageRun, type Lease, type ParkStatus,
 } from '../lease/lease.js';
 import {
   buildMessages, commitStep, committedText, hasReasoning, isTurnFinished, loadJournal, modelStepOf, pendingToolCalls,
@@ -360,9 +360,7 @@ async function failSegment(s: Segment, error: Error): Promise<SegmentOutcome> {
   s.rt.log?.({ msg: 'segment failed', runId: s.lease.runId, fence: s.lease.fence, error: error.message });
   await s.stopRenewing();
   await s.mirror.flush();
-  await s.rt.db.query('select agent_kit_fail_segment($1, $2, $3, $4::jsonb)', [
-    s.lease.runId, s.lease.owner, s.lease.fence, JSON.stringify(serializeError(error)),
-  ]);
+  await failLease(s.rt.db, s.lease, error);
   notifyThread(s.rt.db, s.lease.threadId);
   return { kind: 'stopped', fence: s.lease.fence, reason: error.message };
 }

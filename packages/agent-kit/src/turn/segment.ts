@@ -1,8 +1,7 @@
 // A segment as the engine drives it (see run-segment.ts): its lease, settings and stream mirror,
 // and what it asks of them between steps: the text viewers have, whether to slice, how a step
 // cut mid-stream goes on, and the wait before a model request refused for now is asked again.
-import { serializeError } from '../errors.js';
-import { parkForRetry, readInterrupt, retryStep, type Interrupt, type Lease } from '../lease/lease.js';
+import { failLease, parkForRetry, readInterrupt, retryStep, type Interrupt, type Lease } from '../lease/lease.js';
 import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
 import { sleep } from '../queue/pace.js';
@@ -109,21 +108,18 @@ export function continuesAtLimit(
 /**
  * After the store failed one of its writes, a segment stops (what that write did is unknown),
  * but its lease would hold the run until it expires (the whole budget by default). So it gives
- * the lease up (agent_kit_fail_segment: the attempt stays spent, a `segment-failed` event says
- * why) as soon as the store answers again, and the next reaper pass hands the run on at once:
+ * the lease up (failLease: the attempt stays spent, a `segment-failed` event says why) as soon
+ * as the store answers again, and the next reaper pass hands the run on at once:
  * tried within `storeErrorHandBackMs` (a minute) and the segment's deadline, unless asked to
  * stop. True: given up; false: the lease was gone already; null: the store did not answer in time.
  */
 export async function giveLeaseUp(s: Segment, error: Error): Promise<boolean | null> {
   const until = Math.min(Date.now() + s.settings.storeErrorHandBackMs, s.stopAtMs);
-  const { runId, owner, fence } = s.lease;
   await s.stopRenewing();
   for (let waitMs = 250; ; waitMs = Math.min(waitMs * 2, 5_000)) {
     await sleep(Math.min(waitMs, until - Date.now()), s.options.stopSignal);
     try {
-      const [row] = await s.rt.db.query<{ ok: boolean }>('select agent_kit_fail_segment($1, $2, $3, $4::jsonb) as ok',
-        [runId, owner, fence, JSON.stringify(serializeError(error))]);
-      return row!.ok;
+      return await failLease(s.rt.db, s.lease, error);
     } catch {
       if (Date.now() >= until || s.options.stopSignal?.aborted) return null;
     }

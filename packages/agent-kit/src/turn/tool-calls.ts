@@ -5,6 +5,7 @@ import { askReconcileHook, effectKey, startEffect, type EffectStatus } from '../
 import { EffectInDoubtError } from '../errors.js';
 import { allOrNothing, type Interrupt, type Lease } from '../lease/lease.js';
 import type { AgentTool } from '../model/index.js';
+import { toolKind } from '../model/agent-tool.js';
 import type { Db, Queryable } from '../store/db.js';
 import { notifyThread } from '../store/notify-thread.js';
 import { storableMessage, storableResult } from '../store/storable.js';
@@ -100,8 +101,7 @@ function planCall(tools: Record<string, AgentTool<any, any>>, call: ToolCall): C
   if (!tool) return { kind: 'invalid', output: `Unknown tool "${call.toolName}".` };
   const parsed = tool.inputSchema.safeParse(call.input);
   if (!parsed.success) return { kind: 'invalid', output: `Invalid arguments for ${call.toolName}: ${parsed.error.message}` };
-  const kind = tool.kind === 'question' ? 'question' : tool.needsApproval ? 'approval' : 'effect';
-  return { kind, tool, input: parsed.data };
+  return { kind: toolKind(tool), tool, input: parsed.data };
 }
 
 /**
