@@ -1,8 +1,10 @@
 // agent-kit/client: what a browser needs to talk to agent-kit's routes through the AI SDK's
-// `useChat` (ADR-0075). It imports only the `ai` package, never the server side (no pg, no
-// PGlite), so a bundler can ship it to the page.
+// `useChat` (ADR-0075). It imports only the `ai` package and the SSE parser `ai` uses itself
+// (`eventsource-parser`), never the server side (no pg, no PGlite), so a bundler can ship it to
+// the page.
 import { DefaultChatTransport, type UIMessage, type UIMessageChunk } from 'ai';
 import { heldAnswer, type HeldAnswer } from './answers.js';
+import { chunksOf, readOn, type Cut, type Origin } from './read-on.js';
 
 export { hasTurnUnderWay, toUIMessages, type ThreadRead } from './thread-read.js';
 
@@ -71,7 +73,16 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
     return posting;
   };
   const stops = options.cancelOnStop === false ? undefined : new StopCanceller(origin, baseFetch, options);
-  const streamFetch: typeof globalThis.fetch = stops ? (input, init) => stops.fetch(input, init) : baseFetch;
+  // Each stream's run and thread, from its response: a stream cut before its first event is read
+  // again from the run's start (ADR-0083).
+  const origins = new WeakMap<ReadableStream<Uint8Array>, Origin>();
+  const streamFetch: typeof globalThis.fetch = async (input, init) => {
+    const response = await (stops ? stops.fetch(input, init) : baseFetch(input, init));
+    const runId = response.headers.get('x-agent-kit-run-id');
+    const threadId = response.headers.get('x-agent-kit-thread-id') ?? chatOfEventsUrl(String(input instanceof Request ? input.url : input));
+    if (response.body && runId && threadId) origins.set(response.body, { runId, threadId });
+    return response;
+  };
   return new (class extends DefaultChatTransport<UIMessage> {
     override async reconnectToStream(reconnect: Parameters<DefaultChatTransport<UIMessage>['reconnectToStream']>[0]) {
       stops?.resumeStarted(reconnect.chatId, reconnect.abortSignal);
@@ -94,7 +105,12 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
      * from the events route: one message to the run's end or its next question.
      */
     private readOn(stream: ReadableStream<UIMessageChunk>, signal: AbortSignal | undefined): ReadableStream<UIMessageChunk> {
-      return readOn(stream, (cut) => this.rest(cut, signal));
+      return readOn(stream, (cut) => this.rest(cut, signal), signal);
+    }
+
+    /** The chunks of a response, as the AI SDK parses them, each event's last one marked with its seq. */
+    protected override processResponseStream(body: ReadableStream<Uint8Array>): ReadableStream<UIMessageChunk> {
+      return chunksOf(body, origins.get(body));
     }
 
     /** The rest of a run's reply, after the thread's event `seq`. */
@@ -103,7 +119,7 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
       const rest = await streamFetch(`${origin}/api/threads/${encodeURIComponent(cut.threadId)}/events?${query}`,
         withSession(options, { method: 'GET', ...(signal ? { signal } : {}) }));
       if (!rest.ok || !rest.body) throw new Error(`agent-kit could not stream the reply (${rest.status}): ${await rest.text()}`);
-      return this.processResponseStream(rest.body);
+      return chunksOf(rest.body, cut);
     }
 
     /** Post the answer the reply holds, then stream the rest of the reply, after the event that asked. */
@@ -179,69 +195,6 @@ function emptyStep(): ReadableStream<UIMessageChunk> {
       controller.enqueue({ type: 'finish-step' });
       controller.enqueue({ type: 'finish', messageMetadata: {} }); // (metadata: the chat keeps the step)
       controller.close();
-    },
-  });
-}
-
-/** Where a reply goes on: its run and thread, and the thread's event its stream ended after. */
-interface Cut {
-  runId: string;
-  threadId: string;
-  seq: number;
-}
-
-/**
- * The statuses a stream ends in while its run goes on without the user: `streaming` (the stream's
- * budget ran out), `queued` (parked for its next segment or a retry) and `waiting_takeover` (an
- * operator holds it; released, it goes on). Not `waiting_input`: that waits for the user.
- */
-const goingOnStatuses: ReadonlySet<string> = new Set(['streaming', 'queued', 'waiting_takeover']);
-
-/** Where the reply goes on, when `chunk` is the `finish` of a stream that ended before its run. */
-function cutAt(chunk: UIMessageChunk): Cut | undefined {
-  if (chunk.type !== 'finish') return undefined;
-  const { runId, threadId, seq, status } = (chunk.messageMetadata ?? {}) as Partial<AgentKitMessageMetadata>;
-  if (typeof runId !== 'string' || typeof threadId !== 'string' || typeof seq !== 'number') return undefined;
-  return goingOnStatuses.has(String(status)) ? { runId, threadId, seq } : undefined;
-}
-
-/**
- * `first`'s chunks; at the end of a stream whose `finish` said it was cut before its run, the
- * chunks of `next(cut)` instead of that `finish`. A stream that also sent an error (the server
- * could not read the log) ends the message there: reading on at once would ask again and again.
- */
-function readOn(
-  first: ReadableStream<UIMessageChunk>, next: (cut: Cut) => Promise<ReadableStream<UIMessageChunk>>,
-): ReadableStream<UIMessageChunk> {
-  let reader = first.getReader();
-  let held: { finish: UIMessageChunk; cut: Cut } | undefined; // the stream's end decides
-  let cancelled: { reason: unknown } | undefined;
-  return new ReadableStream<UIMessageChunk>({
-    async pull(controller) {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) {
-          if (!held) return controller.close();
-          reader = (await next(held.cut)).getReader();
-          held = undefined;
-          if (cancelled) return void reader.cancel(cancelled.reason).catch(() => {}); // the chat left meanwhile
-          continue;
-        }
-        const cut = cutAt(value);
-        if (cut) {
-          held = { finish: value, cut };
-          continue;
-        }
-        if (held && value.type === 'error') {
-          controller.enqueue(held.finish);
-          held = undefined;
-        }
-        return controller.enqueue(value);
-      }
-    },
-    cancel(reason) {
-      cancelled = { reason };
-      return reader.cancel(reason);
     },
   });
 }

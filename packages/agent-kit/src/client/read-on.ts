@@ -1,0 +1,247 @@
+// How agent-kit/client reads one reply to its end across streams (ADR-0079, ADR-0083). Each
+// stream agent-kit sends marks the last chunk of each thread event with the event's seq (the SSE
+// `id:`); the reader passes a chunk on only once the event it belongs to came whole, so a stream
+// that ends early can be read on after its last whole event with nothing shown twice: when its
+// `finish` says the run goes on (the route's budget, a park), and when the connection was cut
+// without one (a killed function, a proxy, a network that dropped).
+import { uiMessageChunkSchema, type UIMessageChunk } from 'ai';
+import { EventSourceParserStream } from 'eventsource-parser/stream';
+
+/** Where a reply goes on: its run and thread, and the thread's event its stream ended after. */
+export interface Cut {
+  runId: string;
+  threadId: string;
+  seq: number;
+}
+
+/** Where a stream starts, as far as its response says: its run and thread, and the cursor it read after. */
+export type Origin = Partial<Cut>;
+
+/**
+ * The statuses a stream ends in while its run goes on without the user: `streaming` (the stream's
+ * budget ran out), `queued` (parked for its next segment or a retry) and `waiting_takeover` (an
+ * operator holds it; released, it goes on). Not `waiting_input`: that waits for the user.
+ */
+const goingOnStatuses: ReadonlySet<string> = new Set(['streaming', 'queued', 'waiting_takeover']);
+
+/** How often a reply whose streams keep being cut is read on before the chat shows the error. */
+const readsOnAfterCuts = 4;
+
+/** A stream that ended, or failed, before it was whole: neither `finish` nor `[DONE]` came. */
+export class StreamCut extends Error {
+  constructor(cause?: unknown) {
+    super(`agent-kit's stream of the reply was cut${cause instanceof Error ? `: ${cause.message}` : ''}`, { cause });
+    this.name = 'StreamCut';
+  }
+}
+
+/** The seq of the event each chunk ended (its SSE `id:`): the chunks of an event up to it are whole. */
+const seqOf = new WeakMap<UIMessageChunk, number>();
+/** Each parsed stream's origin, from its response. */
+const origins = new WeakMap<ReadableStream<UIMessageChunk>, Origin>();
+
+let chunkSchema: ReturnType<typeof uiMessageChunkSchema> | undefined;
+
+async function parseChunk(data: string): Promise<UIMessageChunk> {
+  chunkSchema ??= uiMessageChunkSchema();
+  const parsed = await chunkSchema.validate!(JSON.parse(data) as unknown);
+  if (!parsed.success) throw parsed.error;
+  return parsed.value;
+}
+
+function isAbort(error: unknown): boolean {
+  return error instanceof Error && error.name === 'AbortError';
+}
+
+/**
+ * The UI message chunks of an SSE body, as the AI SDK's own transport parses them, each event's
+ * last chunk tagged with its seq. A body that ends or fails before `finish` or `[DONE]` errors
+ * with `StreamCut` (an abort stays an abort); after them, an error is the end.
+ */
+export function chunksOf(body: ReadableStream<Uint8Array>, origin: Origin = {}): ReadableStream<UIMessageChunk> {
+  // A failed body ends the parser's input instead of failing it: the events it had whole still
+  // come (a failed pipe would drop them), and then the failure.
+  const bytes = body.getReader();
+  let failure: { error: unknown } | undefined;
+  const input = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const read = await bytes.read();
+        if (read.done) controller.close();
+        else controller.enqueue(read.value);
+      } catch (error) {
+        if (isAbort(error)) return controller.error(error);
+        failure = { error };
+        controller.close();
+      }
+    },
+    cancel: (reason) => bytes.cancel(reason),
+  });
+  const reader = input.pipeThrough(new TextDecoderStream() as unknown as TransformStream<Uint8Array, string>)
+    .pipeThrough(new EventSourceParserStream()).getReader();
+  let whole = false;
+  const chunks = new ReadableStream<UIMessageChunk>({
+    async pull(controller) {
+      for (;;) {
+        const read = await reader.read();
+        if (read.done) return whole ? controller.close() : controller.error(new StreamCut(failure?.error));
+        const { id, data } = read.value;
+        if (data === '[DONE]') {
+          whole = true;
+          continue;
+        }
+        const chunk = await parseChunk(data);
+        if (chunk.type === 'finish') whole = true;
+        if (id !== undefined && /^\d{1,15}$/.test(id)) seqOf.set(chunk, Number(id));
+        return controller.enqueue(chunk);
+      }
+    },
+    cancel: (reason) => reader.cancel(reason),
+  });
+  origins.set(chunks, origin);
+  return chunks;
+}
+
+/** Where the reply goes on, when `chunk` is the `finish` of a stream that ended before its run. */
+function cutAt(chunk: UIMessageChunk): Cut | undefined {
+  if (chunk.type !== 'finish') return undefined;
+  const { runId, threadId, seq, status } = (chunk.messageMetadata ?? {}) as Partial<Cut & { status: string }>;
+  if (typeof runId !== 'string' || typeof threadId !== 'string' || typeof seq !== 'number') return undefined;
+  return goingOnStatuses.has(String(status)) ? { runId, threadId, seq } : undefined;
+}
+
+/** `ms`, or less when `signal` aborts (then the abort's error). */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      if (signal?.aborted) reject(signal.reason);
+      else resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * `first`'s chunks, then, while its run goes on, the chunks of `next(cut)`: at the end of a stream
+ * whose `finish` said it ended before its run (that `finish` is not passed on), and when a stream
+ * is cut before it was whole (its last event's chunks that came only in part are not passed on,
+ * its open parts and step are ended, and the stream after its last whole event is read a few
+ * times, a little later each time, before the chat shows the error). A stream that sent an error
+ * after its `finish` (the server could not read the log) ends the message there: reading on at
+ * once would ask again and again.
+ */
+export function readOn(
+  first: ReadableStream<UIMessageChunk>, next: (cut: Cut) => Promise<ReadableStream<UIMessageChunk>>,
+  signal: AbortSignal | undefined,
+): ReadableStream<UIMessageChunk> {
+  let reader = first.getReader();
+  const at: Origin = { ...origins.get(first) }; // where the chunks passed on stand
+  let pending: UIMessageChunk[] = []; // read, not yet whole
+  const openParts = new Map<string, 'text-end' | 'reasoning-end'>();
+  let stepOpen = false;
+  let cuts = 0; // since the last whole event
+  let cancelled: { reason: unknown } | undefined;
+
+  const passOn = (controller: ReadableStreamDefaultController<UIMessageChunk>, chunk: UIMessageChunk) => {
+    if (chunk.type === 'start') Object.assign(at, idsOf(chunk.messageMetadata));
+    if (chunk.type === 'text-start') openParts.set(chunk.id, 'text-end');
+    if (chunk.type === 'reasoning-start') openParts.set(chunk.id, 'reasoning-end');
+    if (chunk.type === 'text-end' || chunk.type === 'reasoning-end') openParts.delete(chunk.id);
+    if (chunk.type === 'start-step' || chunk.type === 'finish-step') stepOpen = chunk.type === 'start-step';
+    controller.enqueue(chunk);
+  };
+  /**
+   * Read on from `cut`: at once when a `finish` said the run goes on; after a cut (`error`), or a
+   * read on that failed, again a little later each time, until the chat shows the error.
+   */
+  const goOn = async (cut: Cut, error?: unknown): Promise<void> => {
+    for (let first = error === undefined; ; first = false) {
+      if (!first) {
+        if (cancelled || signal?.aborted || ++cuts > readsOnAfterCuts) throw error;
+        await pause(cuts === 1 ? 0 : 250 * 2 ** (cuts - 1), signal);
+      }
+      try {
+        reader = (await next(cut)).getReader();
+        if (cancelled) void reader.cancel(cancelled.reason).catch(() => {}); // the chat left meanwhile
+        return;
+      } catch (failed) {
+        error = failed;
+      }
+    }
+  };
+  /** The stream's end: what it held back, then, when its `finish` says the run goes on, the rest. */
+  const ended = async (controller: ReadableStreamDefaultController<UIMessageChunk>): Promise<boolean> => {
+    const held = pending;
+    pending = [];
+    let goesOn: { finish: UIMessageChunk; cut: Cut } | undefined;
+    for (const chunk of held) {
+      const cut = cutAt(chunk);
+      if (cut) {
+        goesOn = { finish: chunk, cut };
+        continue;
+      }
+      if (goesOn && chunk.type === 'error') {
+        passOn(controller, goesOn.finish);
+        goesOn = undefined;
+      }
+      passOn(controller, chunk);
+    }
+    if (!goesOn) return false;
+    at.seq = goesOn.cut.seq;
+    await goOn(goesOn.cut);
+    return true;
+  };
+  /** A cut: end the parts the chat shows open, and read on after the last whole event, if it is known. */
+  const cutOff = async (controller: ReadableStreamDefaultController<UIMessageChunk>, error: unknown) => {
+    pending = [];
+    const { runId, threadId } = at;
+    if (runId === undefined || threadId === undefined || cancelled || signal?.aborted) throw error;
+    for (const [id, type] of openParts) passOn(controller, { type, id } as UIMessageChunk);
+    openParts.clear();
+    if (stepOpen) passOn(controller, { type: 'finish-step' });
+    await goOn({ runId, threadId, seq: at.seq ?? 0 }, error);
+  };
+
+  return new ReadableStream<UIMessageChunk>({
+    async pull(controller) {
+      for (;;) {
+        let read: ReadableStreamReadResult<UIMessageChunk>;
+        try {
+          read = await reader.read();
+        } catch (error) {
+          if (!(error instanceof StreamCut)) throw error;
+          await cutOff(controller, error);
+          continue;
+        }
+        if (read.done) {
+          if (await ended(controller)) continue;
+          return controller.close();
+        }
+        pending.push(read.value);
+        const seq = seqOf.get(read.value);
+        if (seq === undefined) continue;
+        for (const chunk of pending) passOn(controller, chunk);
+        pending = [];
+        at.seq = seq;
+        cuts = 0;
+        return;
+      }
+    },
+    cancel(reason) {
+      cancelled = { reason };
+      return reader.cancel(reason);
+    },
+  });
+}
+
+function idsOf(metadata: unknown): Origin {
+  const { runId, threadId } = (metadata ?? {}) as Origin;
+  return {
+    ...(typeof runId === 'string' ? { runId } : {}),
+    ...(typeof threadId === 'string' ? { threadId } : {}),
+  };
+}
