@@ -135,10 +135,34 @@ const files: Record<string, string> = {
     '  console.error(`short ${req.method} ${req.url}`);',
     '  shortListener(req, res);',
     '});',
+    '// The same routes behind a network that drops the connection of the first two streams of a',
+    '// reply midway, in the middle of an SSE frame: what a killed function or a closed proxy does.',
+    'let cutsLeft = 0;',
+    'const cutServer = http.createServer((req, res) => {',
+    "  if (page(req, res, '/page.js')) return;",
+    '  console.error(`cut ${req.method} ${req.url}`);',
+    "  if (req.url === '/cut-next-two') return void res.writeHead(204).end(String(cutsLeft = 2));",
+    "  if (cutsLeft > 0 && (req.url ?? '').includes('format=ai-sdk')) {",
+    '    cutsLeft--;',
+    '    let sent = 0;',
+    '    const write = res.write.bind(res) as (chunk: Buffer) => boolean;',
+    '    res.write = ((chunk: string | Uint8Array) => {',
+    '      const bytes = Buffer.from(chunk);',
+    '      const room = 1_500 - sent;',
+    '      sent += bytes.length;',
+    '      if (room > bytes.length) return write(bytes);',
+    '      write(bytes.subarray(0, Math.max(0, room)));',
+    '      res.socket?.destroy();',
+    '      return false;',
+    '    }) as typeof res.write;',
+    '  }',
+    '  agentKit(req, res);',
+    '});',
     'const api = await listen(apiServer);',
     'otherOrigin = await listen(pageServer);',
     'const shortStreams = await listen(shortServer);',
-    'console.log(JSON.stringify({ api, otherOrigin, shortStreams }));',
+    'const cutStreams = await listen(cutServer);',
+    'console.log(JSON.stringify({ api, otherOrigin, shortStreams, cutStreams }));',
     '',
   ].join('\n'),
 };
@@ -174,7 +198,8 @@ const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
  * stop); a question and an approval answered with the AI SDK's calls go on in the same reply;
  * Stop cancels the run, on the API's origin and from another origin through CORS; and where
  * each stream lasts a second, a reply of four shows whole (the transport reads on), also one
- * an operator holds for a while and releases.
+ * an operator holds for a while and releases; and a reply whose connection drops midway, twice,
+ * shows whole.
  */
 export async function checkBrowserChat({ project, env, runs, effectsOf }: BrowserChatCheck): Promise<void> {
   if (!fs.existsSync(chromiumPath)) throw new Error(`no Chromium at ${chromiumPath}: apt-get install -y chromium`);
@@ -187,7 +212,7 @@ export async function checkBrowserChat({ project, env, runs, effectsOf }: Browse
   const browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox', '--disable-gpu'] });
   try {
     await until(() => stdout.includes('\n'), 60_000, () => `browser/serve.ts did not start: ${stderr}`);
-    const { api, otherOrigin, shortStreams } = JSON.parse(stdout.split('\n')[0]!) as { api: string; otherOrigin: string; shortStreams: string };
+    const { api, otherOrigin, shortStreams, cutStreams } = JSON.parse(stdout.split('\n')[0]!) as Record<'api' | 'otherOrigin' | 'shortStreams' | 'cutStreams', string>;
     const context = await browser.newContext();
     await context.addCookies([{ name: 'user', value: browserUser, url: api }]);
     const page = await context.newPage();
@@ -307,6 +332,25 @@ export async function checkBrowserChat({ project, env, runs, effectsOf }: Browse
     await until(async () => (await shownOn(longer)).at(-1) === `assistant: ${released.text}`, 10_000,
       async () => `shown: ${JSON.stringify(await shownOn(longer))}, stored: ${released.text}`);
     expect((await shownOn(longer)).filter((line) => line.startsWith('assistant: '))).toHaveLength(2);
+
+    // Its connection dropped midway, twice: the chat reads on after the last event that came
+    // whole and shows the reply whole, once (ADR-0083).
+    const cut = await context.newPage();
+    cut.on('pageerror', (error) => errors.push(String(error)));
+    await cut.goto(`${cutStreams}/`);
+    expect((await fetch(`${cutStreams}/cut-next-two`)).status).toBe(204);
+    const cutFrom = stderr.length;
+    const runsBefore = (await runs()).length;
+    await askOn(cut, 'A reply whose connection drops twice');
+    await until(async () => (await runs()).length > runsBefore && (await lastRun()).status === 'completed', 30_000,
+      () => 'the cut turn did not complete');
+    const cutRun = await lastRun();
+    await until(async () => (await shownOn(cut)).at(-1) === `assistant: ${cutRun.text}`, 10_000,
+      async () => `shown: ${JSON.stringify(await shownOn(cut))}, stored: ${cutRun.text}`);
+    expect((await shownOn(cut)).filter((line) => line.startsWith('assistant: '))).toHaveLength(1);
+    const readAfterCuts = stderr.slice(cutFrom).split('\n').filter((line) =>
+      line.startsWith(`cut GET /api/threads/${cutRun.threadId}/events?format=ai-sdk&runId=${cutRun.id}&after=`));
+    expect(readAfterCuts.length, stderr.slice(cutFrom)).toBeGreaterThanOrEqual(2);
     expect(errors).toEqual([]);
   } finally {
     await browser.close();
