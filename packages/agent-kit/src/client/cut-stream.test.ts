@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { UIMessage } from 'ai';
 import { TestChat, readThread, statusOf as status, transportTo, until } from '../../test/harness/chat-kit.js';
-import { headerAuth } from '../../test/harness/http-harness.js';
+import { headerAuth, makeRequest } from '../../test/harness/http-harness.js';
 import { closeRealEngine, openRealEngine, type RealEngine } from '../../test/harness/real-engine.js';
 import { makeRuntime } from '../../test/harness/turn-kit.js';
 import { textOf } from '../../test/harness/ui-messages.js';
@@ -156,8 +156,78 @@ describe('a stream cut on its way', () => {
     const reply = chat.messages.at(-1)!;
     expect(textOf(reply)).toBe('Hello');
     expect(reply.parts.filter((p) => p.type === 'text').map((p) => p.type === 'text' && [p.text, p.state])).toEqual([['Hel', 'done'], ['lo', 'done']]);
-    expect(reply.parts.filter((p) => p.type === 'step-start')).toHaveLength(2);
+    // One step, as the stream had it: the step the cut left open goes on in the next stream.
+    expect(reply.parts.filter((p) => p.type === 'step-start')).toHaveLength(1);
     expect(reply.parts.filter((p) => p.type === 'tool-lookup')).toHaveLength(1);
+  });
+
+  it('stop() while the transport waits to read on cancels the run, once', async () => {
+    const requests: string[] = [];
+    const chat = new TestChat({
+      transport: transportTo(() => served, {
+        fetch: async (request, serve) => {
+          requests.push(requestLine(request));
+          if (request.method === 'GET') throw new TypeError('network down');
+          return request.url.endsWith('/cancel') ? serve(request) : cutAfter(await serve(request), 2_500, 'closed');
+        },
+      }),
+    });
+    void chat.sendMessage({ text: 'stop me between two requests' });
+    await until(() => requests.filter((line) => line.startsWith('GET ')).length === 2); // then a pause of 0.5 s
+    await chat.stop();
+    const runId = chat.messages.at(-1)!.id;
+    const threadId = threadIdOf(chat.messages)!;
+    await until(async () => (await readThread(served, threadId)).runs.some((r) => r.id === runId && r.status === 'aborted'));
+    expect(requests.filter((line) => line.endsWith('/cancel'))).toEqual([`POST /api/runs/${runId}/cancel`]);
+    expect(requests.filter((line) => line.startsWith('GET '))).toHaveLength(2); // and no read on after the stop
+    expect(chat.status).toBe('ready');
+    await served.segments.settle();
+  });
+
+  it('reads on for as long as a run is held when a proxy closes each stream after a while', async () => {
+    // A proxy that ends every response after 1.2 s: while an operator holds the run, no stream
+    // carries an event, and each is cut. The server is fine: the chat must not give up on it.
+    const capped = createHandlers({ rt: makeRuntime(engine!.db, { tokens: 60, delayMs: 30 }), authenticate: headerAuth, keepAliveMs: 200 });
+    const closedAfter = (response: Response, ms: number) => {
+      const reader = response.body!.getReader();
+      const deadline = Date.now() + ms;
+      return new Response(new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          const read = await Promise.race([reader.read(), new Promise<undefined>((r) => setTimeout(r, Math.max(0, deadline - Date.now())))]);
+          if (read && !read.done) return controller.enqueue(read.value);
+          void reader.cancel().catch(() => {});
+          controller.close();
+        },
+        cancel: (reason) => reader.cancel(reason),
+      }), { status: response.status, headers: response.headers });
+    };
+    const reads: string[] = [];
+    const chat = new TestChat({
+      transport: transportTo(() => capped, {
+        fetch: async (request, serve) => {
+          if (request.method === 'GET') reads.push(requestLine(request));
+          const response = await serve(request);
+          return request.url.includes('/events') ? closedAfter(response, 1_200) : response;
+        },
+      }),
+    });
+    const sending = chat.sendMessage({ text: 'an operator holds this' });
+    await until(() => chat.messages.length === 2 && textOf(chat.messages[1]!).length > 0);
+    const runId = chat.messages[1]!.id;
+    const operator = (action: string) => capped.handle(makeRequest('POST', `/api/runs/${runId}/${action}`, { user: 'ops', operator: true }));
+    expect((await operator('takeover')).status).toBe(200);
+    await capped.segments.settle();
+    const readsAtHold = reads.length;
+    await until(() => reads.length >= readsAtHold + 6, 15_000); // more than the four reads on a failing server gets
+    expect(chat.error).toBeUndefined();
+    expect(chat.status).toBe('streaming');
+    expect((await operator('release')).status).toBe(200);
+    capped.segments.start(runId);
+    await sending;
+    await until(() => chat.status === 'ready' && status(chat.messages.at(-1)!) === 'completed', 20_000);
+    const { messages } = await readThread(capped, threadIdOf(chat.messages)!);
+    expect(textOf(chat.messages.at(-1)!)).toBe(messages.find((m) => m.role === 'assistant' && m.runId === runId)!.text);
+    await capped.segments.settle();
   });
 
   it('gives up with the error after a few reads on that fail, a little later each time', async () => {

@@ -104,8 +104,8 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
      * budget, the run parked for its next segment or a retry, or an operator holds it), the rest
      * from the events route: one message to the run's end or its next question.
      */
-    private readOn(stream: ReadableStream<UIMessageChunk>, signal: AbortSignal | undefined): ReadableStream<UIMessageChunk> {
-      return readOn(stream, (cut) => this.rest(cut, signal), signal);
+    private readOn(from: ReadableStream<UIMessageChunk> | Cut, signal: AbortSignal | undefined): ReadableStream<UIMessageChunk> {
+      return readOn(from, (cut) => this.rest(cut, signal), signal, stops && signal ? (cut) => stops.between(signal, cut) : undefined);
     }
 
     /** The chunks of a response, as the AI SDK parses them, each event's last one marked with its seq. */
@@ -132,7 +132,7 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
       // same, unless the chat shows some of that already (a send again once the reply went on).
       if (posted.status === 409 && held.goneOn) return emptyStep();
       if (!posted.ok && posted.status !== 409) throw new Error(`agent-kit refused the answer (${posted.status}): ${await posted.text()}`);
-      return this.readOn(await this.rest(held, signal), signal);
+      return this.readOn({ runId: held.runId, threadId: held.threadId, seq: held.seq }, signal);
     }
   })({
     api: `${origin}/api/chat?format=ai-sdk`,
@@ -257,6 +257,18 @@ class StopCanceller {
     // Each stream of a reply read on listens while it is read: the chat's one signal outlives many.
     return new Response(endsOnAbort(response.body, signal, () => stopped(response)), {
       status: response.status, statusText: response.statusText, headers: response.headers,
+    });
+  }
+
+  /**
+   * Before a wait between two of a reply's requests (the transport reading on after a cut): the
+   * cancel of the run for a stop during it, unless a resume of the chat replaced this one.
+   */
+  between(signal: AbortSignal, cut: Cut): () => void {
+    const resumesBefore = this.resumeNumbers.get(signal) ?? this.resumes.get(cut.threadId) ?? 0;
+    return () => queueMicrotask(() => {
+      if ((this.resumes.get(cut.threadId) ?? 0) > resumesBefore) return;
+      void this.cancel(cut.runId);
     });
   }
 

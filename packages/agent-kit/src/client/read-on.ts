@@ -126,27 +126,38 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
 }
 
 /**
- * `first`'s chunks, then, while its run goes on, the chunks of `next(cut)`: at the end of a stream
- * whose `finish` said it ended before its run (that `finish` is not passed on), and when a stream
- * is cut before it was whole (its last event's chunks that came only in part are not passed on,
- * its open parts and step are ended, and the stream after its last whole event is read a few
- * times, a little later each time, before the chat shows the error). A stream that sent an error
- * after its `finish` (the server could not read the log) ends the message there: reading on at
- * once would ask again and again.
+ * `first`'s chunks (or, given where to start, the chunks read from there), then, while its run
+ * goes on, the chunks of `next(cut)`: at the end of a stream whose `finish` said it ended before
+ * its run (that `finish` is not passed on), and when a stream is cut before it was whole (its last
+ * event's chunks that came only in part are not passed on, its open parts are ended, and the
+ * stream after its last whole event is read a few times, a little later each time, before the
+ * chat shows the error). The step open when a stream ends goes on in the next one, as in one
+ * stream: a question stays in its tool call's step, where `sendAutomaticallyWhen` looks for it. A
+ * stream that sent an error after its `finish` (the server could not read the log) ends the
+ * message there: reading on at once would ask again and again.
  */
 export function readOn(
-  first: ReadableStream<UIMessageChunk>, next: (cut: Cut) => Promise<ReadableStream<UIMessageChunk>>,
+  first: ReadableStream<UIMessageChunk> | Cut, next: (cut: Cut) => Promise<ReadableStream<UIMessageChunk>>,
   signal: AbortSignal | undefined,
+  /** Called before a wait between two requests; what it returns is called when the chat stops during it. */
+  stopBetween?: (cut: Cut) => () => void,
 ): ReadableStream<UIMessageChunk> {
-  let reader = first.getReader();
-  const at: Origin = { ...origins.get(first) }; // where the chunks passed on stand
+  let reader: ReadableStreamDefaultReader<UIMessageChunk> | undefined;
+  let openedAt = Date.now(); // when the stream read now answered
+  const at: Origin = first instanceof ReadableStream ? { ...origins.get(first) } : { ...first }; // where the chunks passed on stand
+  if (first instanceof ReadableStream) reader = first.getReader();
   let pending: UIMessageChunk[] = []; // read, not yet whole
   const openParts = new Map<string, 'text-end' | 'reasoning-end'>();
   let stepOpen = false;
-  let cuts = 0; // since the last whole event
+  let joinStep = false; // the next stream's first step is the open one
+  let cuts = 0; // fast failures since the last whole event
   let cancelled: { reason: unknown } | undefined;
 
   const passOn = (controller: ReadableStreamDefaultController<UIMessageChunk>, chunk: UIMessageChunk) => {
+    if (chunk.type === 'start-step' && joinStep) {
+      joinStep = false;
+      return;
+    }
     if (chunk.type === 'start') Object.assign(at, idsOf(chunk.messageMetadata));
     if (chunk.type === 'text-start') openParts.set(chunk.id, 'text-end');
     if (chunk.type === 'reasoning-start') openParts.set(chunk.id, 'reasoning-end');
@@ -159,16 +170,29 @@ export function readOn(
    * read on that failed, again a little later each time, until the chat shows the error.
    */
   const goOn = async (cut: Cut, error?: unknown): Promise<void> => {
+    joinStep = stepOpen;
+    // A stop() while no request is out cancels the run all the same (ADR-0078).
+    const stopped = stopBetween?.(cut);
+    const stoppedBetween = (reason: unknown) => {
+      stopped?.();
+      return reason;
+    };
     for (let first = error === undefined; ; first = false) {
       if (!first) {
-        if (cancelled || signal?.aborted || ++cuts > readsOnAfterCuts) throw error;
-        await pause(cuts === 1 ? 0 : 250 * 2 ** (cuts - 1), signal);
+        if (cancelled) throw error;
+        if (signal?.aborted) throw stoppedBetween(signal.reason);
+        if (++cuts > readsOnAfterCuts) throw error;
+        await pause(cuts === 1 ? 0 : 250 * 2 ** (cuts - 1), signal).catch((aborted: unknown) => {
+          throw stoppedBetween(aborted);
+        });
       }
       try {
         reader = (await next(cut)).getReader();
+        openedAt = Date.now();
         if (cancelled) void reader.cancel(cancelled.reason).catch(() => {}); // the chat left meanwhile
         return;
       } catch (failed) {
+        if (cancelled || signal?.aborted) throw failed; // (that request saw the stop)
         error = failed;
       }
     }
@@ -177,32 +201,27 @@ export function readOn(
   const ended = async (controller: ReadableStreamDefaultController<UIMessageChunk>): Promise<boolean> => {
     const held = pending;
     pending = [];
-    let goesOn: { finish: UIMessageChunk; cut: Cut } | undefined;
-    for (const chunk of held) {
-      const cut = cutAt(chunk);
-      if (cut) {
-        goesOn = { finish: chunk, cut };
-        continue;
-      }
-      if (goesOn && chunk.type === 'error') {
-        passOn(controller, goesOn.finish);
-        goesOn = undefined;
-      }
-      passOn(controller, chunk);
+    const finishAt = held.findIndex((chunk) => cutAt(chunk) !== undefined);
+    const erred = held.slice(finishAt + 1).some((chunk) => chunk.type === 'error');
+    const goesOn = finishAt >= 0 && !erred ? cutAt(held[finishAt]!) : undefined;
+    for (const [i, chunk] of held.entries()) {
+      // Going on: its `finish` is not the reply's, nor its `finish-step` the step's.
+      if (!goesOn || (i !== finishAt && chunk.type !== 'finish-step')) passOn(controller, chunk);
     }
     if (!goesOn) return false;
-    at.seq = goesOn.cut.seq;
-    await goOn(goesOn.cut);
+    at.seq = goesOn.seq;
+    await goOn(goesOn);
     return true;
   };
   /** A cut: end the parts the chat shows open, and read on after the last whole event, if it is known. */
   const cutOff = async (controller: ReadableStreamDefaultController<UIMessageChunk>, error: unknown) => {
     pending = [];
     const { runId, threadId } = at;
-    if (runId === undefined || threadId === undefined || cancelled || signal?.aborted) throw error;
+    if (runId === undefined || threadId === undefined || cancelled) throw error;
     for (const [id, type] of openParts) passOn(controller, { type, id } as UIMessageChunk);
     openParts.clear();
-    if (stepOpen) passOn(controller, { type: 'finish-step' });
+    // A stream that stood a while was cut by the way there (a proxy's limit), not by a failing server.
+    if (Date.now() - openedAt >= 1_000) cuts = 0;
     await goOn({ runId, threadId, seq: at.seq ?? 0 }, error);
   };
 
@@ -211,7 +230,8 @@ export function readOn(
       for (;;) {
         let read: ReadableStreamReadResult<UIMessageChunk>;
         try {
-          read = await reader.read();
+          if (!reader) await goOn(first as Cut);
+          read = await reader!.read();
         } catch (error) {
           if (!(error instanceof StreamCut)) throw error;
           await cutOff(controller, error);
@@ -233,7 +253,7 @@ export function readOn(
     },
     cancel(reason) {
       cancelled = { reason };
-      return reader.cancel(reason);
+      return reader?.cancel(reason);
     },
   });
 }

@@ -35,6 +35,8 @@ interface StreamSpec {
   headers?: Record<string, string>;
   /** An ai-sdk stream resumed with a cursor: the run's events the client already has. */
   seen?: readonly ThreadEvent[];
+  /** The client has every event up to where the run now waits: the stream only ends, saying so. */
+  endsAtOnce?: boolean;
 }
 
 function streamResponse(ctx: HandlerContext, request: Request, stream: StreamSpec): Response {
@@ -44,7 +46,7 @@ function streamResponse(ctx: HandlerContext, request: Request, stream: StreamSpe
     threadId: stream.threadId,
     afterSeq: stream.afterSeq,
     // A client that already has the whole message gets only the stream's end.
-    signal: 'done' in encoder && encoder.done ? AbortSignal.abort() : request.signal,
+    signal: ('done' in encoder && encoder.done) || stream.endsAtOnce ? AbortSignal.abort() : request.signal,
     until: stream.until,
   });
   return eventStreamResponse(follower, {
@@ -124,6 +126,7 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
     let runId: string | null = null;
     let until: StreamSpec['until'];
     let seen: ThreadEvent[] | undefined;
+    let endsAtOnce = false;
     if (format === 'ai-sdk') {
       // One assistant message: a run of this thread (?runId=; by default the one under way or next
       // to run, else the latest), replayed from the run's first event unless the client resumes
@@ -138,11 +141,16 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
       const beforeRun = Math.max(0, ((await findRunFirstSeq(ctx.rt.db, runId)) ?? 1) - 1);
       if (afterSeq > beforeRun) seen = await readEventsThrough(ctx.rt.db, threadId, beforeRun, afterSeq);
       else afterSeq = beforeRun;
-      until = await endsRunFromNow(ctx, runId);
+      const end = await runEnd(ctx, runId);
+      until = end.until;
+      // Read on from past the question the run still waits on (a stream cut before its `finish`):
+      // no event will end this stream, so it ends at once, with the park's status. (Not a run an
+      // operator holds: its reader reads on at each stream's end, so that stream lasts its budget.)
+      endsAtOnce = end.waitsForInputSince !== null && afterSeq >= end.waitsForInputSince;
     }
     // An ai-sdk stream names its run, as the chat route's does: a client's stop cancels it.
     const headers = runId ? { 'x-agent-kit-run-id': runId } : undefined;
-    return streamResponse(ctx, request, { threadId, afterSeq, format, runId, until, seen, headers });
+    return streamResponse(ctx, request, { threadId, afterSeq, format, runId, until, seen, headers, endsAtOnce });
   };
 }
 
@@ -154,9 +162,17 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
 async function endsRunFromNow(
   ctx: HandlerContext, runId: string,
 ): Promise<(event: ThreadEvent) => boolean> {
+  return (await runEnd(ctx, runId)).until;
+}
+
+/** `until` for a replay of the run (see endsRunFromNow), and the seq of the park it waits for input in, if it does. */
+async function runEnd(ctx: HandlerContext, runId: string) {
   const boundary = await readRunBoundary(ctx.rt.db, runId);
   const settled = boundary !== null && !['queued', 'running'].includes(boundary.status);
   const stopAtSeq = (boundary?.lastBoundarySeq ?? 0) + (settled ? 0 : 1);
   const ends = endsRun(runId);
-  return (event) => ends(event) && event.seq >= stopAtSeq;
+  return {
+    until: (event: ThreadEvent) => ends(event) && event.seq >= stopAtSeq,
+    waitsForInputSince: boundary?.status === 'waiting_input' ? boundary.lastBoundarySeq : null,
+  };
 }
