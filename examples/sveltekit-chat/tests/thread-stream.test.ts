@@ -1,9 +1,11 @@
 // Unit tests of the browser's stream reader: events are framed and retry hints are read; the
 // thread follower reconnects as soon as the server asks (a stream that ended at its time budget),
-// never sooner than its own backoff otherwise; a read of a range of seqs stops at its end.
+// never sooner than its own backoff otherwise; a read of a range of seqs stops at its end; a
+// stream that goes silent (no keep-alive either) is given up and connected again, and a message
+// whose answer does not come is sent again.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { readSse } from '../src/lib/sse';
-import { followThread, readEventRange } from '../src/lib/thread-stream';
+import { readSse, StreamSilentError, streamSilentMs } from '../src/lib/sse';
+import { followThread, readEventRange, sendAnswerMs, sendMessage } from '../src/lib/thread-stream';
 import type { WireEvent } from '../src/lib/thread-view';
 
 function body(text: string): ReadableStream<Uint8Array> {
@@ -158,5 +160,103 @@ describe('readEventRange', () => {
     vi.stubGlobal('fetch', fetched);
     await readEventRange('t1', 4, 4, () => {}, new AbortController().signal);
     expect(fetched).not.toHaveBeenCalled();
+  });
+});
+
+/** A stream that sends `first`, then `later` every `everyMs` (keep-alives), never ending; records its cancel. */
+function silentAfter(first: string, later = '', everyMs = 0) {
+  const state = { cancelled: false };
+  let timer: ReturnType<typeof setInterval> | undefined;
+  const stream = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(new TextEncoder().encode(first));
+      if (later) timer = setInterval(() => controller.enqueue(new TextEncoder().encode(later)), everyMs);
+    },
+    cancel() {
+      state.cancelled = true;
+      clearInterval(timer);
+    },
+  });
+  return { stream, state, stop: () => clearInterval(timer) };
+}
+
+describe('a connection that dies without a word', () => {
+  it('readSse gives a silent stream up after streamSilentMs, and not one that sends keep-alives', async () => {
+    vi.useFakeTimers();
+    const silent = silentAfter('id: 1\ndata: {}\n\n');
+    const events: string[] = [];
+    const reading = (async () => {
+      for await (const batch of readSse(silent.stream)) events.push(...batch.map((event) => event.id!));
+    })();
+    const failed = expect(reading).rejects.toThrow(StreamSilentError);
+    await vi.advanceTimersByTimeAsync(streamSilentMs - 1);
+    expect(silent.state.cancelled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    await failed;
+    expect(events).toEqual(['1']);
+    expect(silent.state.cancelled).toBe(true);
+
+    const kept = silentAfter('id: 1\ndata: {}\n\n', ': keep-alive\n\n', 15_000);
+    const stop = new AbortController();
+    const keptReading = (async () => {
+      for await (const _ of readSse(kept.stream, stop.signal)) { /* events */ }
+    })();
+    await vi.advanceTimersByTimeAsync(streamSilentMs * 3);
+    expect(kept.state.cancelled).toBe(false);
+    stop.abort();
+    kept.stop();
+    await keptReading;
+  });
+
+  it('followThread connects again after a silent stream, from the last applied seq', async () => {
+    vi.useFakeTimers();
+    const urls: string[] = [];
+    vi.stubGlobal('fetch', async (url: string) => {
+      urls.push(url);
+      const event = { seq: urls.length, runId: null, fence: 0, type: 'message', data: {}, createdAt: '' };
+      return new Response(silentAfter(`retry: 2000\n\nid: ${event.seq}\ndata: ${JSON.stringify(event)}\n\n`).stream,
+        { headers: { 'content-type': 'text/event-stream' } });
+    });
+    const stop = new AbortController();
+    let applied = 0;
+    const following = followThread({ threadId: 't', cursor: () => applied, onEvent: (event) => void (applied = event.seq), signal: stop.signal });
+    await vi.advanceTimersByTimeAsync(streamSilentMs + 300);
+    stop.abort();
+    await following;
+    expect(urls).toEqual(['/api/threads/t/events?after=0', '/api/threads/t/events?after=1']);
+  });
+});
+
+describe('sendMessage', () => {
+  const send = (signal = new AbortController().signal) => sendMessage({
+    threadId: 't', message: 'hello', clientMessageId: 'c1', onEvent: () => {}, onThread: () => {}, signal,
+  });
+
+  it('gives up on an answer that does not come, as on one that could not be sent (the caller sends again)', async () => {
+    vi.useFakeTimers();
+    vi.stubGlobal('fetch', (_: string, init: RequestInit) => new Promise((_resolve, reject) => {
+      init.signal!.addEventListener('abort', () => reject(new DOMException('aborted', 'AbortError')));
+    }));
+    const sending = send();
+    const failed = expect(sending).rejects.toThrow(TypeError);
+    await vi.advanceTimersByTimeAsync(sendAnswerMs);
+    await failed;
+  });
+
+  it('does not end a stream that outlasts that wait', async () => {
+    vi.useFakeTimers();
+    const events: number[] = [];
+    const open = silentAfter('id: 1\ndata: {"seq":1}\n\n', 'id: 2\ndata: {"seq":2}\n\n', sendAnswerMs + 1_000);
+    vi.stubGlobal('fetch', async () => new Response(open.stream, { headers: { 'content-type': 'text/event-stream', 'x-agent-kit-thread-id': 't' } }));
+    const page = new AbortController();
+    const sending = sendMessage({
+      threadId: 't', message: 'hello', clientMessageId: 'c1', onEvent: (event) => void events.push(event.seq), onThread: () => {}, signal: page.signal,
+    });
+    await vi.advanceTimersByTimeAsync(sendAnswerMs + 1_500);
+    expect(events).toEqual([1, 2]);
+    expect(open.state.cancelled).toBe(false);
+    page.abort();
+    open.stop();
+    await sending;
   });
 });

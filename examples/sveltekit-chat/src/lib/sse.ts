@@ -11,14 +11,29 @@ export interface SseMessage {
 }
 
 /**
+ * How long a stream may send nothing, not even the server's keep-alive (every 15 s), before it
+ * is taken for a connection that died without a word (a phone that changed networks, a NAT that
+ * forgot it): its reader gives up, and the caller connects again.
+ */
+export const streamSilentMs = 35_000;
+
+/** The stream sent nothing for `streamSilentMs`. */
+export class StreamSilentError extends Error {
+  constructor(ms: number) {
+    super(`the stream sent nothing for ${ms / 1000} s`);
+    this.name = 'StreamSilentError';
+  }
+}
+
+/**
  * Yield the events of an SSE body until it ends or `signal` aborts (then it just returns), the
  * events of one network read together: a caller that applies a batch without awaiting in
  * between changes the page once per read, not once per event (a replay of thousands of events
  * laid the page out after each one). `onRetry` receives each `retry:` hint (the reconnect delay
- * the server asks for, in ms).
+ * the server asks for, in ms). A body silent for `silentMs` is cancelled: StreamSilentError.
  */
 export async function* readSse(
-  body: ReadableStream<Uint8Array>, signal?: AbortSignal, onRetry?: (ms: number) => void,
+  body: ReadableStream<Uint8Array>, signal?: AbortSignal, onRetry?: (ms: number) => void, silentMs = streamSilentMs,
 ): AsyncGenerator<SseMessage[]> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
@@ -31,10 +46,15 @@ export async function* readSse(
   });
   try {
     for (;;) {
-      const { done, value } = await reader.read().catch((error: unknown) => {
-        if (signal?.aborted) return { done: true as const, value: undefined };
-        throw error;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const silent = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new StreamSilentError(silentMs)), silentMs);
       });
+      const { done, value } = await Promise.race([reader.read(), silent]).catch((error: unknown) => {
+        if (signal?.aborted) return { done: true as const, value: undefined };
+        if (error instanceof StreamSilentError) void reader.cancel().catch(() => {});
+        throw error;
+      }).finally(() => clearTimeout(timer));
       if (done) return;
       parser.feed(decoder.decode(value, { stream: true }));
       if (parsed.length > 0) yield parsed.splice(0);

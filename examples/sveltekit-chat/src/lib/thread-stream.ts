@@ -74,8 +74,12 @@ export async function followThread(options: FollowThreadOptions): Promise<void> 
       }
       if (response.ok) {
         options.onState?.('live');
-        delayMs = reconnectMinMs;
-        await pumpEvents(response, options.onEvent, signal, (ms) => {
+        // The backoff starts again once the stream brought something: a server whose every
+        // stream is cut before its first event is not asked four times a second.
+        await pumpEvents(response, (event) => {
+          delayMs = reconnectMinMs;
+          options.onEvent(event);
+        }, signal, (ms) => {
           hintMs = ms;
         });
       }
@@ -159,24 +163,43 @@ export async function toApiError(response: Response): Promise<ApiError> {
  * @throws ApiError when the server refuses the message.
  */
 export async function sendMessage(options: SendMessageOptions): Promise<void> {
-  const response = await fetch('/api/chat', {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
-    body: JSON.stringify({
-      message: options.message, clientMessageId: options.clientMessageId,
-      ...(options.threadId ? { threadId: options.threadId } : {}),
-    }),
-    signal: options.signal,
-  });
+  // A response that does not come (a connection that died without a word) is given up on after
+  // `sendAnswerMs`, as one that could not be sent: the caller sends again, with the same client
+  // message id, which stores the message once.
+  const request = new AbortController();
+  const abort = () => request.abort(options.signal.reason);
+  options.signal.addEventListener('abort', abort, { once: true });
+  const timer = setTimeout(() => request.abort(new TypeError(`no answer from the server in ${sendAnswerMs / 1000} s`)), sendAnswerMs);
+  let response: Response;
+  try {
+    response = await fetch('/api/chat', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({
+        message: options.message, clientMessageId: options.clientMessageId,
+        ...(options.threadId ? { threadId: options.threadId } : {}),
+      }),
+      signal: request.signal,
+    });
+  } catch (error) {
+    throw request.signal.aborted && !options.signal.aborted ? request.signal.reason : error;
+  } finally {
+    clearTimeout(timer);
+  }
   if (!response.ok) throw await toApiError(response);
   const threadId = response.headers.get('x-agent-kit-thread-id');
   if (threadId) options.onThread(threadId);
   try {
     await pumpEvents(response, options.onEvent, options.signal);
   } catch {
-    // The stream broke off; the follower resumes from the last applied seq.
+    // The stream broke off (or went silent); the follower resumes from the last applied seq.
+  } finally {
+    options.signal.removeEventListener('abort', abort);
   }
 }
+
+/** How long a message's POST waits for the server's answer (its headers) before it is sent again. */
+export const sendAnswerMs = 20_000;
 
 /** POST a JSON body to an API route; the parsed answer, or an ApiError. */
 export async function postJson<T = unknown>(path: string, body: unknown = {}): Promise<T> {

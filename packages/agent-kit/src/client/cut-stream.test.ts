@@ -3,8 +3,8 @@
 // stores, and with hand-made streams where the cut must fall between two chunks of one event:
 // the transport reads on after the stream's last whole event (ADR-0083), so the chat shows one
 // message to the run's end with every word once, and it gives up with an error, not a loop, when
-// the streams keep being cut.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+// the streams keep being cut. A stream that goes silent (no keep-alive either) is a cut too.
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { UIMessage } from 'ai';
 import { TestChat, readThread, statusOf as status, transportTo, until } from '../../test/harness/chat-kit.js';
 import { headerAuth, makeRequest } from '../../test/harness/http-harness.js';
@@ -15,6 +15,7 @@ import { uiMessageStreamHeaders } from '../http/ai-sdk-stream.js';
 import { createHandlers, type Handlers } from '../http/handlers.js';
 import { scriptedReplyText } from '../model/index.js';
 import { threadIdOf } from './index.js';
+import { chunksOf, StreamCut, streamSilentMs } from './read-on.js';
 
 let engine: RealEngine | undefined;
 let served: Handlers;
@@ -255,5 +256,47 @@ describe('a stream cut on its way', () => {
     expect(scriptedReplyText(['the network is gone'], 60).startsWith(shown)).toBe(true);
     expect(openTextParts(chat.messages.at(-1)!)).toEqual([]);
     await served.segments.settle();
+  });
+});
+
+describe('a stream that goes silent', () => {
+  it(`is taken for cut after ${streamSilentMs / 1000} s without a byte, and not while keep-alives come`, async () => {
+    vi.useFakeTimers();
+    try {
+      const frames = (keepAliveEveryMs?: number) => {
+        let timer: ReturnType<typeof setInterval> | undefined;
+        const state = { cancelled: false };
+        const body = new ReadableStream<Uint8Array>({
+          start(controller) {
+            controller.enqueue(new TextEncoder().encode('id: 3\ndata: {"type":"start","messageId":"r-1"}\n\n'));
+            if (keepAliveEveryMs) timer = setInterval(() => controller.enqueue(new TextEncoder().encode(': keep-alive\n\n')), keepAliveEveryMs);
+          },
+          cancel() {
+            state.cancelled = true;
+            clearInterval(timer);
+          },
+        });
+        return { chunks: chunksOf(body).getReader(), state, stop: () => clearInterval(timer) };
+      };
+      const silent = frames();
+      expect((await silent.chunks.read()).value?.type).toBe('start');
+      const next = silent.chunks.read();
+      const cut = expect(next).rejects.toThrow(StreamCut);
+      await vi.advanceTimersByTimeAsync(streamSilentMs);
+      await cut;
+      expect(silent.state.cancelled).toBe(true);
+
+      const kept = frames(15_000);
+      expect((await kept.chunks.read()).value?.type).toBe('start');
+      let settled = false;
+      void kept.chunks.read().then(() => (settled = true), () => (settled = true));
+      await vi.advanceTimersByTimeAsync(streamSilentMs * 3);
+      expect(settled).toBe(false);
+      expect(kept.state.cancelled).toBe(false);
+      kept.stop();
+      await kept.chunks.cancel();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -24,6 +24,12 @@ export type Origin = Partial<Cut>;
  */
 const goingOnStatuses: ReadonlySet<string> = new Set(['streaming', 'queued', 'waiting_takeover']);
 
+/**
+ * How long a stream may send nothing before it is taken for cut: the server sends a keep-alive
+ * every 15 s by default (`keepAliveMs`).
+ */
+export const streamSilentMs = 35_000;
+
 /** How often a reply whose streams keep being cut is read on before the chat shows the error. */
 const readsOnAfterCuts = 4;
 
@@ -65,14 +71,22 @@ export function chunksOf(body: ReadableStream<Uint8Array>, origin: Origin = {}):
   let failure: { error: unknown } | undefined;
   const input = new ReadableStream<Uint8Array>({
     async pull(controller) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      // A connection that died without a word sends nothing, not even the server's keep-alive.
+      const silent = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`the stream sent nothing for ${streamSilentMs / 1000} s`)), streamSilentMs);
+      });
       try {
-        const read = await bytes.read();
+        const read = await Promise.race([bytes.read(), silent]);
         if (read.done) controller.close();
         else controller.enqueue(read.value);
       } catch (error) {
         if (isAbort(error)) return controller.error(error);
+        void bytes.cancel().catch(() => {});
         failure = { error };
         controller.close();
+      } finally {
+        clearTimeout(timer);
       }
     },
     cancel: (reason) => bytes.cancel(reason),
