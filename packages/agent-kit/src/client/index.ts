@@ -119,7 +119,7 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
       const rest = await streamFetch(`${origin}/api/threads/${encodeURIComponent(cut.threadId)}/events?${query}`,
         withSession(options, { method: 'GET', ...(signal ? { signal } : {}) }));
       if (!rest.ok || !rest.body) throw new Error(`agent-kit could not stream the reply (${rest.status}): ${await rest.text()}`);
-      return chunksOf(rest.body, cut);
+      return this.processResponseStream(rest.body);
     }
 
     /** Post the answer the reply holds, then stream the rest of the reply, after the event that asked. */
@@ -231,14 +231,10 @@ class StopCanceller {
     // A GET reads the events route: a resume, or the rest of a reply after its answer.
     const reading = (rest.method ?? 'GET').toUpperCase() === 'GET';
     const chatId = reading ? chatOfEventsUrl(String(input instanceof Request ? input.url : input)) : undefined;
-    const resumesBefore = this.resumeNumbers.get(signal) ?? (chatId === undefined ? 0 : this.resumes.get(chatId) ?? 0);
+    const cancel = this.stopOf(signal, chatId);
     const stopped = (response: Response) => {
       const runId = response.headers.get('x-agent-kit-run-id');
-      // Let a resume that replaces this request begin first (it does in the same turn).
-      if (runId) queueMicrotask(() => {
-        if (chatId !== undefined && (this.resumes.get(chatId) ?? 0) > resumesBefore) return;
-        void this.cancel(runId);
-      });
+      if (runId) cancel(runId);
     };
     const responding = this.baseFetch(input, rest);
     const response = await untilAborted(responding, signal);
@@ -265,10 +261,19 @@ class StopCanceller {
    * cancel of the run for a stop during it, unless a resume of the chat replaced this one.
    */
   between(signal: AbortSignal, cut: Cut): () => void {
-    const resumesBefore = this.resumeNumbers.get(signal) ?? this.resumes.get(cut.threadId) ?? 0;
-    return () => queueMicrotask(() => {
-      if ((this.resumes.get(cut.threadId) ?? 0) > resumesBefore) return;
-      void this.cancel(cut.runId);
+    const cancel = this.stopOf(signal, cut.threadId);
+    return () => cancel(cut.runId);
+  }
+
+  /**
+   * What a stop of `signal`'s request does: cancel the run, unless a resume of chat `chatId`
+   * began after the request (counted now) and replaced it, as it does in the same turn.
+   */
+  private stopOf(signal: AbortSignal, chatId: string | undefined): (runId: string) => void {
+    const resumesBefore = this.resumeNumbers.get(signal) ?? (chatId === undefined ? 0 : this.resumes.get(chatId) ?? 0);
+    return (runId) => queueMicrotask(() => {
+      if (chatId !== undefined && (this.resumes.get(chatId) ?? 0) > resumesBefore) return;
+      void this.cancel(runId);
     });
   }
 
