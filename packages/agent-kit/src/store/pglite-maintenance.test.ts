@@ -82,6 +82,25 @@ describe.skipIf(onPostgres)('the embedded store vacuums itself', () => {
     expect(Number(stats!.n)).toBe(100);
   });
 
+  it('leaves a table with autovacuum_enabled = false alone, as autovacuum does, but still freezes it', async () => {
+    const db = await openStore();
+    await churn(db, 'busy', 100, 0);
+    await churn(db, 'pinned', 100, 0);
+    await db.exec('alter table pinned set (autovacuum_enabled = false)');
+    await churn(db, 'busy', 100, 10);
+    await churn(db, 'pinned', 100, 10);
+
+    const report = await maintainEmbeddedStore(db);
+    expect(ours(report.vacuumed)).toEqual(['public.busy']);
+    expect(ours(report.analyzed)).toEqual(['public.busy']);
+    expect(await deadRows(db, 'pinned')).toBeGreaterThanOrEqual(1000);
+    const [stats] = await db.query<{ n: number }>("select reltuples as n from pg_class where relname = 'pinned'");
+    expect(Number(stats!.n)).toBe(-1); // never analyzed
+
+    const wrapping = await maintainEmbeddedStore(db, { freezeMaxAge: 5 });
+    expect(ours(wrapping.frozen)).toEqual(expect.arrayContaining(['public.pinned']));
+  });
+
   it('keeps a churned table its size, where without it the table grows with every update', async () => {
     const kept = await openStore();
     const grown = await openStore();

@@ -25,20 +25,24 @@ interface DueTable {
 
 // Autovacuum's rules (Postgres docs, "The Autovacuum Daemon") with its settings as they stand,
 // reltuples standing in for a table's size as there (-1 until its first analyze), over every
-// table the catalogs included: the database's oldest unfrozen transaction id is theirs too.
+// table the catalogs included: the database's oldest unfrozen transaction id is theirs too. A table
+// created or altered `with (autovacuum_enabled = false)` is left alone as autovacuum leaves it,
+// except to freeze it before its transaction ids wrap around.
 const dueTablesSql = `
   select format('%I.%I', n.nspname, c.relname) as name,
     age(c.relfrozenxid) > coalesce($1::float8, current_setting('autovacuum_freeze_max_age')::float8) as freeze,
-    coalesce(s.n_dead_tup > current_setting('autovacuum_vacuum_threshold')::float8
+    a.enabled and coalesce(s.n_dead_tup > current_setting('autovacuum_vacuum_threshold')::float8
         + current_setting('autovacuum_vacuum_scale_factor')::float8 * greatest(c.reltuples, 0)
       or s.n_ins_since_vacuum > current_setting('autovacuum_vacuum_insert_threshold')::float8
         + current_setting('autovacuum_vacuum_insert_scale_factor')::float8 * greatest(c.reltuples, 0), false)
       as vacuum,
-    coalesce(s.n_mod_since_analyze > current_setting('autovacuum_analyze_threshold')::float8
+    a.enabled and coalesce(s.n_mod_since_analyze > current_setting('autovacuum_analyze_threshold')::float8
         + current_setting('autovacuum_analyze_scale_factor')::float8 * greatest(c.reltuples, 0), false)
       as analyze
   from pg_class c join pg_namespace n on n.oid = c.relnamespace
   left join pg_stat_all_tables s on s.relid = c.oid
+  cross join lateral (select coalesce((select o.option_value::bool from pg_options_to_table(c.reloptions) o
+    where o.option_name = 'autovacuum_enabled'), true) as enabled) a
   where c.relkind in ('r', 'm') and c.relpersistence <> 't'
   order by n.nspname, c.relname`;
 

@@ -79,8 +79,9 @@ export class Scheduler {
   constructor(
     readonly db: Db,
     startMs: number,
+    random: () => number,
   ) {
-    this.clock = new VirtualClock(startMs);
+    this.clock = new VirtualClock(startMs, random);
   }
 
   get nowMs(): number {

@@ -86,7 +86,8 @@ export class Simulation implements FaultSource {
     this.pick = root.fork('schedule');
     this.faultRng = root.fork('faults');
     this.user = root.fork('user');
-    this.scheduler = new Scheduler(db, simulationEpochMs);
+    const engine = root.fork('engine');
+    this.scheduler = new Scheduler(db, simulationEpochMs, () => engine.next());
     this.log = new StepLog(this.names, options.keep ?? 60, options.echo);
     this.checker = new InvariantChecker(db, this.profile.tokens, this.profile.maxRunAttempts, () => this.effects.lines());
   }

@@ -1,7 +1,8 @@
 // Virtual time for simulated workers. Inside a worker's async context (AsyncLocalStorage),
 // setTimeout/setInterval/Date.now/performance.now are served by the simulation's clock, so a
 // timer fires only when the scheduler advances time and every deadline, renewal tick, mirror batch
-// and token pause happens at a reproducible instant. Outside any worker (the scheduler, PGlite,
+// and token pause happens at a reproducible instant. Math.random is the schedule's seeded stream
+// there too: the engine's jitter (a model retry's backoff, a failing drain's) sets timers. Outside any worker (the scheduler, PGlite,
 // vitest) the real functions run untouched. See ADR-0018.
 import { AsyncLocalStorage, AsyncResource } from 'node:async_hooks';
 
@@ -52,7 +53,11 @@ export class VirtualClock {
   /** Bumped whenever a timer is added or cleared: the scheduler's "something happened" signal. */
   activity = 0;
 
-  constructor(public nowMs: number) {}
+  /** `random`: the seeded stream Math.random reads in a worker. */
+  constructor(
+    public nowMs: number,
+    readonly random: () => number,
+  ) {}
 
   add(workerId: number, delay: unknown, callback: () => void, repeat: boolean): VirtualTimer {
     // Node's rule: a delay that is not a number in [1, 2^31 - 1] becomes 1 ms.
@@ -123,6 +128,7 @@ const real = {
   dateNow: Date.now,
   performanceNow: performance.now.bind(performance),
   setImmediate: globalThis.setImmediate,
+  random: Math.random,
 };
 
 let activeClock: VirtualClock | undefined;
@@ -147,7 +153,7 @@ function cancel(handle: unknown, realFn: (h: never) => void) {
   realFn(handle as never);
 }
 
-/** Serve timers and clocks from `clock` inside worker contexts until uninstallVirtualTime(). */
+/** Serve timers, clocks and Math.random from `clock` inside worker contexts until uninstallVirtualTime(). */
 export function installVirtualTime(clock: VirtualClock): void {
   if (activeClock) throw new Error('virtual time is already installed (one simulation per process at a time)');
   activeClock = clock;
@@ -159,6 +165,7 @@ export function installVirtualTime(clock: VirtualClock): void {
   Date.now = () => (storage.getStore() && activeClock ? activeClock.nowMs : real.dateNow());
   // performance.now counts from an arbitrary origin; in a worker it counts virtual ms.
   performance.now = () => (storage.getStore() && activeClock ? activeClock.nowMs - 1.7e12 : real.performanceNow());
+  Math.random = () => (storage.getStore() && activeClock ? activeClock.random() : real.random());
 }
 
 export function uninstallVirtualTime(): void {
@@ -168,6 +175,7 @@ export function uninstallVirtualTime(): void {
   g.clearTimeout = real.clearTimeout;
   g.clearInterval = real.clearInterval;
   Date.now = real.dateNow;
+  Math.random = real.random;
   delete (performance as unknown as Record<string, unknown>).now;
   activeClock = undefined;
 }
