@@ -1,6 +1,7 @@
 // Vitest for the reference app's browser tests. It deliberately skips the SvelteKit plugin:
 // the tests drive the built server (`node build/index.js`) from outside, like a user would.
 import { defineConfig } from 'vitest/config';
+import { longestFirst } from '../../packages/agent-kit/test/harness/longest-first';
 
 export default defineConfig({
   test: {
@@ -14,6 +15,8 @@ export default defineConfig({
     // Chat.svelte with a test that holds that page back.)
     fileParallelism: true,
     maxWorkers: 2,
+    // The two long files first, one per worker, so that the short ones fill in around them.
+    sequence: { sequencer: longestFirst(['tests/chat.test.ts', 'tests/takeover.test.ts', 'tests/ops.test.ts']) },
     // Starting the server and Chromium takes a few seconds; a crash-and-takeover test waits
     // out a 5 s lease on top.
     testTimeout: 60_000,
