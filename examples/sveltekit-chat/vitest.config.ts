@@ -15,7 +15,7 @@ export default defineConfig({
     // Chat.svelte with a test that holds that page back.)
     fileParallelism: true,
     maxWorkers: 2,
-    // The two long files first, one per worker, so that the short ones fill in around them.
+    // The long files first (chat and takeover, one per worker), so the short ones fill in around them.
     sequence: { sequencer: longestFirst(['tests/chat.test.ts', 'tests/takeover.test.ts', 'tests/ops.test.ts']) },
     // Starting the server and Chromium takes a few seconds; a crash-and-takeover test waits
     // out a 5 s lease on top.

@@ -92,7 +92,7 @@ export function createChatHandler(ctx: HandlerContext): RouteHandler {
       format,
       runId: turn.runId,
       // A message sent again streams its turn as it is now: past a question it asked and went on from.
-      until: turn.created ? endsRun(turn.runId) : await endsRunFromNow(ctx, turn.runId),
+      until: turn.created ? endsRun(turn.runId) : (await runEnd(ctx, turn.runId)).until,
       headers: {
         'x-agent-kit-thread-id': turn.threadId,
         'x-agent-kit-run-id': turn.runId,
@@ -155,18 +155,14 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
 }
 
 /**
- * A replay of one run ends at the run's current boundary: its close, the park it now waits in,
- * or (while it runs) the next park or close. Earlier parks are passed, so a run that asked a
- * question and went on replays as one message.
+ * Where a replay of one run ends (`until`): at the run's current boundary, its close, the park it
+ * now waits in, or (while it runs) the next park or close. Earlier parks are passed, so a run that
+ * asked a question and went on replays as one message. And the seq of the park it waits for input
+ * in, if it does.
  */
-async function endsRunFromNow(
+async function runEnd(
   ctx: HandlerContext, runId: string,
-): Promise<(event: ThreadEvent) => boolean> {
-  return (await runEnd(ctx, runId)).until;
-}
-
-/** `until` for a replay of the run (see endsRunFromNow), and the seq of the park it waits for input in, if it does. */
-async function runEnd(ctx: HandlerContext, runId: string) {
+): Promise<{ until: (event: ThreadEvent) => boolean; waitsForInputSince: number | null }> {
   const boundary = await readRunBoundary(ctx.rt.db, runId);
   const settled = boundary !== null && !['queued', 'running'].includes(boundary.status);
   const stopAtSeq = (boundary?.lastBoundarySeq ?? 0) + (settled ? 0 : 1);

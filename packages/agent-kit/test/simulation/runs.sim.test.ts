@@ -65,8 +65,8 @@ describe.runIf(replaySeed === undefined)('deterministic simulation', () => {
 
   // The reused database has seen other schedules and is then vacuumed and analyzed, as autovacuum
   // or the embedded store's maintenance pass may do at any moment: a plan that changes with the
-  // statistics must not change a schedule. Seed +5 retries a refused model step, whose backoff is
-  // jittered (Math.random, seeded in a worker).
+  // statistics must not change a schedule. Seed 6 (of the default seeds) retries a refused model
+  // step, whose backoff is jittered (Math.random, seeded in a worker).
   it('replays a seed exactly: the same step log on a fresh database as on a used, analyzed one', async () => {
     for (const seed of [firstSeed + 3, firstSeed + 5]) {
       await db.exec('vacuum analyze');

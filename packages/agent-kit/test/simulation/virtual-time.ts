@@ -2,8 +2,9 @@
 // setTimeout/setInterval/Date.now/performance.now are served by the simulation's clock, so a
 // timer fires only when the scheduler advances time and every deadline, renewal tick, mirror batch
 // and token pause happens at a reproducible instant. Math.random is the schedule's seeded stream
-// there too: the engine's jitter (a model retry's backoff, a failing drain's) sets timers. Outside any worker (the scheduler, PGlite,
-// vitest) the real functions run untouched. See ADR-0018.
+// there too: the engine's jitter (a model retry's backoff, a failing drain's) sets timers. Outside
+// any worker (the scheduler, PGlite, vitest) the real functions run untouched. See ADR-0018 and
+// ADR-0085.
 import { AsyncLocalStorage, AsyncResource } from 'node:async_hooks';
 
 export interface WorkerContext {
