@@ -2,7 +2,8 @@
 // addToolOutput (a question's tool call) or addToolApprovalResponse (an approval), then a send
 // (sendAutomaticallyWhen does it). The chat's last message is then the reply that asked, holding
 // the answer; the transport posts it to the run's input route and streams the rest of the reply.
-import type { UIMessage } from 'ai';
+// An answer typed as a message instead gets the rest of the reply in a message of its own (ADR-0087).
+import type { UIMessage, UIMessageChunk } from 'ai';
 
 /** What the run's input route takes (`POST /api/runs/:id/input`). */
 export type InputAnswer = { questionId: string; answer: string } | { questionId: string; approved: boolean };
@@ -58,4 +59,32 @@ function answerText(output: unknown): string {
   if (typeof output === 'string') return output;
   const answer = (output as { answer?: unknown } | null | undefined)?.answer;
   return typeof answer === 'string' ? answer : JSON.stringify(output);
+}
+
+/**
+ * `reply`, under a message of its own when it goes on with a run the chat shows already: the
+ * message `sent` answered the question that run waits on (ADR-0087). The AI SDK would otherwise
+ * put the rest of the reply in the place of the question, above the answer. Its id is the one
+ * `toUIMessages` gives that part of the reply once the run closed: `<run id>:<sent>`. A stream
+ * read on after a cut may name a tool call the message that asked shows (its result, say); the
+ * new message has no such call, and the chat would fail on it, so those chunks are left out.
+ */
+export function goesOnAfter(reply: ReadableStream<UIMessageChunk>, messages: readonly UIMessage[], sent: string): ReadableStream<UIMessageChunk> {
+  const shown = (runId: string) => messages.slice(0, -1).some((m) =>
+    m.role === 'assistant' && (m.id === runId || (m.metadata as { runId?: unknown } | undefined)?.runId === runId));
+  let renamed = false;
+  const calls = new Set<string>(); // the tool calls the new message shows
+  return reply.pipeThrough(new TransformStream<UIMessageChunk, UIMessageChunk>({
+    transform(chunk, controller) {
+      if (chunk.type === 'start' && chunk.messageId !== undefined && shown(chunk.messageId)) {
+        renamed = true;
+        return controller.enqueue({ ...chunk, messageId: `${chunk.messageId}:${sent}` });
+      }
+      if (renamed && 'toolCallId' in chunk) {
+        if (chunk.type === 'tool-input-start' || chunk.type === 'tool-input-available' || chunk.type === 'tool-input-error') calls.add(chunk.toolCallId);
+        else if (!calls.has(chunk.toolCallId)) return;
+      }
+      controller.enqueue(chunk);
+    },
+  }));
 }

@@ -3,7 +3,7 @@
 // (`eventsource-parser`), never the server side (no pg, no PGlite), so a bundler can ship it to
 // the page.
 import { DefaultChatTransport, type UIMessage, type UIMessageChunk } from 'ai';
-import { heldAnswer, type HeldAnswer } from './answers.js';
+import { goesOnAfter, heldAnswer, type HeldAnswer } from './answers.js';
 import { chunksOf, readOn, type Cut, type Origin } from './read-on.js';
 
 export { hasTurnUnderWay, toUIMessages, type ThreadRead } from './thread-read.js';
@@ -92,7 +92,10 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
 
     override async sendMessages(send: Parameters<DefaultChatTransport<UIMessage>['sendMessages']>[0]) {
       const last = send.messages.at(-1);
-      if (last?.role !== 'assistant') return this.readOn(await super.sendMessages(send), send.abortSignal);
+      if (last?.role !== 'assistant') {
+        const reply = this.readOn(await super.sendMessages(send), send.abortSignal);
+        return last ? goesOnAfter(reply, send.messages, last.id) : reply;
+      }
       const held = heldAnswer(last);
       // A reply that holds no answer (sendAutomaticallyWhen after a reply whose last step ran its
       // tools, say) has nothing to send: agent-kit runs its tools itself.

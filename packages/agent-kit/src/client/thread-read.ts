@@ -5,10 +5,16 @@ import type { UIMessage } from 'ai';
 /** A thread as `GET /api/threads/:id` answers it, as far as `toUIMessages` reads it. */
 export interface ThreadRead {
   thread: { id: string };
-  messages: ReadonlyArray<{ id: string; runId: string | null; clientMessageId?: string | null; role: string; text: string }>;
+  messages: ReadonlyArray<{
+    id: string; runId: string | null; clientMessageId?: string | null; role: string; text: string;
+    /** A reply's `asked`: the questions its run asked, and the chat messages that answered them (ADR-0087). */
+    content?: { asked?: unknown };
+  }>;
   /** The thread's runs (the read has them; `hasTurnUnderWay` looks at their status). */
   runs?: ReadonlyArray<{ status: string }>;
 }
+
+type ReadMessage = ThreadRead['messages'][number];
 
 /** The statuses of a run that is over: its message is in the thread's read. */
 const closedStatuses: ReadonlySet<string> = new Set(['completed', 'failed', 'aborted']);
@@ -25,16 +31,74 @@ export function hasTurnUnderWay(read: ThreadRead): boolean {
 /**
  * A thread read back as `useChat`'s starting `messages`, under the ids the chat knew them by: a
  * reply under its run's id (the id its live stream had, so a resumed stream takes its place), a
- * user's message under the id it was sent with; each message names the thread.
+ * user's message under the id it was sent with; each message names the thread. A reply shows
+ * each question or approval its run asked as the `data-agent-kit-input` part the live chat had,
+ * and one the user answered by sending a message is split there, as the live chat had it: the
+ * reply up to the question, the message, and the rest of the reply under the id
+ * `<run id>:<the message's id>`.
  */
 export function toUIMessages(read: ThreadRead): UIMessage[] {
   const metadata = { threadId: read.thread.id };
-  return inTurnOrder(read.messages).map((m) => ({
-    id: m.role === 'assistant' && m.runId ? m.runId : (m.clientMessageId ?? m.id),
-    role: m.role === 'assistant' ? 'assistant' : 'user',
-    parts: [{ type: 'text', text: m.text }],
-    metadata: m.role === 'assistant' && m.runId ? { ...metadata, runId: m.runId } : metadata,
-  }));
+  const byId = new Map(read.messages.map((m) => [m.id, m]));
+  const placed = new Set<ReadMessage>();
+  const shown: UIMessage[] = [];
+  for (const m of inTurnOrder(read.messages)) {
+    if (placed.has(m)) continue; // an answer, shown inside its reply
+    placed.add(m);
+    if (m.role === 'assistant' && m.runId) shown.push(...replyPieces(m, m.runId, byId, placed, metadata));
+    else shown.push({ id: uiIdOf(m), role: m.role === 'assistant' ? 'assistant' : 'user', parts: [{ type: 'text', text: m.text }], metadata });
+  }
+  return shown;
+}
+
+/** The id a chat knew a user's message by: the one it was sent with. */
+function uiIdOf(m: ReadMessage): string {
+  return m.clientMessageId ?? m.id;
+}
+
+/** A question or approval as a reply's `content.asked` holds it (what a reader needs of it). */
+interface Asked {
+  id: string; kind: string; at: number; answeredBy?: string;
+  toolName?: unknown; question?: unknown; input?: unknown; answer?: unknown; approved?: unknown;
+}
+
+function askedOf(m: ReadMessage): Asked[] {
+  const asked = m.content?.asked;
+  if (!Array.isArray(asked)) return [];
+  return asked.filter((a): a is Asked => typeof a === 'object' && a !== null
+    && typeof (a as Asked).id === 'string' && typeof (a as Asked).kind === 'string' && Number.isInteger((a as Asked).at));
+}
+
+/**
+ * A reply as the chat showed it: its text with its questions in place, in one message, or in one
+ * more after each question answered by a message the user sent (that message between them).
+ */
+function replyPieces(
+  reply: ReadMessage, runId: string, byId: ReadonlyMap<string, ReadMessage>, placed: Set<ReadMessage>,
+  metadata: { threadId: string },
+): UIMessage[] {
+  const pieces: UIMessage[] = [];
+  let piece: UIMessage = { id: runId, role: 'assistant', parts: [], metadata: { ...metadata, runId } };
+  let cursor = 0;
+  const textTo = (at: number) => {
+    if (at > cursor) piece.parts.push({ type: 'text', text: reply.text.slice(cursor, at) });
+    cursor = Math.max(cursor, at);
+  };
+  for (const asked of askedOf(reply)) {
+    textTo(Math.min(asked.at, reply.text.length));
+    const { at: _at, answeredBy: _by, ...data } = asked;
+    piece.parts.push({ type: 'data-agent-kit-input', id: asked.id, data: { ...data, runId } });
+    const answer = asked.answeredBy === undefined ? undefined : byId.get(asked.answeredBy);
+    if (!answer || answer.role !== 'user' || answer.runId !== runId || placed.has(answer)) continue;
+    placed.add(answer);
+    pieces.push(piece, { id: uiIdOf(answer), role: 'user', parts: [{ type: 'text', text: answer.text }], metadata });
+    piece = { id: `${runId}:${uiIdOf(answer)}`, role: 'assistant', parts: [], metadata: { ...metadata, runId } };
+  }
+  textTo(reply.text.length);
+  // (The first piece always shows, as a reply without text did; a later one only with something in it.)
+  if (pieces.length === 0 && piece.parts.length === 0) piece.parts.push({ type: 'text', text: '' });
+  if (pieces.length === 0 || piece.parts.length > 0) pieces.push(piece);
+  return pieces;
 }
 
 /**

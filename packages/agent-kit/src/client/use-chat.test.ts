@@ -48,6 +48,24 @@ describe('agent-kit/client', () => {
     expect(read([m('u1', 'r1', 'user'), m('u2', 'r1', 'user'), m('a1', 'r1', 'assistant')])).toEqual(['u1', 'r1', 'u2']);
   });
 
+  it("reopens a reply at its questions (ADR-0087): split after one a sent message answered, in one piece when that message is not in the read", () => {
+    const user = (id: string, runId: string) => ({ id, runId, role: 'user', text: id, clientMessageId: `c-${id}` });
+    const reply = (asked: unknown) => ({ id: 'a1', runId: 'r1', role: 'assistant', text: 'Hello. Thanks.', clientMessageId: null, content: { asked } });
+    const q = (at: number, answeredBy?: string) => ({ id: 'q1', kind: 'question', question: 'Name?', at, ...(answeredBy ? { answeredBy } : {}) });
+    const view = (messages: Parameters<typeof toUIMessages>[0]['messages']) => toUIMessages({ thread: { id: 't' }, messages })
+      .map((m) => `${m.id}: ${m.parts.map((p) => (p.type === 'text' ? p.text : `[${(p as { data: { question?: string } }).data.question}]`)).join('')}`);
+    expect(view([user('u1', 'r1'), user('u2', 'r1'), reply([q(7, 'u2')])]))
+      .toEqual(['c-u1: u1', 'r1: Hello. [Name?]', 'c-u2: u2', 'r1:c-u2: Thanks.']);
+    // The answering message left out of the read (an older one than it holds): the reply stays whole.
+    expect(view([user('u1', 'r1'), reply([q(7, 'u9')])])).toEqual(['c-u1: u1', 'r1: Hello. [Name?]Thanks.']);
+    // Asked past the end of the text, or at its end with nothing after the answer: no empty message.
+    expect(view([user('u1', 'r1'), user('u2', 'r1'), reply([q(99, 'u2')])]))
+      .toEqual(['c-u1: u1', 'r1: Hello. Thanks.[Name?]', 'c-u2: u2']);
+    // What it cannot read is left out, and the reply shows as its text.
+    expect(view([user('u1', 'r1'), reply([{ id: 1 }, 'q', { id: 'q1', kind: 'question', at: 'x' }])])).toEqual(['c-u1: u1', 'r1: Hello. Thanks.']);
+    expect(view([user('u1', 'r1'), reply('not a list')])).toEqual(['c-u1: u1', 'r1: Hello. Thanks.']);
+  });
+
   it('keeps a chat in one thread, and a chat reopened from its read goes on in it', async () => {
     const chat = await send(await send([], 'u1', 'first of three'), 'u2', 'second of three');
     const threadId = threadIdOf(chat)!;

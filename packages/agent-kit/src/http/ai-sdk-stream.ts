@@ -287,6 +287,16 @@ export class UIMessageTranslator {
     this.reasoningId = null;
   }
 
+  /**
+   * Go on in a new stream that the client shows as a message of its own (the rest of a reply after
+   * a message that answered its question, ADR-0087): the text so far is known, so none of it is
+   * sent again, but the tool calls shown in the other message are not this one's.
+   */
+  continueInNewMessage(): void {
+    this.continueInNewStream();
+    this.toolCalls.clear();
+  }
+
   /** True once the message has finished: nothing more is sent for this run. */
   get done(): boolean {
     return this.finished;
@@ -297,15 +307,17 @@ export class UIMessageTranslator {
  * An SSE encoder for the UI message stream of `runId`: `data: <chunk>` lines, the event's seq as
  * `id:` on its last chunk (so Last-Event-ID still resumes), and `data: [DONE]` at the end.
  * `seen`: the events a resuming client already has (the run's, through its Last-Event-ID), so the
- * stream goes on where it stopped: the same message, text part and tool calls, nothing re-sent.
+ * stream goes on where it stopped: the same message, text part and tool calls, nothing re-sent;
+ * or, `from.ownMessage`, in a message of its own after them.
  */
 export function createUIMessageStreamEncoder(
-  runId: string, seen: readonly ThreadEvent[] = [], from?: { threadId: string; afterSeq: number },
+  runId: string, seen: readonly ThreadEvent[] = [], from?: { threadId: string; afterSeq: number; ownMessage?: boolean },
 ): SseEncoder & { readonly done: boolean } {
   const translator = new UIMessageTranslator(runId, from);
   if (seen.length > 0) {
     for (const event of seen) translator.translate(event);
-    translator.continueInNewStream();
+    if (from?.ownMessage) translator.continueInNewMessage();
+    else translator.continueInNewStream();
   }
   const lines = (chunks: Chunk[], id?: number) => chunks.map((chunk, i) => {
     const idLine = id !== undefined && i === chunks.length - 1 ? `id: ${id}\n` : '';

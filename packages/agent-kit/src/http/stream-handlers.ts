@@ -35,6 +35,8 @@ interface StreamSpec {
   headers?: Record<string, string>;
   /** An ai-sdk stream resumed with a cursor: the run's events the client already has. */
   seen?: readonly ThreadEvent[];
+  /** The client shows `seen` in another message: this stream is a message of its own (ADR-0087). */
+  ownMessage?: boolean;
   /** The client has every event up to where the run now waits: the stream only ends, saying so. */
   endsAtOnce?: boolean;
 }
@@ -86,11 +88,13 @@ export function createChatHandler(ctx: HandlerContext): RouteHandler {
     const runnable = turn.created || (await readRunAccess(ctx.rt.db, turn.runId))?.status === 'queued';
     if (runnable) ctx.segments.start(turn.runId);
     const messageSeq = await findMessageSeq(ctx.rt.db, turn.threadId, turn.messageId);
+    const afterSeq = Math.max(0, (messageSeq ?? 1) - 1);
     return streamResponse(ctx, request, {
       threadId: turn.threadId,
-      afterSeq: Math.max(0, (messageSeq ?? 1) - 1),
+      afterSeq,
       format,
       runId: turn.runId,
+      ...(format === 'ai-sdk' && turn.kind !== 'turn' ? await answered(ctx, turn, afterSeq) : {}),
       // A message sent again streams its turn as it is now: past a question it asked and went on from.
       until: turn.created ? endsRun(turn.runId) : (await runEnd(ctx, turn.runId)).until,
       headers: {
@@ -100,6 +104,20 @@ export function createChatHandler(ctx: HandlerContext): RouteHandler {
       },
     });
   };
+}
+
+/**
+ * A message that answered its run's question (sent while the run waited, or sent again since):
+ * the client shows the run so far in the message that asked, so the stream is a message of its
+ * own that goes on from there, the run's earlier text not sent again (ADR-0087). Not so for a
+ * message that started its run (a retried POST): its stream is the whole reply.
+ */
+async function answered(
+  ctx: HandlerContext, turn: { threadId: string; runId: string }, afterSeq: number,
+): Promise<Pick<StreamSpec, 'seen' | 'ownMessage'>> {
+  const firstSeq = await findRunFirstSeq(ctx.rt.db, turn.runId);
+  if (firstSeq === null || firstSeq > afterSeq) return {};
+  return { seen: await readEventsThrough(ctx.rt.db, turn.threadId, firstSeq - 1, afterSeq), ownMessage: true };
 }
 
 /**

@@ -3,6 +3,7 @@
 // segment carries out; an operator takeover parks the run and release resumes it. A chat reply
 // approves a tool call only when it is a bare yes ("ok, hold on — do NOT send it" denies).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stepsModel } from '../../test/harness/steps-model.js';
 import { effectsFile, finalMessage, makeRuntime } from '../../test/harness/turn-kit.js';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { ConflictError } from '../errors.js';
@@ -96,6 +97,58 @@ describe('questions', () => {
     expect((await finalMessage(db, turn.runId))[0]!.text).toBe(scriptedReplyText(['early #ask'], tokens));
     const consumed = await db.query('select 1 from agent_kit_inputs where run_id = $1 and consumed_fence = 2', [turn.runId]);
     expect(consumed).toHaveLength(1);
+  });
+});
+
+describe("what the reply's message keeps of its questions (ADR-0087)", () => {
+  const content = async (runId: string) => (await db.query<{ content: Record<string, unknown> }>(
+    `select content from agent_kit_messages where run_id = $1 and role = 'assistant'`, [runId]))[0]!.content;
+  const transfer = { amount: 5, to: 'Ann' };
+
+  it('each question and approval, where the text stood, its answer, and the chat message that answered', async () => {
+    const model = stepsModel([
+      { text: 'Let me ask. ', calls: [{ id: 'q1', name: 'ask_user', input: { question: 'Which colour?' } }] },
+      { text: 'Blue it is. ', calls: [{ id: 't1', name: 'transfer_funds', input: transfer }] },
+      { text: 'Done.' },
+    ]);
+    const run = () => makeRuntime(db, { model });
+    const turn = await startTurn(db, { ownerId: 'u', text: 'colour, then pay' });
+    expect(await runSegment(run(), { runId: turn.runId, owner: 'w1' })).toMatchObject({ status: 'waiting_input' });
+    const typed = await startTurn(db, { threadId: turn.threadId, ownerId: 'u', text: 'blue' }); // typed, not the input route
+    expect(typed).toMatchObject({ kind: 'input', runId: turn.runId });
+    expect(await runSegment(run(), { runId: turn.runId, owner: 'w2' })).toMatchObject({ status: 'waiting_input' });
+    await submit(turn.runId, 't1', { approved: true }); // the input route
+    expect(await runSegment(run(), { runId: turn.runId, owner: 'w3' })).toMatchObject({ kind: 'closed', status: 'completed' });
+    expect(await content(turn.runId)).toEqual({
+      text: 'Let me ask. Blue it is. Done.',
+      asked: [
+        { id: 'q1', kind: 'question', toolName: 'ask_user', question: 'Which colour?', answer: 'blue', at: 12, answeredBy: typed.messageId },
+        { id: 't1', kind: 'approval', toolName: 'transfer_funds', input: transfer, approved: true, at: 24 },
+      ],
+    });
+  });
+
+  it('a question left unanswered (the run cancelled while it waited), a denial, and a turn that asked nothing', async () => {
+    const model = stepsModel([
+      { text: 'Pay? ', calls: [{ id: 't1', name: 'transfer_funds', input: transfer }] },
+      { calls: [{ id: 'q1', name: 'ask_user', input: { question: 'Why not?' } }] },
+    ]);
+    const turn = await startTurn(db, { ownerId: 'u', text: 'pay Ann' });
+    await runSegment(makeRuntime(db, { model }), { runId: turn.runId, owner: 'w1' });
+    await startTurn(db, { threadId: turn.threadId, ownerId: 'u', text: 'no' }); // a typed denial
+    expect(await runSegment(makeRuntime(db, { model }), { runId: turn.runId, owner: 'w2' })).toMatchObject({ status: 'waiting_input' });
+    await db.query('select agent_kit_request_cancel($1)', [turn.runId]);
+    expect(await runSegment(makeRuntime(db, { model }), { runId: turn.runId, owner: 'w3' })).toMatchObject({ status: 'aborted' });
+    const { asked } = await content(turn.runId) as { asked: Array<Record<string, unknown>> };
+    expect(asked.map(({ id, approved, answer, at }) => ({ id, approved, answer, at }))).toEqual([
+      { id: 't1', approved: false, answer: undefined, at: 5 },
+      { id: 'q1', approved: undefined, answer: undefined, at: 5 },
+    ]);
+    expect(asked[0]!.answeredBy).toEqual(expect.any(String));
+
+    const plain = await startTurn(db, { ownerId: 'u', text: 'just talk' });
+    await runSegment(rt(), { runId: plain.runId, owner: 'w1' });
+    expect(Object.keys(await content(plain.runId))).toEqual(['text']);
   });
 });
 

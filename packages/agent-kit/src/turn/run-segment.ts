@@ -22,6 +22,7 @@ import { StreamMirror } from './stream-mirror.js';
 import { sleep } from '../queue/pace.js';
 import { nextEffectStart, settleToolCalls } from './tool-calls.js';
 import { instructionsFor } from './runtime.js';
+import { askedIn } from './reply-content.js';
 import { continuesAtLimit, continuesMidStep, giveLeaseUp, sliceDue, visibleText, waitToRetry, type Segment } from './segment.js';
 import type { Runtime, SegmentOptions, SegmentOutcome } from './types.js';
 
@@ -47,7 +48,7 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
   const mirror = new StreamMirror(rt.db, lease, settings.mirrorIntervalMs, (reason) => controller.abort(reason));
   const stopRenewing = leaseTtlMs < budgetMs ? renewOnTimer(rt, lease, leaseTtlMs, controller) : async () => {};
   const segment: Segment = {
-    rt, lease, run, settings, mirror, signal: controller.signal, options, budgetMs, startText: '', interrupt: null, contextWindow: null,
+    rt, lease, run, settings, mirror, signal: controller.signal, options, budgetMs, startText: '', journal: [], interrupt: null, contextWindow: null,
     stopRenewing,
     // Local clock: started before the claim, so we stop no later than the database's deadline.
     stopAtMs: startedAtMs + budgetMs - settings.deadlineSafetyMs,
@@ -115,6 +116,7 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
     return messageId ? closed(s, 'aborted', messageId) : lost(s);
   }
   const journal = resumed ? await loadJournal(rt.db, lease.runId) : [];
+  s.journal = journal;
   const model = typeof rt.model === 'function' ? rt.model(lease.runId) : rt.model;
   if (s.run.cancelRequestedAt) return close(s, 'aborted', { text: s.run.partial, cancelled: true });
   if (s.run.takeoverRequestedAt) return park(s, 'waiting_takeover');
@@ -248,7 +250,7 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
     // ask the model for it again, and then the interrupt is honoured.
     const committed = await commitStep(rt.db, lease, step, event, {
       delta: taken.delta,
-      close: ends ? { status: 'completed', message: { text: committedText([...journal, step]) } } : undefined,
+      close: ends ? { status: 'completed', message: await withAsked(s, [...journal, step], { text: committedText([...journal, step]) }) } : undefined,
       start: ends || sliceDue(s) || taken.interrupt ? undefined : nextEffectStart(rt.tools, lease.runId, [...journal, step]),
     });
     if (!committed.ok) return lost(s);
@@ -345,9 +347,15 @@ async function parked(s: Segment, status: ParkStatus): Promise<SegmentOutcome> {
 async function close(
   s: Segment, status: 'completed' | 'failed' | 'aborted', message: { text: string } & Record<string, unknown>,
 ): Promise<SegmentOutcome> {
-  const messageId = await closeRun(s.rt.db, s.lease, status, message);
+  const messageId = await closeRun(s.rt.db, s.lease, status, await withAsked(s, s.journal, message));
   if (!messageId) return lost(s);
   return closed(s, status, messageId);
+}
+
+/** The run's message with the questions it asked and the chat messages that answered them (ADR-0087). */
+async function withAsked<M extends { text: string }>(s: Segment, journal: readonly Step[], message: M): Promise<M> {
+  const asked = await askedIn(s.rt.db, s.lease.runId, journal, s.rt.tools);
+  return asked.length > 0 ? { ...message, asked } : message;
 }
 
 function closed(s: Segment, status: 'completed' | 'failed' | 'aborted', messageId: string): SegmentOutcome {

@@ -6,6 +6,7 @@ import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
 import { sleep } from '../queue/pace.js';
 import type { ContextWindow } from './context-window.js';
+import type { Step } from './journal.js';
 import { describeRefusal, isRetryableModelError, retryDelayMs } from './model-retry.js';
 import type { TurnSettings } from './settings.js';
 import type { StreamMirror } from './stream-mirror.js';
@@ -28,6 +29,8 @@ export interface Segment {
   stopRenewing: () => Promise<void>;
   /** The run's visible text when this segment started (committed steps + continued prefix). */
   startText: string;
+  /** The run's step journal as this segment loaded it and added to it (empty before the load). */
+  journal: Step[];
   /** The run's pending cancel or takeover as the last guarded write saw it (claim, step). */
   interrupt: Interrupt;
   /** What the run's thread knows of its model's context window (ADR-0069), as read or learned. */

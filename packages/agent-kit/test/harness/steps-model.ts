@@ -5,13 +5,15 @@ import type { LanguageModelV3 } from '../../src/model/index.js';
 import type { ModelStreamPart } from '../../src/model/provider-types.js';
 import { mockUsage } from './mock-streams.js';
 
-export type PlayedStep = { calls: Array<{ id: string; name: string; input: unknown }> } | { text: string };
+/** A step: tool calls (after some text, if given), or a text that ends the turn. */
+export type PlayedStep = { calls: Array<{ id: string; name: string; input: unknown }>; text?: string } | { text: string };
 
 
 function partsOf(step: PlayedStep): ModelStreamPart[] {
+  const text = step.text ? [{ type: 'text-start', id: 't' }, { type: 'text-delta', id: 't', delta: step.text }, { type: 'text-end', id: 't' }] : [];
   const body = 'calls' in step
-    ? step.calls.map((c) => ({ type: 'tool-call', toolCallId: c.id, toolName: c.name, input: JSON.stringify(c.input) }))
-    : [{ type: 'text-start', id: 't' }, { type: 'text-delta', id: 't', delta: step.text }, { type: 'text-end', id: 't' }];
+    ? [...text, ...step.calls.map((c) => ({ type: 'tool-call', toolCallId: c.id, toolName: c.name, input: JSON.stringify(c.input) }))]
+    : text;
   const finishReason = 'calls' in step ? { unified: 'tool-calls', raw: 'tool_calls' } : { unified: 'stop', raw: 'stop' };
   return [{ type: 'stream-start', warnings: [] }, ...body, { type: 'finish', finishReason, usage: mockUsage }] as ModelStreamPart[];
 }

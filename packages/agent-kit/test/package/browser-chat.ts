@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { chromium, type Page } from 'playwright-core';
 import { expect } from 'vitest';
+import { scriptedAskQuestion } from '../../src/model/index.js';
 
 /** The user of the browser's requests: a cookie on the API's origin, a header from the other. */
 export const browserUser = 'browser-bo';
@@ -195,7 +196,8 @@ const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
  * Serves the pages, opens them in headless Chromium and checks what a user of the guide's chat
  * sees: a reply streams to its end and is the stored one; a reload mid-reply reopens the thread
  * and resumes that reply to its end, its run completed (StrictMode's second resume is not a
- * stop); a question and an approval answered with the AI SDK's calls go on in the same reply;
+ * stop); a question answered by typing shows the rest of the reply after the answer, also once
+ * reopened; a question and an approval answered with the AI SDK's calls go on in the same reply;
  * Stop cancels the run, on the API's origin and from another origin through CORS; and where
  * each stream lasts a second, a reply of four shows whole (the transport reads on), also one
  * an operator holds for a while and releases; and a reply whose connection drops midway, twice,
@@ -277,6 +279,23 @@ export async function checkBrowserChat({ project, env, runs, effectsOf }: Browse
     };
     const stoppedHere = await stopped(page, 'Stop me here');
     expect(stoppedHere.threadId).toBe(first.threadId);
+
+    // A question answered by typing a message (ADR-0087): the guide's chat shows the question, the
+    // answer, then the rest of the reply, live and reopened alike.
+    const before = (await shown()).length;
+    await ask('Pick a colour #ask');
+    await until(async () => (await shown()).at(-1) === `assistant: ${scriptedAskQuestion}`, 20_000,
+      async () => `the question did not show: ${JSON.stringify(await shown())}`);
+    await ask('blue');
+    await until(async () => (await lastRun()).status === 'completed', 30_000, () => 'the answered turn did not complete');
+    const typed = await lastRun();
+    await until(async () => (await shown()).at(-1) === `assistant: ${typed.text}`, 10_000,
+      async () => `shown: ${JSON.stringify(await shown())}, stored: ${typed.text}`);
+    const live = (await shown()).slice(before);
+    expect(live).toEqual(['user: Pick a colour #ask', `assistant: ${scriptedAskQuestion}`, 'user: blue', `assistant: ${typed.text}`]);
+    await page.goto(`${api}/?thread=${first.threadId}`);
+    await until(async () => (await shown()).length === before + 4, 10_000, async () => `reopened: ${JSON.stringify(await shown())}`);
+    expect((await shown()).slice(before)).toEqual(live);
 
     // A question and an approval, answered the AI SDK's way: the reply goes on in the same message.
     await page.goto(`${api}/?answering`);

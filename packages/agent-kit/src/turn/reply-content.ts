@@ -1,0 +1,63 @@
+// What a closed run's message holds besides its text (ADR-0087): the questions and approvals the
+// run asked the user, each where it stands in the text, with its answer and, when the user typed
+// the answer as a chat message, that message. A reader that shows only `content.text` loses
+// nothing; one that rebuilds the chat (agent-kit/client's toUIMessages) places each question, and
+// puts a typed answer between the text before it and the text after it, as the live chat had them.
+import type { Queryable } from '../store/db.js';
+import type { AgentTool } from '../model/agent-tool.js';
+import { toolKind } from '../model/agent-tool.js';
+import type { Step, ToolStep } from './journal.js';
+
+/** A question or an approval as the run's message keeps it (`content.asked`). */
+export type Asked = (
+  | { id: string; kind: 'question'; toolName: string; question: string; answer?: string }
+  | { id: string; kind: 'approval'; toolName: string; input: unknown; approved?: boolean }
+) & {
+  /** Where it was asked: the length of the reply's text at that point. */
+  at: number;
+  /** The chat message that answered it, when one did (a message sent while the run waited). */
+  answeredBy?: string;
+};
+
+/**
+ * The questions and approvals in `journal`, in the order asked; the chat messages that answered
+ * them are read from the run's inputs, and only when there is one to read (a turn that asked
+ * nothing costs no query).
+ */
+export async function askedIn(
+  db: Queryable, runId: string, journal: readonly Step[], tools: Record<string, AgentTool<any, any>>,
+): Promise<Asked[]> {
+  const results = new Map<string, ToolStep>();
+  for (const step of journal) if (step.kind === 'tool') results.set(step.toolCallId, step);
+  const asked: Asked[] = [];
+  let at = 0;
+  for (const step of journal) {
+    if (step.kind !== 'model') continue;
+    at += step.text.length;
+    for (const call of step.toolCalls) {
+      const tool = tools[call.toolName];
+      const kind = tool ? toolKind(tool) : 'effect';
+      if (kind === 'effect') continue;
+      const result = results.get(call.toolCallId);
+      if (kind === 'question') {
+        const question = (call.input as { question?: unknown } | null)?.question;
+        const answer = (result?.output as { answer?: unknown } | null | undefined)?.answer;
+        asked.push({
+          id: call.toolCallId, kind, toolName: call.toolName, question: typeof question === 'string' ? question : '', at,
+          ...(result?.outcome === 'answered' && typeof answer === 'string' ? { answer } : {}),
+        });
+      } else {
+        asked.push({
+          id: call.toolCallId, kind, toolName: call.toolName, input: call.input, at,
+          ...(result ? { approved: result.outcome !== 'denied' } : {}),
+        });
+      }
+    }
+  }
+  if (asked.length === 0) return asked;
+  const typed = await db.query<{ question_id: string; message_id: string }>(
+    `select question_id, data->>'messageId' as message_id from agent_kit_inputs
+      where run_id = $1 and data ? 'messageId'`, [runId]);
+  const by = new Map(typed.map((row) => [row.question_id, row.message_id]));
+  return asked.map((a) => (by.has(a.id) ? { ...a, answeredBy: by.get(a.id)! } : a));
+}
