@@ -4,7 +4,7 @@
 // the page.
 import { DefaultChatTransport, type UIMessage, type UIMessageChunk } from 'ai';
 import { goesOnAfter, heldAnswer, type HeldAnswer } from './answers.js';
-import { chunksOf, readOn, type Cut, type Origin } from './read-on.js';
+import { chunksOf, oneAfterAnother, readOn, type Cut, type Origin } from './read-on.js';
 
 export { hasTurnUnderWay, toUIMessages, type ThreadRead } from './thread-read.js';
 
@@ -76,18 +76,26 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
   // Each stream's run and thread, from its response: a stream cut before its first event is read
   // again from the run's start (ADR-0083).
   const origins = new WeakMap<ReadableStream<Uint8Array>, Origin>();
+  // A resume's turns under way after the one it streams, from its response (ADR-0088).
+  const queuedBehind = new WeakMap<ReadableStream<Uint8Array> | ReadableStream<UIMessageChunk>, string[]>();
   const streamFetch: typeof globalThis.fetch = async (input, init) => {
     const response = await (stops ? stops.fetch(input, init) : baseFetch(input, init));
     const runId = response.headers.get('x-agent-kit-run-id');
     const threadId = response.headers.get('x-agent-kit-thread-id') ?? chatOfEventsUrl(String(input instanceof Request ? input.url : input));
     if (response.body && runId && threadId) origins.set(response.body, { runId, threadId });
+    const underWay = response.headers.get('x-agent-kit-runs-under-way')?.split(',');
+    if (response.body && runId && underWay?.[0] === runId) queuedBehind.set(response.body, underWay.slice(1));
     return response;
   };
   return new (class extends DefaultChatTransport<UIMessage> {
     override async reconnectToStream(reconnect: Parameters<DefaultChatTransport<UIMessage>['reconnectToStream']>[0]) {
       stops?.resumeStarted(reconnect.chatId, reconnect.abortSignal);
       const resumed = await super.reconnectToStream(reconnect);
-      return resumed && this.readOn(resumed, reconnect.abortSignal);
+      if (!resumed) return null;
+      // Then each turn queued behind it when the resume began, in its own message (ADR-0088).
+      const { chatId: threadId, abortSignal: signal } = reconnect;
+      return oneAfterAnother(this.readOn(resumed, signal), queuedBehind.get(resumed) ?? [],
+        (runId) => this.readOn({ runId, threadId, seq: 0 }, signal));
     }
 
     override async sendMessages(send: Parameters<DefaultChatTransport<UIMessage>['sendMessages']>[0]) {
@@ -113,7 +121,10 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
 
     /** The chunks of a response, as the AI SDK parses them, each event's last one marked with its seq. */
     protected override processResponseStream(body: ReadableStream<Uint8Array>): ReadableStream<UIMessageChunk> {
-      return chunksOf(body, origins.get(body));
+      const chunks = chunksOf(body, origins.get(body));
+      const behind = queuedBehind.get(body);
+      if (behind) queuedBehind.set(chunks, behind);
+      return chunks;
     }
 
     /** The rest of a run's reply, after the thread's event `seq`. */

@@ -2,6 +2,7 @@
 // scripted model, on both stores: when a stream ends before its run (the route's stream budget,
 // the run parked for its next segment), the transport reads the rest from the events route, so
 // the chat shows one message to the run's end, every word once, however many streams it took.
+import type { UIMessageChunk } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestChat, readThread, statusOf as status, transportTo, until } from '../../test/harness/chat-kit.js';
 import { headerAuth, makeRequest } from '../../test/harness/http-harness.js';
@@ -13,6 +14,7 @@ import { createHandlers, type Handlers } from '../http/handlers.js';
 import { scriptedReplyText } from '../model/index.js';
 import type { Db } from '../store/db.js';
 import { threadIdOf, toUIMessages } from './index.js';
+import { oneAfterAnother } from './read-on.js';
 
 let db: Db;
 let engine: RealEngine | undefined;
@@ -195,5 +197,32 @@ describe('a reply longer than one stream', () => {
     expect(textOf(reply)).toBe(stored!.text);
     expect(reads.length).toBeGreaterThanOrEqual(1);
     await second.segments.settle();
+  });
+});
+
+describe('one reply after another (ADR-0088)', () => {
+  const reply = (runId: string, status: string): UIMessageChunk[] => [
+    { type: 'start', messageId: runId }, { type: 'finish', messageMetadata: { runId, status } },
+  ];
+  const streamOf = (chunks: UIMessageChunk[]) => new ReadableStream<UIMessageChunk>({
+    start(controller) {
+      for (const chunk of chunks) controller.enqueue(chunk);
+      controller.close();
+    },
+  });
+  async function messageIds(first: UIMessageChunk[], next: string[], statuses: Record<string, string>) {
+    const opened: string[] = [];
+    const stream = oneAfterAnother(streamOf(first), next, (runId) => (opened.push(runId), streamOf(reply(runId, statuses[runId]!))));
+    const ids: string[] = [];
+    for await (const chunk of stream as unknown as AsyncIterable<UIMessageChunk>) if (chunk.type === 'start') ids.push(chunk.messageId!);
+    expect(opened).toEqual(ids.slice(1)); // a run's stream is opened only when its turn comes
+    return ids;
+  }
+
+  it('reads each queued run once the one before it closed, and stops at one that waits for the user', async () => {
+    expect(await messageIds(reply('r1', 'completed'), ['r2', 'r3'], { r2: 'aborted', r3: 'failed' })).toEqual(['r1', 'r2', 'r3']);
+    expect(await messageIds(reply('r1', 'completed'), ['r2', 'r3'], { r2: 'waiting_input', r3: 'completed' })).toEqual(['r1', 'r2']);
+    expect(await messageIds(reply('r1', 'waiting_takeover'), ['r2'], {})).toEqual(['r1']);
+    expect(await messageIds([{ type: 'start', messageId: 'r1' }], ['r2'], {})).toEqual(['r1']); // no finish: no word of its end
   });
 });

@@ -279,3 +279,36 @@ function idsOf(metadata: unknown): Origin {
     ...(typeof threadId === 'string' ? { threadId } : {}),
   };
 }
+
+/** The statuses of a run that closed: the turn queued behind it may start. */
+const closedStatuses: ReadonlySet<string> = new Set(['completed', 'failed', 'aborted']);
+
+/**
+ * `first`, a reply read to its end, then the reply of each run of `next` in turn (`open(runId)`),
+ * each a message of its own, while the run before it closed (ADR-0088): a chat reopened with turns
+ * queued behind the one under way shows each of them as it runs. A run that ends waiting for the
+ * user ends the chain, since the turns behind it wait for the answer.
+ */
+export function oneAfterAnother(
+  first: ReadableStream<UIMessageChunk>, next: readonly string[], open: (runId: string) => ReadableStream<UIMessageChunk>,
+): ReadableStream<UIMessageChunk> {
+  let reader = first.getReader();
+  let status: unknown;
+  const queue = [...next];
+  return new ReadableStream<UIMessageChunk>({
+    async pull(controller) {
+      for (;;) {
+        const read = await reader.read();
+        if (!read.done) {
+          if (read.value.type === 'finish') status = (read.value.messageMetadata as { status?: unknown } | undefined)?.status;
+          return controller.enqueue(read.value);
+        }
+        const runId = closedStatuses.has(String(status)) ? queue.shift() : undefined;
+        if (runId === undefined) return controller.close();
+        status = undefined;
+        reader = open(runId).getReader();
+      }
+    },
+    cancel: (reason) => reader.cancel(reason),
+  });
+}

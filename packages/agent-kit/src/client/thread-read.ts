@@ -11,7 +11,7 @@ export interface ThreadRead {
     content?: { asked?: unknown };
   }>;
   /** The thread's runs (the read has them; `hasTurnUnderWay` looks at their status). */
-  runs?: ReadonlyArray<{ status: string }>;
+  runs?: ReadonlyArray<{ id?: string; status: string }>;
 }
 
 type ReadMessage = ThreadRead['messages'][number];
@@ -35,20 +35,35 @@ export function hasTurnUnderWay(read: ThreadRead): boolean {
  * each question or approval its run asked as the `data-agent-kit-input` part the live chat had,
  * and one the user answered by sending a message is split there, as the live chat had it: the
  * reply up to the question, the message, and the rest of the reply under the id
- * `<run id>:<the message's id>`.
+ * `<run id>:<the message's id>`. A turn under way has an empty reply after its message, which a
+ * resumed stream fills in its place (ADR-0088).
  */
 export function toUIMessages(read: ThreadRead): UIMessage[] {
   const metadata = { threadId: read.thread.id };
   const byId = new Map(read.messages.map((m) => [m.id, m]));
   const placed = new Set<ReadMessage>();
   const shown: UIMessage[] = [];
+  const awaited = awaitedReplies(read);
   for (const m of inTurnOrder(read.messages)) {
     if (placed.has(m)) continue; // an answer, shown inside its reply
     placed.add(m);
     if (m.role === 'assistant' && m.runId) shown.push(...replyPieces(m, m.runId, byId, placed, metadata));
     else shown.push({ id: uiIdOf(m), role: m.role === 'assistant' ? 'assistant' : 'user', parts: [{ type: 'text', text: m.text }], metadata });
+    if (m.runId && awaited.get(m.runId) === m) shown.push({ id: m.runId, role: 'assistant', parts: [], metadata: { ...metadata, runId: m.runId } });
   }
   return shown;
+}
+
+/**
+ * Each turn under way (the read's runs not closed) whose reply the read does not have, by its run:
+ * the last message of the user's it has (the one that started it, or an answer to it since).
+ */
+function awaitedReplies(read: ThreadRead): Map<string, ReadMessage> {
+  const underWay = new Set((read.runs ?? []).flatMap((run) => (run.id && !closedStatuses.has(run.status) ? [run.id] : [])));
+  const awaited = new Map<string, ReadMessage>();
+  for (const m of read.messages) if (m.role === 'user' && m.runId && underWay.has(m.runId)) awaited.set(m.runId, m);
+  for (const m of read.messages) if (m.role === 'assistant' && m.runId) awaited.delete(m.runId);
+  return awaited;
 }
 
 /** The id a chat knew a user's message by: the one it was sent with. */

@@ -8,7 +8,7 @@ import path from 'node:path';
 import type { UIMessage, UIMessageChunk } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestChat, readThread as readThreadOf, transportTo, until } from '../../test/harness/chat-kit.js';
-import { headerAuth } from '../../test/harness/http-harness.js';
+import { headerAuth, makeRequest } from '../../test/harness/http-harness.js';
 import { freezingModel, gate, makeRuntime } from '../../test/harness/turn-kit.js';
 import { closeRealEngine, openRealEngine, type RealEngine } from '../../test/harness/real-engine.js';
 import { lastMessage, textOf } from '../../test/harness/ui-messages.js';
@@ -119,6 +119,51 @@ describe('agent-kit/client', () => {
     await holding.segments.settle();
     expect(hasTurnUnderWay(await readThread(threadId))).toBe(false);
     expect(hasTurnUnderWay({ thread: { id: threadId }, messages: [] })).toBe(true); // no runs to go by: resume
+  });
+
+  it('reopens a chat with a turn queued behind the one under way: each reply in its place, as it runs (ADR-0088)', async () => {
+    const reloaded = gate();
+    const paused = gate();
+    const model = freezingModel(createScriptedModel({ tokens }), 5, reloaded.wait(), paused.open);
+    const holding = createHandlers({ rt: makeRuntime(db, { model }), authenticate: headerAuth });
+    const reading = transportTo(() => holding);
+    const first = await reading.sendMessages({
+      chatId: 'new', trigger: 'submit-message', messageId: undefined, abortSignal: undefined,
+      messages: [{ id: 'm1', role: 'user', parts: [{ type: 'text', text: 'the first turn' }] }],
+    });
+    const reader = first.getReader();
+    let threadId: string | undefined;
+    for (let chunk = await reader.read(); !chunk.done && chunk.value.type !== 'text-delta'; chunk = await reader.read()) {
+      if (chunk.value.type === 'start') threadId = (chunk.value.messageMetadata as { threadId?: string }).threadId;
+    }
+    await paused.wait();
+    await reader.cancel(); // the page reloads
+    // Meanwhile a second tab sends the next message: it queues behind the turn under way.
+    const secondTab = (text: string) => holding.handle(makeRequest('POST', '/api/chat', {
+      user: 'fay', body: { threadId, message: text, clientMessageId: text },
+    })).then((response) => response.body?.cancel());
+    await secondTab('the second turn');
+    const read = await readThread(threadId!);
+    const [r1, r2] = read.runs.map((run) => run.id);
+    expect(read.runs.map((run) => run.status)).toEqual(['running', 'queued']);
+    const reopened = toUIMessages(read);
+    expect(reopened.map((m) => [m.id, m.role, m.parts.length])).toEqual([
+      ['m1', 'user', 1], [r1, 'assistant', 0], ['the second turn', 'user', 1], [r2, 'assistant', 0],
+    ]);
+
+    const chat = new TestChat({ id: threadId, messages: reopened, transport: reading });
+    const resuming = chat.resumeStream();
+    await until(() => chat.status === 'streaming');
+    await secondTab('a third turn, sent once the page had reopened'); // not in this page's read
+    reloaded.open();
+    await resuming;
+    await until(async () => (await readThread(threadId!)).runs.every((run) => run.status === 'completed'));
+    await holding.segments.settle();
+    const stored = (await readThread(threadId!)).messages.filter((m) => m.role === 'assistant').map((m) => m.text);
+    expect(chat.messages.map((m) => [m.id, textOf(m)])).toEqual([
+      ['m1', 'the first turn'], [r1, stored[0]], ['the second turn', 'the second turn'], [r2, stored[1]],
+    ]);
+    expect(stored[1]).toBe(scriptedReplyText(['the first turn', 'the second turn'], tokens));
   });
 
   describe("useChat's stop()", () => {

@@ -187,6 +187,27 @@ export async function findLatestRunId(db: Queryable, threadId: string): Promise<
   return rows[0]?.id ?? null;
 }
 
+/** Most runs `findRunsUnderWay` returns: the one under way and the turns queued behind it. */
+export const maxRunsUnderWay = 20;
+
+/**
+ * The thread's runs not yet closed, in turn order (the one running or parked first, then the turns
+ * queued behind it), at most `maxRunsUnderWay`: two index lookups, as in `findCurrentRunId`.
+ */
+export async function findRunsUnderWay(db: Queryable, threadId: string): Promise<string[]> {
+  const rows = await db.query<{ id: string }>(
+    `select id from (
+       (select id, turn_no from agent_kit_runs
+         where thread_id = $1 and status in ('running', 'waiting_input', 'waiting_takeover'))
+       union all
+       (select id, turn_no from agent_kit_runs
+         where thread_id = $1 and status = 'queued' order by turn_no limit $2)
+     ) open_runs order by turn_no limit $2`,
+    [threadId, maxRunsUnderWay],
+  );
+  return rows.map((row) => row.id);
+}
+
 /**
  * The run a viewer of the thread should see now: its earliest run not yet closed (the one running,
  * parked or next to run; later turns queue behind it), else its latest. One statement: the

@@ -7,7 +7,7 @@ import {
   findMessageSeq, findRunFirstSeq, readEventsThrough, readRunBoundary, type ThreadEvent,
 } from '../event-log/read-events.js';
 import { readRunAccess } from '../event-log/read-runs.js';
-import { findCurrentRunId } from '../event-log/read-threads.js';
+import { findCurrentRunId, findRunsUnderWay } from '../event-log/read-threads.js';
 import { startTurn } from '../queue/start-turn.js';
 import { createUIMessageStreamEncoder, uiMessageStreamHeaders } from './ai-sdk-stream.js';
 import { requireCaller, requireRunAccess, requireThreadAccess } from './auth.js';
@@ -145,14 +145,18 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
     let until: StreamSpec['until'];
     let seen: ThreadEvent[] | undefined;
     let endsAtOnce = false;
+    let underWay: string[] | undefined;
     if (format === 'ai-sdk') {
       // One assistant message: a run of this thread (?runId=; by default the one under way or next
       // to run, else the latest), replayed from the run's first event unless the client resumes
       // with a cursor.
       const requested = url.searchParams.get('runId');
-      runId = requested
-        ? parseWith(idParam, requested, 'query parameter "runId"')
-        : await findCurrentRunId(ctx.rt.db, threadId);
+      if (requested) runId = parseWith(idParam, requested, 'query parameter "runId"');
+      else {
+        // The turns under way, which the client reads on to one by one (ADR-0088).
+        underWay = await findRunsUnderWay(ctx.rt.db, threadId);
+        runId = underWay[0] ?? await findCurrentRunId(ctx.rt.db, threadId);
+      }
       if (!runId) throw new HttpError('NOT_FOUND', `thread ${threadId} has no run`);
       const access = await requireRunAccess(ctx.rt.db, caller, runId);
       if (access.threadId !== threadId) throw new HttpError('NOT_FOUND', `run ${runId} not found`);
@@ -166,8 +170,11 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
       // operator holds: its reader reads on at each stream's end, so that stream lasts its budget.)
       endsAtOnce = end.waitsForInputSince !== null && afterSeq >= end.waitsForInputSince;
     }
-    // An ai-sdk stream names its run, as the chat route's does: a client's stop cancels it.
-    const headers = runId ? { 'x-agent-kit-run-id': runId } : undefined;
+    // An ai-sdk stream names its run, as the chat route's does: a client's stop cancels it. One of
+    // the thread's current run also names the turns under way, in order (ADR-0088).
+    const headers = runId
+      ? { 'x-agent-kit-run-id': runId, ...(underWay?.length ? { 'x-agent-kit-runs-under-way': underWay.join(',') } : {}) }
+      : undefined;
     return streamResponse(ctx, request, { threadId, afterSeq, format, runId, until, seen, headers, endsAtOnce });
   };
 }
