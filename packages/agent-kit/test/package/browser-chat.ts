@@ -205,8 +205,10 @@ const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
  */
 export async function checkBrowserChat({ project, env, runs, effectsOf }: BrowserChatCheck): Promise<void> {
   if (!fs.existsSync(chromiumPath)) throw new Error(`no Chromium at ${chromiumPath}: apt-get install -y chromium`);
+  // Its own process group: tsx runs the file in a child process, which a kill of tsx alone would
+  // leave serving (and holding its database connections) after the test.
   const server = spawn(process.execPath, [path.join(project, 'node_modules', 'tsx', 'dist', 'cli.mjs'),
-    '--tsconfig', 'tsconfig.next.json', 'browser/serve.ts'], { cwd: project, env });
+    '--tsconfig', 'tsconfig.next.json', 'browser/serve.ts'], { cwd: project, env, detached: true });
   let stdout = '';
   let stderr = '';
   server.stdout.on('data', (chunk) => { stdout += String(chunk); });
@@ -373,7 +375,17 @@ export async function checkBrowserChat({ project, env, runs, effectsOf }: Browse
     expect(errors).toEqual([]);
   } finally {
     await browser.close();
-    server.kill('SIGKILL');
+    killGroup(server.pid);
+  }
+}
+
+/** SIGKILL to the process group `pid` leads (a process spawned `detached`), if it is still there. */
+export function killGroup(pid: number | undefined): void {
+  if (pid === undefined) return;
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
   }
 }
 

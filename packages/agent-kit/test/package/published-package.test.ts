@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packageDir, run, type RunResult } from '../hostile/cli-kit.js';
 import { adminQuery, databasePrefix, onPostgres, urlForDatabase } from '../harness/test-db.js';
 import pg from 'pg';
-import { browserUser, checkBrowserChat, until, writeBrowserChat, type BrowserRun } from './browser-chat.js';
+import { browserUser, checkBrowserChat, killGroup, until, writeBrowserChat, type BrowserRun } from './browser-chat.js';
 import { readDocExamples, type DocExample } from './doc-examples.js';
 
 const repoRoot = path.resolve(packageDir, '../..');
@@ -224,7 +224,7 @@ describe.runIf(onPostgres)('the published package', () => {
   it("serves the guide's Node server: a chat turn streams to its end, and SIGTERM stops the process", async () => {
     const port = await freePort();
     const server = spawn(process.execPath, [path.join(project, 'node_modules', 'tsx', 'dist', 'cli.mjs'), 'server.ts'],
-      { cwd: project, env: { ...env(), PORT: String(port) } });
+      { cwd: project, env: { ...env(), PORT: String(port) }, detached: true });
     let stderr = '';
     server.stderr.on('data', (chunk) => { stderr += String(chunk); });
     const exited = new Promise<number | null>((resolve) => server.once('exit', (code) => resolve(code)));
@@ -246,7 +246,7 @@ describe.runIf(onPostgres)('the published package', () => {
       server.kill('SIGTERM');
     }
     const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r('still running'), 30_000))]);
-    if (code === 'still running') server.kill('SIGKILL');
+    killGroup(server.pid); // tsx's child too, which outlives a kill of tsx alone
     expect(code, stderr).toBe(0);
     expect((await newRuns()).map((r) => [r.status, r.effects])).toEqual([['completed', 0]]);
   }, 240_000);
