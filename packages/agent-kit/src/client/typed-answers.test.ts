@@ -33,7 +33,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await handlers?.segments.settle();
-  effects.restore();
+  effects?.restore();
   await db?.close();
 });
 

@@ -89,6 +89,9 @@ describe('agent-kit/client', () => {
 
   it('resumes a reply whose reader left mid-turn, from its start to its end, under the same id', async () => {
     const first = await send([], 'r1', 'start a thread');
+    // The first turn's segment looks for a turn queued behind it once its stream ended: let it
+    // finish, or it could take the next turn itself, with a model that does not hold.
+    await handlers.segments.settle();
     const threadId = threadIdOf(first)!;
     // The next reply's model stops after a few words until the page has reloaded.
     const reloaded = gate();
