@@ -6,6 +6,7 @@
 // without one (a killed function, a proxy, a network that dropped).
 import { uiMessageChunkSchema, type UIMessageChunk } from 'ai';
 import { EventSourceParserStream } from 'eventsource-parser/stream';
+import { closedStatuses } from './thread-read.js';
 
 /** Where a reply goes on: its run and thread, and the thread's event its stream ended after. */
 export interface Cut {
@@ -279,9 +280,6 @@ function idsOf(metadata: unknown): Origin {
     ...(typeof threadId === 'string' ? { threadId } : {}),
   };
 }
-
-/** The statuses of a run that closed: the turn queued behind it may start. */
-const closedStatuses: ReadonlySet<string> = new Set(['completed', 'failed', 'aborted']);
 
 /**
  * `first`, a reply read to its end, then the reply of each run of `next` in turn (`open(runId)`),

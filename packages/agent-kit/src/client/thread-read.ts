@@ -16,8 +16,8 @@ export interface ThreadRead {
 
 type ReadMessage = ThreadRead['messages'][number];
 
-/** The statuses of a run that is over: its message is in the thread's read. */
-const closedStatuses: ReadonlySet<string> = new Set(['completed', 'failed', 'aborted']);
+/** The statuses of a run that is over: its message is in the thread's read, and a turn queued behind it may start. */
+export const closedStatuses: ReadonlySet<string> = new Set(['completed', 'failed', 'aborted']);
 
 /**
  * Whether a thread read shows a turn not yet over (running, queued, or waiting for an answer or a

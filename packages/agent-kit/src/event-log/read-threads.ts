@@ -191,41 +191,37 @@ export async function findLatestRunId(db: Queryable, threadId: string): Promise<
 export const maxRunsUnderWay = 20;
 
 /**
+ * The thread's runs not yet closed, in turn order, at most $2 of them: its one active run (running
+ * or parked for the user or an operator) and its first queued ones. Two index lookups (0019).
+ */
+const openRunsSql = `select id, turn_no from (
+    (select id, turn_no from agent_kit_runs
+      where thread_id = $1 and status in ('running', 'waiting_input', 'waiting_takeover'))
+    union all
+    (select id, turn_no from agent_kit_runs
+      where thread_id = $1 and status = 'queued' order by turn_no limit $2)
+  ) open_runs order by turn_no limit $2`;
+
+/**
  * The thread's runs not yet closed, in turn order (the one running or parked first, then the turns
- * queued behind it), at most `maxRunsUnderWay`: two index lookups, as in `findCurrentRunId`.
+ * queued behind it), at most `maxRunsUnderWay`.
  */
 export async function findRunsUnderWay(db: Queryable, threadId: string): Promise<string[]> {
-  const rows = await db.query<{ id: string }>(
-    `select id from (
-       (select id, turn_no from agent_kit_runs
-         where thread_id = $1 and status in ('running', 'waiting_input', 'waiting_takeover'))
-       union all
-       (select id, turn_no from agent_kit_runs
-         where thread_id = $1 and status = 'queued' order by turn_no limit $2)
-     ) open_runs order by turn_no limit $2`,
-    [threadId, maxRunsUnderWay],
-  );
+  const rows = await db.query<{ id: string }>(openRunsSql, [threadId, maxRunsUnderWay]);
   return rows.map((row) => row.id);
 }
 
 /**
  * The run a viewer of the thread should see now: its earliest run not yet closed (the one running,
- * parked or next to run; later turns queue behind it), else its latest. One statement: the
- * thread's one active run and its first queued one (two index lookups, 0019), then its latest.
+ * parked or next to run; later turns queue behind it), else its latest. One statement.
  */
 export async function findCurrentRunId(db: Queryable, threadId: string): Promise<string | null> {
   const rows = await db.query<{ id: string | null }>(
     `select coalesce(
-       (select id from (
-          (select id, turn_no from agent_kit_runs
-            where thread_id = $1 and status in ('running', 'waiting_input', 'waiting_takeover'))
-          union all
-          (select id, turn_no from agent_kit_runs
-            where thread_id = $1 and status = 'queued' order by turn_no limit 1)
-        ) open_runs order by turn_no limit 1),
+       (select id from (${openRunsSql}) first_open),
        (select id from agent_kit_runs where thread_id = $1 order by turn_no desc limit 1)
      ) as id`,
-    [threadId],
+    [threadId, 1],
   );
   return rows[0]?.id ?? null;
 }

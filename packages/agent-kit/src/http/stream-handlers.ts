@@ -7,7 +7,7 @@ import {
   findMessageSeq, findRunFirstSeq, readEventsThrough, readRunBoundary, type ThreadEvent,
 } from '../event-log/read-events.js';
 import { readRunAccess } from '../event-log/read-runs.js';
-import { findCurrentRunId, findRunsUnderWay } from '../event-log/read-threads.js';
+import { findLatestRunId, findRunsUnderWay } from '../event-log/read-threads.js';
 import { startTurn } from '../queue/start-turn.js';
 import { createUIMessageStreamEncoder, uiMessageStreamHeaders } from './ai-sdk-stream.js';
 import { requireCaller, requireRunAccess, requireThreadAccess } from './auth.js';
@@ -115,9 +115,21 @@ export function createChatHandler(ctx: HandlerContext): RouteHandler {
 async function answered(
   ctx: HandlerContext, turn: { threadId: string; runId: string }, afterSeq: number,
 ): Promise<Pick<StreamSpec, 'seen' | 'ownMessage'>> {
-  const firstSeq = await findRunFirstSeq(ctx.rt.db, turn.runId);
-  if (firstSeq === null || firstSeq > afterSeq) return {};
-  return { seen: await readEventsThrough(ctx.rt.db, turn.threadId, firstSeq - 1, afterSeq), ownMessage: true };
+  const { seen } = await runSoFar(ctx, turn.threadId, turn.runId, afterSeq);
+  return seen ? { seen, ownMessage: true } : {};
+}
+
+/**
+ * Where an ai-sdk stream of one run starts for a client that has the thread's events through
+ * `afterSeq`: past the run's start, it goes on from there with the run's events up to it as
+ * `seen`; before it, it starts at the run's first event.
+ */
+async function runSoFar(
+  ctx: HandlerContext, threadId: string, runId: string, afterSeq: number,
+): Promise<{ afterSeq: number; seen?: ThreadEvent[] }> {
+  const beforeRun = Math.max(0, ((await findRunFirstSeq(ctx.rt.db, runId)) ?? 1) - 1);
+  if (afterSeq <= beforeRun) return { afterSeq: beforeRun };
+  return { afterSeq, seen: await readEventsThrough(ctx.rt.db, threadId, beforeRun, afterSeq) };
 }
 
 /**
@@ -155,14 +167,12 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
       else {
         // The turns under way, which the client reads on to one by one (ADR-0088).
         underWay = await findRunsUnderWay(ctx.rt.db, threadId);
-        runId = underWay[0] ?? await findCurrentRunId(ctx.rt.db, threadId);
+        runId = underWay[0] ?? await findLatestRunId(ctx.rt.db, threadId);
       }
       if (!runId) throw new HttpError('NOT_FOUND', `thread ${threadId} has no run`);
       const access = await requireRunAccess(ctx.rt.db, caller, runId);
       if (access.threadId !== threadId) throw new HttpError('NOT_FOUND', `run ${runId} not found`);
-      const beforeRun = Math.max(0, ((await findRunFirstSeq(ctx.rt.db, runId)) ?? 1) - 1);
-      if (afterSeq > beforeRun) seen = await readEventsThrough(ctx.rt.db, threadId, beforeRun, afterSeq);
-      else afterSeq = beforeRun;
+      ({ afterSeq, seen } = await runSoFar(ctx, threadId, runId, afterSeq));
       const end = await runEnd(ctx, runId);
       until = end.until;
       // Read on from past the question the run still waits on (a stream cut before its `finish`):
