@@ -328,9 +328,12 @@ const inDoubtListMax = 100;
  * Give a run up after its crash budget is spent: a run-salvaged event with the reason and the
  * effects it ends with in doubt (reconcile them first), then close it as aborted with its partial
  * output as the (partial) message, which names them too. One transaction, so that a crash between
- * the two does not leave an event the next try writes again. Null = lost.
+ * the two does not leave an event the next try writes again. `content` is more for the message to
+ * hold (the questions the run asked, ADR-0087). Null = lost.
  */
-export async function salvageRun(db: Db, lease: Lease, partial: string, reason: string): Promise<string | null> {
+export async function salvageRun(
+  db: Db, lease: Lease, partial: string, reason: string, content: Record<string, unknown> = {},
+): Promise<string | null> {
   const messageId = await allOrNothing(db, async (tx) => {
     const inDoubt = await tx.query<InDoubtEffect>(
       `select key, tool from agent_kit_effects where run_id = $1 and status = 'in_doubt'
@@ -340,7 +343,7 @@ export async function salvageRun(db: Db, lease: Lease, partial: string, reason: 
     const event = { runId: lease.runId, fence: lease.fence, attempts: lease.attempts, text: partial, reason, inDoubt };
     if ((await appendEventRow(tx, lease, 'run-salvaged', event)) === null) return null;
     const { runId, owner, fence } = lease;
-    const message = { text: partial, salvaged: true, ...(inDoubt.length > 0 ? { inDoubt } : {}) };
+    const message = { text: partial, salvaged: true, ...content, ...(inDoubt.length > 0 ? { inDoubt } : {}) };
     return closeRunWrite.one(tx, { runId, owner, fence, status: 'aborted', message });
   });
   if (messageId !== null) notifyThread(db, lease.threadId);

@@ -13,6 +13,7 @@ import { toRun, type RunRow } from '../lease/run-row.js';
 import { enqueueRun } from '../queue/jobs.js';
 import { recordPass } from '../queue/passes.js';
 import { toNumber } from '../store/db.js';
+import { askedOfRun } from '../turn/reply-content.js';
 import type { Runtime } from '../turn/types.js';
 
 export interface ReapOptions {
@@ -208,7 +209,7 @@ async function giveUpRun(
   report.inDoubt += settled.inDoubt;
   if (settled.unsettled > 0) return false; // the salvage lease expires; the next pass takes it again
   const reason = `the run's segments died ${taken.attempts} times in a row (AGENT_KIT_MAX_RUN_ATTEMPTS=${rt.config.maxRunAttempts})`;
-  const messageId = await salvageRun(rt.db, lease, taken.partial, reason);
+  const messageId = await salvageRun(rt.db, lease, taken.partial, reason, await askedOfRun(rt.db, taken.id, rt.tools));
   if (messageId !== null) report.salvaged++;
   rt.log?.({ msg: 'reap: salvaged', runId: taken.id, fence: taken.fence, attempt: taken.attempts, closed: messageId !== null });
   return true;

@@ -2,8 +2,11 @@
 // must say so where people look: the run-salvaged event and the partial message name the in-doubt
 // effects, and the run list counts them (`agent-kit runs`, listRuns, GET /api/runs). Both salvage
 // paths: the reaper's give-up and a segment that claims a run whose budget is spent. Both stores.
+// The salvaged message keeps the questions the run asked and their answers (ADR-0087), as a
+// closed one does.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { stepsModel } from '../../test/harness/steps-model.js';
 import { makeRuntime } from '../../test/harness/turn-kit.js';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { formatRunsCommand } from '../cli/commands/runs.js';
@@ -111,5 +114,58 @@ describe('a run salvaged with an effect in doubt', () => {
     expect(row.slice(column).split(/\s+/)[0]).toBe('1');
     const json = JSON.parse(await formatRunsCommand(db, { json: true, status: 'aborted' }, new Date())) as unknown[];
     expect(json).toContainEqual(expect.objectContaining({ id: runId, inDoubt: 1 }));
+  });
+});
+
+describe('a salvaged run that asked the user something', () => {
+  /** A run that asked, was answered by a typed message, then died in its next segment. */
+  async function runDiedAfterAnAnswer(ownerId: string) {
+    await clearFakeNow(db);
+    const model = stepsModel([
+      { text: 'Let me ask. ', calls: [{ id: 'q1', name: 'ask_user', input: { question: 'Which colour?' } }] },
+      { text: 'Blue it is.' },
+    ]);
+    const rt = makeRuntime(db, { model, config: { maxRunAttempts: 1 } });
+    const turn = await startTurn(db, { ownerId, text: 'pick a colour' });
+    expect(await runSegment(rt, { runId: turn.runId, owner: `${ownerId}-w1` })).toMatchObject({ status: 'waiting_input' });
+    const typed = await startTurn(db, { threadId: turn.threadId, ownerId, text: 'blue' });
+    await db.query('delete from agent_kit_jobs where run_id = $1', [turn.runId]);
+    await db.query(`select * from agent_kit_claim_run($1, 'dead', '1 second'::interval, '1 second'::interval)`, [turn.runId]);
+    await advanceFakeNow(db, 10_000);
+    const asked = [{
+      id: 'q1', kind: 'question', toolName: 'ask_user', question: 'Which colour?', answer: 'blue', at: 12, answeredBy: typed.messageId,
+    }];
+    return { rt, runId: turn.runId, asked };
+  }
+
+  it('keeps them in its message when the reaper gives it up', async () => {
+    const { rt, runId, asked } = await runDiedAfterAnAnswer('asked-reaper');
+    expect(await reapExpiredRuns(rt)).toMatchObject({ salvaged: 1 });
+    expect(await finalContent(runId)).toEqual({ content: { text: 'Let me ask. ', salvaged: true, asked }, partial: true });
+  });
+
+  it('keeps them in its message when a segment claims it past its crash budget', async () => {
+    const { rt, runId, asked } = await runDiedAfterAnAnswer('asked-segment');
+    expect(await runSegment(rt, { runId, owner: 'asked-segment-w2', budgetMs: 5_000 }))
+      .toMatchObject({ kind: 'closed', status: 'aborted' });
+    expect(await finalContent(runId)).toEqual({ content: { text: 'Let me ask. ', salvaged: true, asked }, partial: true });
+  });
+
+  it('keeps an approval given but not yet acted on as approved', async () => {
+    await clearFakeNow(db);
+    const transfer = { amount: 5, to: 'Ann' };
+    const model = stepsModel([{ text: 'Pay? ', calls: [{ id: 't1', name: 'transfer_funds', input: transfer }] }, { text: 'Paid.' }]);
+    const rt = makeRuntime(db, { model, config: { maxRunAttempts: 1 } });
+    const turn = await startTurn(db, { ownerId: 'asked-approval', text: 'pay Ann' });
+    expect(await runSegment(rt, { runId: turn.runId, owner: 'asked-approval-w1' })).toMatchObject({ status: 'waiting_input' });
+    await db.query(`select agent_kit_submit_input($1, 't1', '{"approved":true}'::jsonb)`, [turn.runId]); // the input route
+    await db.query('delete from agent_kit_jobs where run_id = $1', [turn.runId]);
+    await db.query(`select * from agent_kit_claim_run($1, 'dead', '1 second'::interval, '1 second'::interval)`, [turn.runId]);
+    await advanceFakeNow(db, 10_000);
+    expect(await reapExpiredRuns(rt)).toMatchObject({ salvaged: 1 });
+    expect((await finalContent(turn.runId))!.content).toEqual({
+      text: 'Pay? ', salvaged: true,
+      asked: [{ id: 't1', kind: 'approval', toolName: 'transfer_funds', input: transfer, approved: true, at: 5 }],
+    });
   });
 });

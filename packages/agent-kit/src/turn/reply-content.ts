@@ -6,7 +6,8 @@
 import type { Queryable } from '../store/db.js';
 import type { AgentTool } from '../model/agent-tool.js';
 import { toolKind } from '../model/agent-tool.js';
-import type { Step, ToolStep } from './journal.js';
+import { loadJournal, type Step, type ToolStep } from './journal.js';
+import { answerIn, approves } from './tool-calls.js';
 
 /** A question or an approval as the run's message keeps it (`content.asked`). */
 export type Asked = (
@@ -22,7 +23,7 @@ export type Asked = (
 /**
  * The questions and approvals in `journal`, in the order asked; the chat messages that answered
  * them are read from the run's inputs, and only when there is one to read (a turn that asked
- * nothing costs no query).
+ * nothing costs no query), with an answer the journal does not hold yet.
  */
 export async function askedIn(
   db: Queryable, runId: string, journal: readonly Step[], tools: Record<string, AgentTool<any, any>>,
@@ -55,9 +56,27 @@ export async function askedIn(
     }
   }
   if (asked.length === 0) return asked;
-  const typed = await db.query<{ question_id: string; message_id: string }>(
-    `select question_id, data->>'messageId' as message_id from agent_kit_inputs
-      where run_id = $1 and data ? 'messageId'`, [runId]);
-  const by = new Map(typed.map((row) => [row.question_id, row.message_id]));
-  return asked.map((a) => (by.has(a.id) ? { ...a, answeredBy: by.get(a.id)! } : a));
+  // The inputs name the chat message that answered, and hold an answer the journal does not have
+  // yet: one given to a run whose next segment died before it read it (a salvaged run).
+  const inputs = await db.query<{ question_id: string; data: Record<string, unknown> }>(
+    'select question_id, data from agent_kit_inputs where run_id = $1', [runId]);
+  const given = new Map(inputs.map((row) => [row.question_id, row.data]));
+  return asked.map((a) => {
+    const data = given.get(a.id);
+    if (!data) return a;
+    const answeredBy = typeof data.messageId === 'string' ? { answeredBy: data.messageId } : {};
+    if (results.has(a.id)) return { ...a, ...answeredBy };
+    return a.kind === 'question' ? { ...a, answer: answerIn(data), ...answeredBy } : { ...a, approved: approves(data), ...answeredBy };
+  });
+}
+
+/**
+ * What a salvaged message holds besides its text: the run's questions, read from its journal (a
+ * run given up at its crash budget has no segment that holds the journal).
+ */
+export async function askedOfRun(
+  db: Queryable, runId: string, tools: Record<string, AgentTool<any, any>>,
+): Promise<{ asked?: Asked[] }> {
+  const asked = await askedIn(db, runId, await loadJournal(db, runId), tools);
+  return asked.length > 0 ? { asked } : {};
 }

@@ -22,7 +22,7 @@ import { StreamMirror } from './stream-mirror.js';
 import { sleep } from '../queue/pace.js';
 import { nextEffectStart, settleToolCalls } from './tool-calls.js';
 import { instructionsFor } from './runtime.js';
-import { askedIn } from './reply-content.js';
+import { askedIn, askedOfRun } from './reply-content.js';
 import { continuesAtLimit, continuesMidStep, giveLeaseUp, sliceDue, visibleText, waitToRetry, type Segment } from './segment.js';
 import type { Runtime, SegmentOptions, SegmentOutcome } from './types.js';
 
@@ -112,7 +112,7 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
     // salvaging what viewers saw. Effects were reconciled just above.
     const reason = `the run's segments died or were refused by the model's provider ${lease.attempts - 1} times in a row` +
       ` (AGENT_KIT_MAX_RUN_ATTEMPTS=${rt.config.maxRunAttempts})`;
-    const messageId = await salvageRun(rt.db, lease, s.run.partial, reason);
+    const messageId = await salvageRun(rt.db, lease, s.run.partial, reason, await askedOfRun(rt.db, lease.runId, rt.tools));
     return messageId ? closed(s, 'aborted', messageId) : lost(s);
   }
   const journal = resumed ? await loadJournal(rt.db, lease.runId) : [];

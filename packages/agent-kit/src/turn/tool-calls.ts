@@ -346,8 +346,7 @@ async function answerQuestion(
   if (!data) {
     return { kind: 'wait', waitingFor: { id: call.toolCallId, kind: 'question', question: input.question ?? '', toolName: call.toolName } };
   }
-  const answer = typeof data.answer === 'string' ? data.answer : typeof data.text === 'string' ? data.text : JSON.stringify(data);
-  return consumeAndRecord(ctx, call.toolCallId, { ...base, outcome: 'answered', output: { answer } });
+  return consumeAndRecord(ctx, call.toolCallId, { ...base, outcome: 'answered', output: { answer: answerIn(data) } });
 }
 
 /** An approval: the effect runs only after a stored "approved"; the input is consumed with the step. */
@@ -361,14 +360,23 @@ async function runApproved(
       waitingFor: { id: call.toolCallId, kind: 'approval', toolName: call.toolName, input: call.input },
     };
   }
-  const approved = data.approved === true || (typeof data.text === 'string' && isApproval(data.text));
-  if (!approved) {
+  if (!approves(data)) {
     return consumeAndRecord(ctx, call.toolCallId, { ...base, outcome: 'denied', output: 'The user denied this tool call.' });
   }
   if (ctx.sliceDue?.()) return { kind: 'slice' }; // the approval stays stored for the next segment
   const outcome = await runEffect(ctx, tool, call, key, input);
   if ('kind' in outcome) return outcome;
   return consumeAndRecord(ctx, call.toolCallId, { ...base, ...outcome.step }, outcome.effect);
+}
+
+/** The answer a stored input gives a question: the input route's `answer`, or a typed message's text. */
+export function answerIn(data: Record<string, unknown>): string {
+  return typeof data.answer === 'string' ? data.answer : typeof data.text === 'string' ? data.text : JSON.stringify(data);
+}
+
+/** Whether a stored input approves: the input route's `approved: true`, or a typed bare yes. */
+export function approves(data: Record<string, unknown>): boolean {
+  return data.approved === true || (typeof data.text === 'string' && isApproval(data.text));
 }
 
 /**
