@@ -2,7 +2,7 @@
 // scripted model, on both stores: when a stream ends before its run (the route's stream budget,
 // the run parked for its next segment), the transport reads the rest from the events route, so
 // the chat shows one message to the run's end, every word once, however many streams it took.
-import type { UIMessageChunk } from 'ai';
+import { readUIMessageStream, type UIMessage, type UIMessageChunk } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestChat, readThread, statusOf as status, transportTo, until } from '../../test/harness/chat-kit.js';
 import { headerAuth, makeRequest } from '../../test/harness/http-harness.js';
@@ -14,7 +14,7 @@ import { createHandlers, type Handlers } from '../http/handlers.js';
 import { scriptedReplyText } from '../model/index.js';
 import type { Db } from '../store/db.js';
 import { threadIdOf, toUIMessages } from './index.js';
-import { oneAfterAnother } from './read-on.js';
+import { chunksOf, oneAfterAnother, readOn } from './read-on.js';
 
 let db: Db;
 let engine: RealEngine | undefined;
@@ -69,6 +69,8 @@ describe('a reply longer than one stream', () => {
     expect(textOf(reply)).toBe(scriptedReplyText(['a long answer please'], 60));
     expect(textOf(reply)).toBe(stored!.text);
     expect(reads.length).toBeGreaterThanOrEqual(2); // it took more than one stream
+    // In one text part, as a reload shows it (ADR-0089).
+    expect(reply.parts.filter((p) => p.type === 'text').map((p) => p.type === 'text' && p.state)).toEqual(['done']);
     expect(reads.every((query) => query.includes(`runId=${run!.id}`) && /after=\d+/.test(query))).toBe(true);
 
     // A chat reopened mid-reply (a reload) resumes it, and reads on the same way.
@@ -224,5 +226,70 @@ describe('one reply after another (ADR-0088)', () => {
     expect(await messageIds(reply('r1', 'completed'), ['r2', 'r3'], { r2: 'waiting_input', r3: 'completed' })).toEqual(['r1', 'r2']);
     expect(await messageIds(reply('r1', 'waiting_takeover'), ['r2'], {})).toEqual(['r1']);
     expect(await messageIds([{ type: 'start', messageId: 'r1' }], ['r2'], {})).toEqual(['r1']); // no finish: no word of its end
+  });
+});
+
+describe('a part a stream leaves open goes on in the next stream (ADR-0089)', () => {
+  const ids = { runId: 'r', threadId: 't' };
+  /** An SSE body of `frames` ([chunk, seq of the event it ends]), ended as a stream budget ends one. */
+  const body = (frames: Array<[object, number?]>, seq: number) => new Response(
+    [...frames, [{ type: 'finish-step' }], [{ type: 'finish', messageMetadata: { ...ids, status: 'streaming', seq } }]]
+      .map(([chunk, id]) => `${id === undefined ? '' : `id: ${id}\n`}data: ${JSON.stringify(chunk)}\n\n`).join('') + 'data: [DONE]\n\n',
+  ).body!;
+  const first = (open: 'text' | 'reasoning') => body([
+    [{ type: 'start', messageId: 'r', messageMetadata: ids }], [{ type: 'start-step' }],
+    [{ type: `${open}-start`, id: 'a' }], [{ type: `${open}-delta`, id: 'a', delta: 'Hel' }, 3], [{ type: `${open}-end`, id: 'a' }],
+  ], 3);
+  /** The message the AI SDK builds from the first stream and then the streams of `next`, and the cuts read on from. */
+  async function shown(firstBody: ReadableStream<Uint8Array>, next: Array<ReadableStream<Uint8Array> | Error>) {
+    const cuts: number[] = [];
+    const stream = readOn(chunksOf(firstBody, ids), async (cut) => {
+      cuts.push(cut.seq);
+      const answer = next.shift();
+      if (answer === undefined || answer instanceof Error) throw answer ?? new Error('read on once too often');
+      return chunksOf(answer, ids);
+    }, undefined);
+    let message: UIMessage | undefined;
+    let error: unknown;
+    for await (const m of readUIMessageStream({ stream, onError: (e) => (error = e) })) message = m;
+    return { parts: message!.parts.map((p) => ('text' in p ? [p.type, p.text, p.state] : [p.type])), cuts, error };
+  }
+  const rest = (frames: Array<[object, number?]>) => body([[{ type: 'start', messageId: 'r', messageMetadata: ids }], [{ type: 'start-step' }], ...frames], 9);
+  const closing = (frames: Array<[object, number?]>) => new Response(
+    [[{ type: 'start', messageId: 'r', messageMetadata: ids }], [{ type: 'start-step' }], ...frames, [{ type: 'finish-step' }],
+      [{ type: 'finish', messageMetadata: { ...ids, status: 'completed', seq: 9 } }]]
+      .map(([chunk, id]) => `${id === undefined ? '' : `id: ${id}\n`}data: ${JSON.stringify(chunk)}\n\n`).join('') + 'data: [DONE]\n\n',
+  ).body!;
+
+  it('goes on in the text part the stream before it left open, however many streams it takes', async () => {
+    const { parts, cuts } = await shown(first('text'), [
+      rest([[{ type: 'text-start', id: 'b' }], [{ type: 'text-delta', id: 'b', delta: 'lo, ' }, 5], [{ type: 'text-end', id: 'b' }]]),
+      closing([[{ type: 'text-start', id: 'c' }], [{ type: 'text-delta', id: 'c', delta: 'you.' }, 9], [{ type: 'text-end', id: 'c' }]]),
+    ]);
+    expect(cuts).toEqual([3, 9]);
+    expect(parts).toEqual([['step-start'], ['text', 'Hello, you.', 'done']]);
+  });
+
+  it('goes on in an open reasoning part, and the text after it is a part of its own', async () => {
+    const { parts } = await shown(first('reasoning'), [closing([
+      [{ type: 'reasoning-start', id: 'b' }], [{ type: 'reasoning-delta', id: 'b', delta: 'lo' }, 5], [{ type: 'reasoning-end', id: 'b' }],
+      [{ type: 'text-start', id: 'c' }], [{ type: 'text-delta', id: 'c', delta: 'Hi.' }, 9], [{ type: 'text-end', id: 'c' }],
+    ])]);
+    expect(parts).toEqual([['step-start'], ['reasoning', 'Hello', 'done'], ['text', 'Hi.', 'done']]);
+  });
+
+  it('ends the part when the next stream goes on with something else: a tool call, reasoning, the run\'s end', async () => {
+    const call = { type: 'tool-input-available', toolCallId: 'c1', toolName: 'lookup', input: {} };
+    expect((await shown(first('text'), [closing([[call, 9]])])).parts)
+      .toEqual([['step-start'], ['text', 'Hel', 'done'], ['tool-lookup']]);
+    expect((await shown(first('text'), [closing([[{ type: 'reasoning-start', id: 'b' }], [{ type: 'reasoning-delta', id: 'b', delta: 'hm' }], [{ type: 'reasoning-end', id: 'b' }, 9]])])).parts)
+      .toEqual([['step-start'], ['text', 'Hel', 'done'], ['reasoning', 'hm', 'done']]);
+    expect((await shown(first('text'), [closing([])])).parts).toEqual([['step-start'], ['text', 'Hel', 'done']]);
+  });
+
+  it('ends the part before the error when reading on fails for good', async () => {
+    const { parts, error } = await shown(first('text'), [new Error('gone'), new Error('gone'), new Error('gone'), new Error('gone'), new Error('gone')]);
+    expect(String(error)).toMatch(/gone/);
+    expect(parts).toEqual([['step-start'], ['text', 'Hel', 'done']]);
   });
 });

@@ -162,17 +162,43 @@ export function readOn(
   const at: Origin = first instanceof ReadableStream ? { ...origins.get(first) } : { ...first }; // where the chunks passed on stand
   if (first instanceof ReadableStream) reader = first.getReader();
   let pending: UIMessageChunk[] = []; // read, not yet whole
-  const openParts = new Map<string, 'text-end' | 'reasoning-end'>();
+  type PartEnd = 'text-end' | 'reasoning-end';
+  const openParts = new Map<string, PartEnd>();
+  // The parts a stream left open when it ended before its run, by id: the next stream's first
+  // part of the same kind goes on in it, under its id (ADR-0089); anything else ends them.
+  const carried = new Map<string, PartEnd>();
+  const renamed = new Map<string, string>(); // this stream's part id -> the carried part it goes on
+  let failed: { error: unknown } | undefined; // told after the carried parts' ends went out
   let stepOpen = false;
   let joinStep = false; // the next stream's first step is the open one
   let cuts = 0; // fast failures since the last whole event
   let cancelled: { reason: unknown } | undefined;
 
+  const endCarried = (controller: ReadableStreamDefaultController<UIMessageChunk>) => {
+    for (const [id, type] of carried) controller.enqueue({ type, id } as UIMessageChunk);
+    carried.clear();
+  };
+  /** Whether `chunk` opens the part that goes on in a carried one (then it is not passed on). */
+  const goesOnInCarried = (controller: ReadableStreamDefaultController<UIMessageChunk>, chunk: UIMessageChunk): boolean => {
+    if (carried.size === 0 || chunk.type === 'start' || chunk.type === 'message-metadata') return false;
+    if (chunk.type.startsWith('data-') && (chunk as { transient?: boolean }).transient) return false; // not a part
+    const end = chunk.type === 'text-start' ? 'text-end' : chunk.type === 'reasoning-start' ? 'reasoning-end' : undefined;
+    const [goesOn] = [...carried].filter(([, type]) => type === end);
+    if (goesOn) carried.delete(goesOn[0]);
+    endCarried(controller);
+    if (!goesOn) return false;
+    renamed.set((chunk as { id: string }).id, goesOn[0]);
+    openParts.set(goesOn[0], goesOn[1]);
+    return true;
+  };
   const passOn = (controller: ReadableStreamDefaultController<UIMessageChunk>, chunk: UIMessageChunk) => {
     if (chunk.type === 'start-step' && joinStep) {
       joinStep = false;
       return;
     }
+    if (goesOnInCarried(controller, chunk)) return;
+    const goesOnIn = partIdOf(chunk) === undefined ? undefined : renamed.get(partIdOf(chunk)!);
+    if (goesOnIn !== undefined) chunk = { ...chunk, id: goesOnIn } as UIMessageChunk;
     if (chunk.type === 'start') Object.assign(at, idsOf(chunk.messageMetadata));
     if (chunk.type === 'text-start') openParts.set(chunk.id, 'text-end');
     if (chunk.type === 'reasoning-start') openParts.set(chunk.id, 'reasoning-end');
@@ -203,6 +229,7 @@ export function readOn(
       }
       try {
         reader = (await next(cut)).getReader();
+        renamed.clear();
         openedAt = Date.now();
         if (cancelled) void reader.cancel(cancelled.reason).catch(() => {}); // the chat left meanwhile
         return;
@@ -219,9 +246,17 @@ export function readOn(
     const finishAt = held.findIndex((chunk) => cutAt(chunk) !== undefined);
     const erred = held.slice(finishAt + 1).some((chunk) => chunk.type === 'error');
     const goesOn = finishAt >= 0 && !erred ? cutAt(held[finishAt]!) : undefined;
+    // Going on: its `finish` is not the reply's, nor its `finish-step` the step's, nor the ends of
+    // the parts open at its end the parts' (the next stream goes on in them).
+    let tail = held.length;
+    while (tail > 0 && endsOfStream.has(held[tail - 1]!.type)) tail--;
     for (const [i, chunk] of held.entries()) {
-      // Going on: its `finish` is not the reply's, nor its `finish-step` the step's.
-      if (!goesOn || (i !== finishAt && chunk.type !== 'finish-step')) passOn(controller, chunk);
+      if (!goesOn) passOn(controller, chunk);
+      else if (i >= tail && (chunk.type === 'text-end' || chunk.type === 'reasoning-end') && openParts.has(renamed.get(chunk.id) ?? chunk.id)) {
+        const id = renamed.get(chunk.id) ?? chunk.id; // (the id the chat knows the part by)
+        openParts.delete(id);
+        carried.set(id, chunk.type);
+      } else if (i !== finishAt && chunk.type !== 'finish-step') passOn(controller, chunk);
     }
     if (!goesOn) return false;
     at.seq = goesOn.seq;
@@ -233,15 +268,14 @@ export function readOn(
     pending = [];
     const { runId, threadId } = at;
     if (runId === undefined || threadId === undefined || cancelled) throw error;
-    for (const [id, type] of openParts) passOn(controller, { type, id } as UIMessageChunk);
+    for (const [id, type] of openParts) carried.set(id, type);
     openParts.clear();
     // A stream that stood a while was cut by the way there (a proxy's limit), not by a failing server.
     if (Date.now() - openedAt >= 1_000) cuts = 0;
     await goOn({ runId, threadId, seq: at.seq ?? 0 }, error);
   };
 
-  return new ReadableStream<UIMessageChunk>({
-    async pull(controller) {
+  const pullOnce = async (controller: ReadableStreamDefaultController<UIMessageChunk>) => {
       for (;;) {
         let read: ReadableStreamReadResult<UIMessageChunk>;
         try {
@@ -254,6 +288,7 @@ export function readOn(
         }
         if (read.done) {
           if (await ended(controller)) continue;
+          endCarried(controller);
           return controller.close();
         }
         pending.push(read.value);
@@ -265,6 +300,19 @@ export function readOn(
         cuts = 0;
         return;
       }
+  };
+
+  return new ReadableStream<UIMessageChunk>({
+    async pull(controller) {
+      if (failed) throw failed.error;
+      try {
+        await pullOnce(controller);
+      } catch (error) {
+        if (carried.size === 0) throw error;
+        // The chat shows the parts the stream left open as ended, then the error.
+        endCarried(controller);
+        failed = { error };
+      }
     },
     cancel(reason) {
       cancelled = { reason };
@@ -272,6 +320,14 @@ export function readOn(
     },
   });
 }
+
+/** The id of the text or reasoning part a delta or end belongs to. */
+function partIdOf(chunk: UIMessageChunk): string | undefined {
+  return /^(text|reasoning)-(delta|end)$/.test(chunk.type) ? (chunk as { id: string }).id : undefined;
+}
+
+/** The chunks a stream that ends before its run ends with, after its last event's. */
+const endsOfStream: ReadonlySet<string> = new Set(['text-end', 'reasoning-end', 'finish-step', 'finish']);
 
 function idsOf(metadata: unknown): Origin {
   const { runId, threadId } = (metadata ?? {}) as Origin;
