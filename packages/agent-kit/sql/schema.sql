@@ -125,6 +125,7 @@ create table agent_kit_runs (
   takeover_requested_at timestamp with time zone,
   taken_over_by text,
   last_error jsonb,
+  cancel_shown_seq bigint,
   constraint agent_kit_runs_pkey PRIMARY KEY (id),
   constraint agent_kit_runs_status_check CHECK (status = ANY (ARRAY['queued'::text, 'waiting_input'::text, 'waiting_takeover'::text, 'running'::text, 'completed'::text, 'failed'::text, 'aborted'::text])),
   constraint agent_kit_runs_thread_id_fkey FOREIGN KEY (thread_id) REFERENCES agent_kit_threads(id) ON DELETE CASCADE,
@@ -977,14 +978,17 @@ begin
   return found;
 end $function$
 
--- function agent_kit_request_cancel(p_run_id uuid)
-CREATE OR REPLACE FUNCTION agent_kit_request_cancel(p_run_id uuid)
+-- function agent_kit_request_cancel(p_run_id uuid, p_shown_seq bigint)
+CREATE OR REPLACE FUNCTION agent_kit_request_cancel(p_run_id uuid, p_shown_seq bigint DEFAULT NULL::bigint)
  RETURNS text
  LANGUAGE plpgsql
 AS $function$
 declare
   v_run agent_kit_runs;
 begin
+  if p_shown_seq < 0 then
+    raise exception 'a shown seq is 0 or more, got %', p_shown_seq using errcode = 'AK001';
+  end if;
   select * into v_run from agent_kit_runs where id = p_run_id for update;
   if not found then
     raise exception 'run % not found', p_run_id using errcode = 'AK002';
@@ -993,9 +997,11 @@ begin
     return v_run.status;
   end if;
   if v_run.cancel_requested_at is null then
-    update agent_kit_runs set cancel_requested_at = now(), updated_at = now() where id = p_run_id;
+    update agent_kit_runs set cancel_requested_at = now(), cancel_shown_seq = p_shown_seq, updated_at = now()
+    where id = p_run_id;
     perform agent_kit__append_event(v_run.thread_id, p_run_id, 0, 'cancel-requested',
-      jsonb_build_object('runId', p_run_id));
+      jsonb_build_object('runId', p_run_id)
+      || case when p_shown_seq is null then '{}'::jsonb else jsonb_build_object('shownSeq', p_shown_seq) end);
   end if;
   if v_run.status <> 'running' then
     perform agent_kit__enqueue(p_run_id, agent_kit_now());

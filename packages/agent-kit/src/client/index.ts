@@ -72,7 +72,10 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
     }
     return posting;
   };
-  const stops = options.cancelOnStop === false ? undefined : new StopCanceller(origin, baseFetch, options);
+  // How far the chat was given each run's reply: a stop's cancel says so, and the run keeps that text (ADR-0090).
+  const shownSeqs = new Map<string, number>();
+  const shown = (runId: string, seq: number) => shownSeqs.set(runId, Math.max(seq, shownSeqs.get(runId) ?? 0));
+  const stops = options.cancelOnStop === false ? undefined : new StopCanceller(origin, baseFetch, options, shownSeqs);
   // Each stream's run and thread, from its response: a stream cut before its first event is read
   // again from the run's start (ADR-0083).
   const origins = new WeakMap<ReadableStream<Uint8Array>, Origin>();
@@ -116,7 +119,7 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
      * from the events route: one message to the run's end or its next question.
      */
     private readOn(from: ReadableStream<UIMessageChunk> | Cut, signal: AbortSignal | undefined): ReadableStream<UIMessageChunk> {
-      return readOn(from, (cut) => this.rest(cut, signal), signal, stops && signal ? (cut) => stops.between(signal, cut) : undefined);
+      return readOn(from, (cut) => this.rest(cut, signal), signal, stops && signal ? (cut) => stops.between(signal, cut) : undefined, shown);
     }
 
     /** The chunks of a response, as the AI SDK parses them, each event's last one marked with its seq. */
@@ -231,6 +234,7 @@ class StopCanceller {
     private readonly origin: string,
     private readonly baseFetch: typeof globalThis.fetch,
     private readonly options: AgentKitTransportOptions,
+    private readonly shownSeqs: ReadonlyMap<string, number>,
   ) {}
 
   resumeStarted(chatId: string, signal: AbortSignal | undefined): void {
@@ -293,8 +297,11 @@ class StopCanceller {
 
   private async cancel(runId: string): Promise<void> {
     try {
-      await this.baseFetch(`${this.origin}/api/runs/${encodeURIComponent(runId)}/cancel`,
-        withSession(this.options, { method: 'POST' }));
+      // The text the page had is the one the run keeps: the last event it was given (ADR-0090).
+      const shownSeq = this.shownSeqs.get(runId);
+      await this.baseFetch(`${this.origin}/api/runs/${encodeURIComponent(runId)}/cancel`, shownSeq === undefined
+        ? withSession(this.options, { method: 'POST' })
+        : withSession(this.options, { method: 'POST', body: JSON.stringify({ shownSeq }) }, true));
     } catch {
       // A cancel that does not arrive leaves the turn to finish, as a closed page does.
     }

@@ -156,6 +156,8 @@ export function readOn(
   signal: AbortSignal | undefined,
   /** Called before a wait between two requests; what it returns is called when the chat stops during it. */
   stopBetween?: (cut: Cut) => () => void,
+  /** Told the thread's event up to which the chat has been given the run's reply, as it moves on. */
+  shown?: (runId: string, seq: number) => void,
 ): ReadableStream<UIMessageChunk> {
   let reader: ReadableStreamDefaultReader<UIMessageChunk> | undefined;
   let openedAt = Date.now(); // when the stream read now answered
@@ -260,6 +262,7 @@ export function readOn(
     }
     if (!goesOn) return false;
     at.seq = goesOn.seq;
+    if (at.runId !== undefined) shown?.(at.runId, at.seq);
     await goOn(goesOn);
     return true;
   };
@@ -297,6 +300,7 @@ export function readOn(
         for (const chunk of pending) passOn(controller, chunk);
         pending = [];
         at.seq = seq;
+        if (at.runId !== undefined) shown?.(at.runId, seq);
         cuts = 0;
         return;
       }

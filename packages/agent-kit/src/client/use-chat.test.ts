@@ -315,7 +315,11 @@ describe('agent-kit/client', () => {
       await chat.stop();
       await sending;
       const stoppedRun = (chat.messages.at(-1)!.metadata as { runId: string }).runId;
-      expect(await ended(slow, stoppedRun)).toMatchObject({ status: 'aborted' });
+      const shown = textOf(chat.messages.at(-1)!);
+      await new Promise((resolve) => setTimeout(resolve, 300)); // the run streams on until the cancel lands
+      // The run keeps the text the page showed, not the words it streamed while the cancel travelled (ADR-0090).
+      expect(await ended(slow, stoppedRun)).toEqual({ status: 'aborted', text: shown });
+      expect(shown.length).toBeGreaterThan(0);
 
       // A reopened chat resumes its reply under way; the app resumes again while the first still
       // streams (as React's strict mode does on mount): the first is replaced, the turn goes on.

@@ -120,6 +120,24 @@ describe('the UI message stream of a run', () => {
     expect(textParts(chunks).parts).toEqual(['Answer.']);
   });
 
+  it('leaves the text shown when a cancelled run kept less of it (the stopping viewer had seen less, ADR-0090)', () => {
+    const chunks = translate([
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1 }],
+      ['text-delta', 1, { text: 'Hello, ' }],
+      ['text-delta', 1, { text: 'world' }],
+      ['run-closed', 1, { status: 'aborted', text: 'Hello, ', fence: 1 }],
+    ]);
+    expect(textParts(chunks)).toEqual({ parts: ['Hello, world'], superseded: [], kept: ['Hello, world'] });
+    expect(chunks.at(-1)).toMatchObject({ type: 'finish', messageMetadata: { status: 'aborted' } });
+    // Another text than the one shown is still superseded.
+    const diverged = translate([
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1 }],
+      ['text-delta', 1, { text: 'Hello' }],
+      ['run-closed', 1, { status: 'aborted', text: 'Bye', fence: 1 }],
+    ]);
+    expect(textParts(diverged).kept).toEqual(['Bye']);
+  });
+
   it('says why a run failed in its error chunk, when its run-closed says (ADR-0066)', () => {
     const errorOf = (error: unknown) => translate([
       ['segment-started', 1, { text: '', attempt: 1, fence: 1 }],

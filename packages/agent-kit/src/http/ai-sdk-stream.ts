@@ -249,8 +249,11 @@ export class UIMessageTranslator {
 
   private close(out: Chunk[], data: Record<string, unknown>) {
     this.ensureStarted(out);
-    if (typeof data.text === 'string') this.reconcile(out, data.text, Number(data.fence ?? 0));
     const status = String(data.status);
+    // A run stopped where the viewer who cancelled it was (ADR-0090) keeps less than a faster
+    // viewer saw: that text stays shown, rather than being sent again as a new part.
+    const keptLess = status === 'aborted' && typeof data.text === 'string' && this.shown.startsWith(data.text);
+    if (typeof data.text === 'string' && !keptLess) this.reconcile(out, data.text, Number(data.fence ?? 0));
     const metadata = { status, messageId: data.messageId ?? null, partial: data.partial === true };
     if (status === 'failed') {
       this.endStep(out);

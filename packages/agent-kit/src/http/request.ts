@@ -135,3 +135,19 @@ export const resolveEffectBodySchema = z.object({
   happened: z.boolean(),
   note: storable(z.string().max(2000)).optional(),
 }).strict();
+
+/**
+ * A cancel's body, which may be left out: how far the viewer who stops the reply had seen it, the
+ * seq of the last thread event the page showed (ADR-0090).
+ */
+export const cancelBodySchema = z.object({
+  shownSeq: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
+}).strict();
+export type CancelBody = z.infer<typeof cancelBodySchema>;
+
+/** A JSON body that may be left out: none (no content type and no bytes) is `{}`. */
+export async function readOptionalJsonBody<T>(request: Request, schema: z.ZodType<T>, maxBytes: number): Promise<T> {
+  const none = request.body === null || request.headers.get('content-length') === '0';
+  if (none && !request.headers.get('content-type')) return parseWith(schema, {}, 'body');
+  return readJsonBody(request, schema, maxBytes);
+}

@@ -7,7 +7,9 @@ import type { Queryable } from '../store/db.js';
 import { requireCaller, requireOperator, requireRunAccess } from './auth.js';
 import type { HandlerContext, RouteHandler } from './context.js';
 import { HttpError, jsonResponse } from './http-error.js';
-import { inputBodySchema, readIdParam, readJsonBody, resolveEffectBodySchema, type InputBody } from './request.js';
+import {
+  cancelBodySchema, inputBodySchema, readIdParam, readJsonBody, readOptionalJsonBody, resolveEffectBodySchema, type InputBody,
+} from './request.js';
 import { notifyRunThread } from '../store/notify-thread.js';
 import type { RunAccess } from '../event-log/read-runs.js';
 import { toolKind } from '../model/agent-tool.js';
@@ -66,14 +68,18 @@ async function checkAnswerFits(ctx: HandlerContext, runId: string, run: RunAcces
   }
 }
 
-/** POST /api/runs/:id/cancel: stored; the run's segment closes it as aborted. */
+/**
+ * POST /api/runs/:id/cancel: stored; the run's segment closes it as aborted. An optional body
+ * `{ shownSeq }` says how far the caller had seen the reply: the run keeps its text as of then.
+ */
 export function createRunCancelHandler(ctx: HandlerContext): RouteHandler {
   return async (request, params = {}) => {
     const caller = await requireCaller(ctx.authenticate, request);
     const runId = readIdParam(params, 'id');
+    const body = await readOptionalJsonBody(request, cancelBodySchema, ctx.maxBodyBytes);
     await requireRunAccess(ctx.rt.db, caller, runId);
     const status = await callStatusFunction(ctx.rt.db,
-      'select agent_kit_request_cancel($1) as status', [runId]);
+      'select agent_kit_request_cancel($1, $2) as status', [runId, body.shownSeq ?? null]);
     if (closed.has(status)) throw new HttpError('CONFLICT', `run ${runId} is already ${status}`);
     // A running segment sees the intent at its next write; any other run needs a segment to close it.
     if (status !== 'running') ctx.segments.start(runId);

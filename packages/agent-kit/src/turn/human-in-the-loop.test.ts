@@ -10,6 +10,7 @@ import { ConflictError } from '../errors.js';
 import { scriptedAskQuestion, scriptedReplyText } from '../model/index.js';
 import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
+import { textShownAtCancel } from './reply-content.js';
 import { runSegment } from './run-segment.js';
 import { isApproval } from './tool-calls.js';
 
@@ -208,6 +209,57 @@ describe('cancel and takeover', () => {
     expect(message!.partial).toBe(true);
     expect(message!.text.length).toBeGreaterThan(20);
     expect(scriptedReplyText(['a long answer please'], 200).startsWith(message!.text)).toBe(true);
+  });
+
+  it('keeps the text its viewer had seen when the cancel names the last event shown (ADR-0090)', async () => {
+    const slow = makeRuntime(db, { tokens: 200, delayMs: 5 });
+    const turn = await startTurn(db, { ownerId: 'u', text: 'stop me where I was' });
+    const segment = runSegment(slow, { runId: turn.runId, owner: 'w1' });
+    const deltas = () => db.query<{ seq: number; text: string }>(
+      `select seq::int, data->>'text' as text from agent_kit_thread_events where run_id = $1 and type = 'text-delta' order by seq`, [turn.runId]);
+    await waitFor(async () => (await deltas()).length >= 3);
+    const [first, second] = await deltas();
+    // The page showed the reply up to the second text-delta when the user pressed Stop.
+    expect(await db.query('select agent_kit_request_cancel($1, $2) as s', [turn.runId, second!.seq])).toEqual([{ s: 'running' }]);
+    await db.query('select agent_kit_request_cancel($1, $2)', [turn.runId, second!.seq + 100]); // a second stop moves nothing
+    expect(await segment).toMatchObject({ kind: 'closed', status: 'aborted' });
+    const [message] = await finalMessage(db, turn.runId);
+    expect(message!.text).toBe(first!.text + second!.text);
+    const streamed = (await deltas()).map((d) => d.text).join('');
+    expect(streamed.length).toBeGreaterThan(message!.text.length); // the run had streamed more by then
+    const [event] = await db.query<{ data: Record<string, unknown> }>(
+      `select data from agent_kit_thread_events where run_id = $1 and type = 'cancel-requested'`, [turn.runId]);
+    expect(event!.data).toEqual({ runId: turn.runId, shownSeq: second!.seq });
+    await expect(db.query('select agent_kit_request_cancel($1, -1)', [turn.runId])).rejects.toThrow(/0 or more/);
+  });
+
+  it('reads the text at that event as a viewer had it: across segments and steps asked again', async () => {
+    const turn = await startTurn(db, { ownerId: 'u', text: 'many segments' });
+    const [thread] = await db.query<{ seq: number }>('select last_seq::int as seq from agent_kit_threads where id = $1', [turn.threadId]);
+    let seq = thread!.seq + 1_000; // (written by hand, after the thread's own events)
+    const event = (type: string, text: string) => db.query(
+      `insert into agent_kit_thread_events (thread_id, seq, run_id, fence, type, data) values ($1, $2, $3, 1, $4, jsonb_build_object('text', $5::text))`,
+      [turn.threadId, ++seq, turn.runId, type, text]);
+    await event('segment-started', '');
+    await event('text-delta', 'Hel');
+    await event('text-delta', 'lo wor');
+    await event('segment-started', 'Hello'); // a takeover: the text the journal had
+    await event('text-delta', ', you');
+    await event('model-retry', 'Hello, y'); // the step asked again goes on from this text
+    await event('text-delta', 'es.');
+    const shownAt = async (shown: number | null) => {
+      await db.query('update agent_kit_runs set cancel_shown_seq = $2 where id = $1', [turn.runId, shown]);
+      return textShownAtCancel(db, turn.runId, turn.threadId);
+    };
+    const first = thread!.seq + 1_000;
+    expect(await shownAt(null)).toBeNull();
+    expect(await shownAt(0)).toBe('');
+    expect(await shownAt(first + 3)).toBe('Hello wor');
+    expect(await shownAt(first + 4)).toBe('Hello');
+    expect(await shownAt(first + 5)).toBe('Hello, you');
+    expect(await shownAt(first + 6)).toBe('Hello, y');
+    expect(await shownAt(first + 7)).toBe('Hello, yes.');
+    expect(await shownAt(first + 100)).toBe('Hello, yes.');
   });
 
   it('parks a streaming run for an operator and continues it after release', async () => {

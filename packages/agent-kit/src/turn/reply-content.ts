@@ -80,3 +80,28 @@ export async function askedOfRun(
   const asked = await askedIn(db, runId, await loadJournal(db, runId), tools);
   return asked.length > 0 ? { asked } : {};
 }
+
+/**
+ * The reply's text as its viewers had it at the thread's event the cancel named (ADR-0090): the
+ * text of the run's last `segment-started` up to that event, with the `model-retry` texts and
+ * `text-delta` events after it folded in as a viewer's stream folds them. Null when the cancel
+ * named no event (an operator's, the CLI's): the run keeps its whole text.
+ */
+export async function textShownAtCancel(db: Queryable, runId: string, threadId: string): Promise<string | null> {
+  const [run] = await db.query<{ shown: string | number | null }>(
+    'select cancel_shown_seq as shown from agent_kit_runs where id = $1', [runId]);
+  if (run?.shown === null || run?.shown === undefined) return null;
+  const events = await db.query<{ type: string; text: string | null }>(
+    `select e.type, e.data->>'text' as text from agent_kit_thread_events e
+     where e.thread_id = $1 and e.run_id = $2 and e.seq <= $3
+       and e.seq >= coalesce((select max(b.seq) from agent_kit_thread_events b
+         where b.run_id = $2 and b.type = 'segment-started' and b.seq <= $3), 0)
+       and e.type in ('segment-started', 'model-retry', 'text-delta')
+     order by e.seq`, [threadId, runId, run.shown]);
+  let text = '';
+  for (const event of events) {
+    if (event.type === 'text-delta') text += event.text ?? '';
+    else if (event.text !== null) text = event.text; // a segment or a retried step goes on from its text
+  }
+  return text;
+}

@@ -22,7 +22,7 @@ import { StreamMirror } from './stream-mirror.js';
 import { sleep } from '../queue/pace.js';
 import { nextEffectStart, settleToolCalls } from './tool-calls.js';
 import { instructionsFor } from './runtime.js';
-import { askedIn, askedOfRun } from './reply-content.js';
+import { askedIn, askedOfRun, textShownAtCancel } from './reply-content.js';
 import { continuesAtLimit, continuesMidStep, giveLeaseUp, sliceDue, visibleText, waitToRetry, type Segment } from './segment.js';
 import type { Runtime, SegmentOptions, SegmentOutcome } from './types.js';
 
@@ -118,7 +118,7 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
   const journal = resumed ? await loadJournal(rt.db, lease.runId) : [];
   s.journal = journal;
   const model = typeof rt.model === 'function' ? rt.model(lease.runId) : rt.model;
-  if (s.run.cancelRequestedAt) return close(s, 'aborted', { text: s.run.partial, cancelled: true });
+  if (s.run.cancelRequestedAt) return closeCancelled(s, s.run.partial);
   if (s.run.takeoverRequestedAt) return park(s, 'waiting_takeover');
 
   let prefix = continuationPrefix(s, journal, model);
@@ -284,7 +284,7 @@ function checkBoundary(s: Segment): Promise<SegmentOutcome> | undefined {
 
 /** A cancel closes the run aborted with the text so far; a takeover parks it for the operator. */
 function honourInterrupt(s: Segment): Promise<SegmentOutcome> | undefined {
-  if (s.interrupt === 'cancel') return close(s, 'aborted', { text: visibleText(s), cancelled: true });
+  if (s.interrupt === 'cancel') return closeCancelled(s, visibleText(s));
   if (s.interrupt === 'takeover') return park(s, 'waiting_takeover');
   return undefined;
 }
@@ -295,7 +295,7 @@ async function handleStop(s: Segment, reason: StepStop, progressed: () => boolea
     case 'lost':
       return lost(s);
     case 'cancel':
-      return close(s, 'aborted', { text: visibleText(s), cancelled: true });
+      return closeCancelled(s, visibleText(s));
     case 'takeover':
       return park(s, 'waiting_takeover');
     case 'store-error':
@@ -350,6 +350,12 @@ async function close(
   const messageId = await closeRun(s.rt.db, s.lease, status, await withAsked(s, s.journal, message));
   if (!messageId) return lost(s);
   return closed(s, status, messageId);
+}
+
+/** Close a cancelled run with the text its viewer had seen when the cancel named that (ADR-0090), else `text`. */
+async function closeCancelled(s: Segment, text: string): Promise<SegmentOutcome> {
+  const shown = await textShownAtCancel(s.rt.db, s.lease.runId, s.lease.threadId);
+  return close(s, 'aborted', { text: shown ?? text, cancelled: true });
 }
 
 /** The run's message with the questions it asked and the chat messages that answered them (ADR-0087). */

@@ -1,4 +1,5 @@
-// Hostile bodies on the routes that read one (POST /api/chat, /api/runs/:id/input, /resolve-effect), on
+// Hostile bodies on the routes that read one (POST /api/chat, /api/runs/:id/input, /resolve-effect, and
+// /cancel, whose body may be left out), on
 // both stores, generated with fast-check: any JSON value, each field with the wrong type, huge
 // strings around the 32 000-character and 64 KiB limits, deep nesting, bytes that are not JSON
 // or not UTF-8, wrong content types and lying lengths. Each is a 400/404/409/413/415 with a JSON
@@ -6,7 +7,7 @@
 import crypto from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { chatBodySchema, inputBodySchema, resolveEffectBodySchema } from '../../src/http/request.js';
+import { cancelBodySchema, chatBodySchema, inputBodySchema, resolveEffectBodySchema } from '../../src/http/request.js';
 import {
   deepJson, hugeString, nastyText, notJsonBody, notString, notUuid, wrongContentType,
 } from './arbitraries.js';
@@ -201,6 +202,33 @@ describe("POST /api/runs/:id/resolve-effect bodies (an operator's, on a run with
   });
 
   sharedBodyCases(resolveRoute, resolvePath, { key: 'k', happened: true }, operatorName);
+});
+
+describe('POST /api/runs/:id/cancel bodies (on a closed run, which a valid cancel finds closed: 409)', () => {
+  const cancelRoute = 'POST /api/runs/:id/cancel';
+  const cancelPath = () => `/api/runs/${f.alice.completed.runId}/cancel`;
+
+  it('any JSON value that is not { shownSeq: a seq } is a 400; none, or a valid one, reaches the run', async () => {
+    const bad = fc.oneof(
+      fc.jsonValue(),
+      fc.jsonValue({ maxDepth: 1 }).map((shownSeq) => ({ shownSeq })),
+      fc.oneof(fc.integer({ max: -1 }), fc.double({ noInteger: true }), fc.constant(2 ** 53)).map((shownSeq) => ({ shownSeq })),
+    ).filter((v) => !cancelBodySchema.safeParse(v).success);
+    await fc.assert(fc.asyncProperty(bad, async (value) => {
+      const raw = JSON.stringify(value);
+      const expected = utf8Bytes(raw) > bodyLimit ? [413] : [400];
+      await refused(cancelRoute, 'not a shown seq', 'POST', cancelPath(), { raw }, expected);
+    }), runs);
+    for (const [what, options] of [
+      ['no body and no content type', { headers: { 'content-type': '' } }],
+      ['an empty object', { body: {} }],
+      ['a shown seq', { body: { shownSeq: 12 } }],
+    ] as [string, HostileRequest][]) {
+      await refused(cancelRoute, `${what} on a closed run`, 'POST', cancelPath(), options, [409]);
+    }
+  });
+
+  sharedBodyCases(cancelRoute, cancelPath, { shownSeq: 3 });
 });
 
 /** Non-JSON bytes, wrong content types, empty and lying bodies: the same on every body route. */

@@ -109,12 +109,21 @@ describe('answers', () => {
 describe('cancel, takeover and release', () => {
   const closed = () => [f.alice.completed, f.alice.aborted];
 
-  it('cancel of a closed run is a 409, whatever the body, for the owner and the operator', async () => {
+  it('cancel of a closed run is a 409 for the owner and the operator; a body other than { shownSeq } is a 400', async () => {
+    // The body may say how far the caller saw the reply (ADR-0090): a seq, nothing else.
+    const cancelBody = fc.oneof(
+      fc.constant({}), fc.nat().map((shownSeq) => ({ shownSeq })),
+      fc.jsonValue({ maxDepth: 2 }), fc.jsonValue({ maxDepth: 1 }).map((shownSeq) => ({ shownSeq })),
+    );
+    const valid = (body: unknown) => typeof body === 'object' && body !== null && !Array.isArray(body)
+      && Object.keys(body).every((key) => key === 'shownSeq')
+      && ((body as { shownSeq?: unknown }).shownSeq === undefined || Number.isSafeInteger((body as { shownSeq: unknown }).shownSeq)
+        && (body as { shownSeq: number }).shownSeq >= 0);
     await fc.assert(fc.asyncProperty(
-      fc.constantFrom(...closed()), fc.constantFrom('alice', operatorName), fc.jsonValue({ maxDepth: 2 }),
+      fc.constantFrom(...closed()), fc.constantFrom('alice', operatorName), cancelBody,
       async (run, user, body) => {
         await refused('POST /api/runs/:id/cancel', 'cancel of a closed run', `/api/runs/${run.runId}/cancel`,
-          { user, body }, [409]);
+          { user, body }, [valid(body) ? 409 : 400]);
       }), runs);
   });
 

@@ -83,6 +83,21 @@ describe('the invariant checker', () => {
     expect(await kinds()).toEqual(expect.arrayContaining(['message', 'reply']));
   });
 
+  it('flags a run cancelled at a seq whose message is not its text through that seq (ADR-0090)', async () => {
+    const fence = await claim();
+    await db.query(`select agent_kit_begin_segment($1, 'w1', $2, '')`, [runId, fence]);
+    const [shown] = await db.query<{ seq: number }>(
+      `select seq::int from agent_kit_mirror_partial($1, 'w1', $2, 'Hello')`, [runId, fence]);
+    await db.query(`select agent_kit_mirror_partial($1, 'w1', $2, ', world')`, [runId, fence]);
+    await db.query('select agent_kit_request_cancel($1, $2)', [runId, shown!.seq]);
+    const close = (text: string) => db.query(
+      `select agent_kit_close_run($1, 'aborted', jsonb_build_object('text', $3::text, 'cancelled', true), 'w1', $2)`, [runId, fence, text]);
+    await close('Hello, world'); // what the run had, not what its viewer had shown
+    expect(await kinds()).toContain('cancel-text');
+    await db.query(`update agent_kit_messages set content = '{"text":"Hello","cancelled":true}' where run_id = $1 and role = 'assistant'`, [runId]);
+    expect(await kinds()).not.toContain('cancel-text');
+  });
+
   it('flags an effect executed twice, and one executed without a ledger row', async () => {
     const fence = await claim();
     await db.query(`select * from agent_kit_record_effect($1, 'w1', $2, 'k1', 'started', 'record_effect')`, [runId, fence]);

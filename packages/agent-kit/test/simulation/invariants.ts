@@ -1,7 +1,8 @@
 // The invariants the simulator checks after every step, read from SQL and the effects file
 // independently of the engine's code (DESIGN.md §6): one live lease per run, fence +1 per claim,
 // gapless per-thread seq, no event under a lost fence, one final message per closed run, partial
-// output always a prefix of the reply, each effect at most once and reconciled before a resume.
+// output always a prefix of the reply, each effect at most once and reconciled before a resume,
+// and a run cancelled at a seq keeps the text its events had through it.
 import type { Db } from '../../src/store/db.js';
 import { scriptedReplyText } from '../../src/model/index.js';
 
@@ -125,6 +126,21 @@ join lateral (select e.seq, e.type, e.fence, e.data->>'text' as text from agent_
 left join lateral (select string_agg(e.data->>'text', '' order by e.seq) as text from agent_kit_thread_events e
   where e.thread_id = r.thread_id and e.run_id = r.id and e.type = 'text-delta' and e.seq > s.seq) d on true
 where r.partial <> s.text || coalesce(d.text, '')
+union all
+-- A run cancelled at the event its viewer had shown keeps the text a viewer had there (ADR-0090).
+select 'cancel-text', r.id::text, format('cancelled at seq %s with %s, but its events through that seq say %s',
+  r.cancel_shown_seq, to_json(m.content->>'text'), to_json(coalesce(s.text, '') || coalesce(d.text, '')))
+from agent_kit_runs r
+join agent_kit_messages m on m.run_id = r.id and m.role = 'assistant'
+left join lateral (select e.seq, e.data->>'text' as text from agent_kit_thread_events e
+  where e.thread_id = r.thread_id and e.run_id = r.id and e.seq <= r.cancel_shown_seq
+    and (e.type = 'segment-started' or (e.type = 'model-retry' and e.data ? 'text'))
+  order by e.seq desc limit 1) s on true
+left join lateral (select string_agg(e.data->>'text', '' order by e.seq) as text from agent_kit_thread_events e
+  where e.thread_id = r.thread_id and e.run_id = r.id and e.type = 'text-delta'
+    and e.seq > coalesce(s.seq, 0) and e.seq <= r.cancel_shown_seq) d on true
+where r.status = 'aborted' and r.cancel_shown_seq is not null and m.content->>'cancelled' = 'true'
+  and m.content->>'text' <> coalesce(s.text, '') || coalesce(d.text, '')
 union all
 select 'crash-budget', e.run_id::text, format('segment-started of fence %s is attempt %s, above the crash budget %s',
   e.fence, e.data->>'attempt', $1::int)

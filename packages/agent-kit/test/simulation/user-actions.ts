@@ -75,14 +75,29 @@ async function answerEarly(sim: Simulation, run: RunSnapshot, wrong: boolean): P
 }
 
 export async function operator(sim: Simulation, verb: 'cancel' | 'takeover' | 'release', run: RunSnapshot): Promise<string> {
+  if (verb === 'cancel') return cancel(sim, run);
   const sql = {
-    cancel: 'select agent_kit_request_cancel($1) as status',
     takeover: `select agent_kit_takeover_run($1, 'operator') as status`,
     release: 'select agent_kit_release_run($1) as status',
   }[verb];
   if (verb !== 'release') sim.count(sim.faults, verb);
   const result = await callSql(sim, sql, [run.id]);
   return `${verb} ${sim.names.of(run.id)} ${result.text}`;
+}
+
+/**
+ * A cancel as the operator sends it (no seq), or as a stopped `useChat` page does: with the seq of
+ * the last event it showed, somewhere in the latter half of the thread's log (ADR-0090). Drawn
+ * from a stream of its own, so the other user choices of a seed stay as they were.
+ */
+async function cancel(sim: Simulation, run: RunSnapshot): Promise<string> {
+  sim.count(sim.faults, 'cancel');
+  const draw = sim.user.fork('cancel-seq');
+  const where = draw.chance(0.5) ? 0.5 + 0.5 * draw.next() : null;
+  const result = await callSql(sim, `select agent_kit_request_cancel($1,
+    (select floor(t.last_seq * $2::float8)::bigint from agent_kit_threads t where t.id = $3)) as status`,
+  [run.id, where, run.threadId]);
+  return `cancel ${sim.names.of(run.id)}${where === null ? '' : ` shown ${(where * 100).toFixed(0)} %`} ${result.text}`;
 }
 
 export function userActions(sim: Simulation, runs: RunSnapshot[], chaos: number): Candidate[] {
