@@ -144,10 +144,11 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
  * `first`'s chunks (or, given where to start, the chunks read from there), then, while its run
  * goes on, the chunks of `next(cut)`: at the end of a stream whose `finish` said it ended before
  * its run (that `finish` is not passed on), and when a stream is cut before it was whole (its last
- * event's chunks that came only in part are not passed on, its open parts are ended, and the
- * stream after its last whole event is read a few times, a little later each time, before the
- * chat shows the error). The step open when a stream ends goes on in the next one, as in one
- * stream: a question stays in its tool call's step, where `sendAutomaticallyWhen` looks for it. A
+ * event's chunks that came only in part are not passed on, and the stream after its last whole
+ * event is read a few times, a little later each time, before the chat shows the error). The step
+ * and the text or reasoning part open when a stream ends go on in the next one, as in one stream
+ * (ADR-0089): a question stays in its tool call's step, where `sendAutomaticallyWhen` looks for
+ * it, and a sentence cut by a stream's end stays one part. A
  * stream that sent an error after its `finish` (the server could not read the log) ends the
  * message there: reading on at once would ask again and again.
  */
@@ -279,31 +280,31 @@ export function readOn(
   };
 
   const pullOnce = async (controller: ReadableStreamDefaultController<UIMessageChunk>) => {
-      for (;;) {
-        let read: ReadableStreamReadResult<UIMessageChunk>;
-        try {
-          if (!reader) await goOn(first as Cut);
-          read = await reader!.read();
-        } catch (error) {
-          if (!(error instanceof StreamCut)) throw error;
-          await cutOff(controller, error);
-          continue;
-        }
-        if (read.done) {
-          if (await ended(controller)) continue;
-          endCarried(controller);
-          return controller.close();
-        }
-        pending.push(read.value);
-        const seq = seqOf.get(read.value);
-        if (seq === undefined) continue;
-        for (const chunk of pending) passOn(controller, chunk);
-        pending = [];
-        at.seq = seq;
-        if (at.runId !== undefined) shown?.(at.runId, seq);
-        cuts = 0;
-        return;
+    for (;;) {
+      let read: ReadableStreamReadResult<UIMessageChunk>;
+      try {
+        if (!reader) await goOn(first as Cut);
+        read = await reader!.read();
+      } catch (error) {
+        if (!(error instanceof StreamCut)) throw error;
+        await cutOff(controller, error);
+        continue;
       }
+      if (read.done) {
+        if (await ended(controller)) continue;
+        endCarried(controller);
+        return controller.close();
+      }
+      pending.push(read.value);
+      const seq = seqOf.get(read.value);
+      if (seq === undefined) continue;
+      for (const chunk of pending) passOn(controller, chunk);
+      pending = [];
+      at.seq = seq;
+      if (at.runId !== undefined) shown?.(at.runId, seq);
+      cuts = 0;
+      return;
+    }
   };
 
   return new ReadableStream<UIMessageChunk>({
