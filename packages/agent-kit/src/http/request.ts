@@ -143,7 +143,6 @@ export const resolveEffectBodySchema = z.object({
 export const cancelBodySchema = z.object({
   shownSeq: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
 }).strict();
-export type CancelBody = z.infer<typeof cancelBodySchema>;
 
 /** A JSON body that may be left out: none (no content type and no bytes) is `{}`. */
 export async function readOptionalJsonBody<T>(request: Request, schema: z.ZodType<T>, maxBytes: number): Promise<T> {
