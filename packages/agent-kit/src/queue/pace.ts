@@ -4,14 +4,18 @@
 /** Resolve after `ms`, or at once when `signal` aborts (never rejects). */
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   if (signal?.aborted || ms <= 0) return Promise.resolve();
+  // The listener goes on a signal of its own: a worker's stop signal is shared by all its
+  // segments, and a store outage puts each of them to sleep on it at once; more than ten
+  // listeners on one signal make Node warn of a memory leak that is not there.
+  const own = signal && AbortSignal.any([signal]);
   return new Promise((resolve) => {
     const done = () => {
       clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
+      own?.removeEventListener('abort', done);
       resolve();
     };
     const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
+    own?.addEventListener('abort', done, { once: true });
   });
 }
 
