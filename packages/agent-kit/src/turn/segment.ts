@@ -76,8 +76,7 @@ export function stopping(s: Segment): boolean {
 }
 
 function sleepUnlessStopped(s: Segment, ms: number): Promise<void> {
-  const { stopSignal } = s.options;
-  return sleep(ms, stopSignal ? AbortSignal.any([s.signal, stopSignal]) : s.signal);
+  return sleep(ms, [s.signal, s.options.stopSignal]);
 }
 
 /** A step cut mid-stream goes on from its text: the setting allows it and the model continues a prefill. */
