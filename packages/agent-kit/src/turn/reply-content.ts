@@ -88,20 +88,21 @@ export async function askedOfRun(
  * named no event (an operator's, the CLI's): the run keeps its whole text.
  */
 export async function textShownAtCancel(db: Queryable, runId: string, threadId: string): Promise<string | null> {
-  const [run] = await db.query<{ shown: string | number | null }>(
-    'select cancel_shown_seq as shown from agent_kit_runs where id = $1', [runId]);
-  if (run?.shown === null || run?.shown === undefined) return null;
-  const events = await db.query<{ type: string; text: string | null }>(
-    `select e.type, e.data->>'text' as text from agent_kit_thread_events e
-     where e.thread_id = $1 and e.run_id = $2 and e.seq <= $3
+  // One statement: the run's row (its seq, or null), then the events of the fold, if any.
+  const rows = await db.query<{ shown: string | number | null; type: string | null; text: string | null }>(
+    `select r.cancel_shown_seq as shown, e.type, e.data->>'text' as text
+     from agent_kit_runs r
+     left join agent_kit_thread_events e on e.thread_id = $1 and e.run_id = r.id and e.seq <= r.cancel_shown_seq
        and e.seq >= coalesce((select max(b.seq) from agent_kit_thread_events b
-         where b.run_id = $2 and b.type = 'segment-started' and b.seq <= $3), 0)
+         where b.run_id = r.id and b.type = 'segment-started' and b.seq <= r.cancel_shown_seq), 0)
        and e.type in ('segment-started', 'model-retry', 'text-delta')
-     order by e.seq`, [threadId, runId, run.shown]);
+     where r.id = $2
+     order by e.seq`, [threadId, runId]);
+  if (rows[0]?.shown === null || rows[0]?.shown === undefined) return null;
   let text = '';
-  for (const event of events) {
+  for (const event of rows) {
     if (event.type === 'text-delta') text += event.text ?? '';
-    else if (event.text !== null) text = event.text; // a segment or a retried step goes on from its text
+    else if (event.type !== null && event.text !== null) text = event.text; // a segment or a retried step goes on from its text
   }
   return text;
 }
