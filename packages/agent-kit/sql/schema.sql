@@ -126,8 +126,10 @@ create table agent_kit_runs (
   taken_over_by text,
   last_error jsonb,
   cancel_shown_seq bigint,
+  superseded_by uuid,
   constraint agent_kit_runs_pkey PRIMARY KEY (id),
   constraint agent_kit_runs_status_check CHECK (status = ANY (ARRAY['queued'::text, 'waiting_input'::text, 'waiting_takeover'::text, 'running'::text, 'completed'::text, 'failed'::text, 'aborted'::text])),
+  constraint agent_kit_runs_superseded_by_fkey FOREIGN KEY (superseded_by) REFERENCES agent_kit_runs(id) ON DELETE SET NULL,
   constraint agent_kit_runs_thread_id_fkey FOREIGN KEY (thread_id) REFERENCES agent_kit_threads(id) ON DELETE CASCADE,
   constraint agent_kit_runs_thread_id_turn_no_key UNIQUE (thread_id, turn_no)
 );
@@ -254,8 +256,6 @@ begin
     raise exception 'a history window is 0 or more turns, got %', p_turns using errcode = 'AK001';
   end if;
   if p_turns is null then
-    -- Every turn: one pass over the thread's messages (23 % faster than a lookup per run at 2,000
-    -- turns), migration 0023's query.
     select coalesce(json_agg(json_build_object('role', t.role, 'text', t.text)
         order by t.turn_no, case when t.role = 'user' then 0 else 1 end), '[]')
     into v_history
@@ -264,13 +264,14 @@ begin
              row_number() over (partition by m.run_id, m.role order by m.created_at) as nth
       from agent_kit_messages m join agent_kit_runs r on r.id = m.run_id
       where m.thread_id = p_thread_id and r.turn_no <= p_turn_no and m.role in ('user', 'assistant')
+        and r.superseded_by is null
     ) t
     where t.nth = 1;
     return v_history;
   end if;
   with w as (
     select r.id, r.turn_no from agent_kit_runs r
-    where r.thread_id = p_thread_id and r.turn_no <= p_turn_no
+    where r.thread_id = p_thread_id and r.turn_no <= p_turn_no and r.superseded_by is null
     order by r.turn_no desc limit p_turns + 1
   )
   select coalesce(json_agg(t.message order by t.turn_no, t.answer), '[]')
@@ -935,6 +936,87 @@ begin
     v_seq := agent_kit__append_event(v_thread_id, p_run_id, p_fence, p_event_type, p_event_data);
   end if;
   return coalesce(v_seq, 0);
+end $function$
+
+-- function agent_kit_regenerate_turn(p_thread_id uuid, p_owner_id text, p_message text, p_job_delay interval, p_text text)
+CREATE OR REPLACE FUNCTION agent_kit_regenerate_turn(p_thread_id uuid, p_owner_id text, p_message text, p_job_delay interval DEFAULT '00:00:00'::interval, p_text text DEFAULT NULL::text)
+ RETURNS TABLE(thread_id uuid, message_id uuid, run_id uuid, superseded uuid[])
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_message agent_kit_messages;
+  v_run agent_kit_runs;
+  v_open agent_kit_runs;
+  v_run_id uuid;
+  v_turn_no int;
+  v_superseded uuid[];
+begin
+  if p_owner_id is null or p_owner_id = '' then
+    raise exception 'owner_id is required' using errcode = 'AK001';
+  end if;
+  if p_message is null or p_message = '' then
+    raise exception 'the message to regenerate is required' using errcode = 'AK001';
+  end if;
+  if p_job_delay is null or p_job_delay < interval '0' then
+    raise exception 'job delay must be a non-negative interval' using errcode = 'AK001';
+  end if;
+  perform 1 from agent_kit_threads t where t.id = p_thread_id and t.owner_id = p_owner_id;
+  if not found then
+    raise exception 'thread % not found', p_thread_id using errcode = 'AK002';
+  end if;
+  -- Lock order as agent_kit_start_turn's: the active run, then the thread row.
+  perform 1 from agent_kit_runs r
+  where r.thread_id = p_thread_id and r.status in ('running', 'waiting_input', 'waiting_takeover')
+  for update;
+  perform 1 from agent_kit_threads t where t.id = p_thread_id for update;
+
+  select * into v_message from agent_kit_messages m
+  where m.thread_id = p_thread_id and m.client_message_id = p_message and m.role = 'user';
+  if not found and p_message ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' then
+    select * into v_message from agent_kit_messages m
+    where m.id = p_message::uuid and m.thread_id = p_thread_id and m.role = 'user';
+  end if;
+  if v_message.id is null or v_message.run_id is null then
+    raise exception 'message % not found in thread %', p_message, p_thread_id using errcode = 'AK002';
+  end if;
+  if p_text is not null and p_text is distinct from v_message.content->>'text' then
+    raise exception 'message % was sent with another text: an edited message is a new message', p_message
+      using errcode = 'AK004';
+  end if;
+  select * into v_run from agent_kit_runs r where r.id = v_message.run_id for update;
+  if v_run.superseded_by is not null then
+    raise exception 'the turn of message % was replaced when an earlier reply was regenerated', p_message
+      using errcode = 'AK004';
+  end if;
+  select * into v_open from agent_kit_runs r
+  where r.thread_id = p_thread_id and r.turn_no >= v_run.turn_no and r.superseded_by is null
+    and r.status not in ('completed', 'failed', 'aborted')
+  order by r.turn_no limit 1;
+  if found then
+    raise exception 'turn % of thread % is %: a reply is regenerated once every turn from it on has ended',
+      v_open.turn_no, p_thread_id, v_open.status using errcode = 'AK004';
+  end if;
+  -- The message that began the turn (an answer to the turn's question names its turn).
+  select * into v_message from agent_kit_messages m
+  where m.run_id = v_run.id and m.role = 'user' order by m.created_at, m.id limit 1;
+
+  select coalesce(max(r.turn_no), 0) + 1 into v_turn_no from agent_kit_runs r where r.thread_id = p_thread_id;
+  insert into agent_kit_runs (thread_id, turn_no) values (p_thread_id, v_turn_no) returning id into v_run_id;
+  with replaced as (
+    update agent_kit_runs r set superseded_by = v_run_id, updated_at = now()
+    where r.thread_id = p_thread_id and r.turn_no >= v_run.turn_no and r.turn_no < v_turn_no
+      and r.superseded_by is null
+    returning r.id, r.turn_no
+  )
+  select array_agg(id order by turn_no) into v_superseded from replaced;
+  update agent_kit_messages set run_id = v_run_id where id = v_message.id;
+  perform agent_kit__append_event(p_thread_id, v_run_id, 0, 'turn-regenerated', jsonb_build_object(
+    'runId', v_run_id, 'regenerates', v_run.id, 'superseded', to_jsonb(v_superseded),
+    'messageId', v_message.id, 'text', v_message.content->>'text'));
+  perform agent_kit__append_event(p_thread_id, v_run_id, 0, 'run-queued', jsonb_build_object(
+    'runId', v_run_id, 'turnNo', v_turn_no));
+  perform agent_kit__enqueue(v_run_id, agent_kit_now() + p_job_delay);
+  return query select p_thread_id, v_message.id, v_run_id, v_superseded;
 end $function$
 
 -- function agent_kit_release_run(p_run_id uuid)

@@ -140,12 +140,14 @@ export function toMessageView(row: MessageRow): MessageView {
   };
 }
 
-/** A thread's messages in order (the newest maxThreadItems). */
+/** A thread's messages in order (the newest maxThreadItems), without those of superseded turns (ADR-0091). */
 export async function listThreadMessages(db: Queryable, threadId: string): Promise<MessageView[]> {
   const rows = await db.query<MessageRow>(
     `select * from (
-       select id, run_id, client_message_id, role, content, partial, created_at from agent_kit_messages
-       where thread_id = $1 order by created_at desc, id desc limit $2
+       select id, run_id, client_message_id, role, content, partial, created_at from agent_kit_messages m
+       where thread_id = $1 and not exists (
+         select 1 from agent_kit_runs r where r.id = m.run_id and r.superseded_by is not null)
+       order by created_at desc, id desc limit $2
      ) m order by created_at, id`,
     [threadId, maxThreadItems],
   );
@@ -167,11 +169,11 @@ export async function listRunMessages(db: Queryable, runId: string): Promise<Mes
   return rows.map(toMessageView);
 }
 
-/** A thread's runs by turn (the newest maxThreadItems). */
+/** A thread's runs by turn (the newest maxThreadItems), but superseded turns (ADR-0091). */
 export async function listThreadRuns(db: Queryable, threadId: string): Promise<Run[]> {
   const rows = await db.query<RunRow>(
     `select * from (
-       select * from agent_kit_runs where thread_id = $1 order by turn_no desc limit $2
+       select * from agent_kit_runs where thread_id = $1 and superseded_by is null order by turn_no desc limit $2
      ) r order by turn_no`,
     [threadId, maxThreadItems],
   );

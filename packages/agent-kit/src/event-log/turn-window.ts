@@ -46,7 +46,7 @@ export interface ReadTurnPageOptions {
 export const maxTurnNo = 2_147_483_647;
 
 /**
- * A page of the thread's turns. The latest page also reaches back to the oldest turn still open
+ * A page of the thread's turns, superseded ones left out (ADR-0091). The latest page also reaches back to the oldest turn still open
  * (queued, running or waiting), so that a viewer of the latest page sees every turn that can
  * still change. Every read goes through the (thread_id, turn_no) key or a run's own indexes.
  */
@@ -61,7 +61,8 @@ export async function readTurnWindow(
 ): Promise<Omit<TurnPage, 'messages'>> {
   const before = options.beforeTurn ?? maxTurnNo; // a bound, not a turn: no thread reaches it
   const newest = await db.query<RunRow>(
-    `select * from agent_kit_runs where thread_id = $1 and turn_no < $2 order by turn_no desc limit $3`,
+    `select * from agent_kit_runs where thread_id = $1 and turn_no < $2 and superseded_by is null
+     order by turn_no desc limit $3`,
     [threadId, before, options.turns],
   );
   let firstTurn = newest.at(-1)?.turn_no ?? null;
@@ -72,7 +73,8 @@ export async function readTurnWindow(
   const runs = firstTurn === null || firstTurn === newest.at(-1)?.turn_no
     ? newest.reverse()
     : (await db.query<RunRow>(
-      `select * from agent_kit_runs where thread_id = $1 and turn_no >= $2 and turn_no < $3 order by turn_no`,
+      `select * from agent_kit_runs where thread_id = $1 and turn_no >= $2 and turn_no < $3 and superseded_by is null
+       order by turn_no`,
       [threadId, firstTurn, before],
     ));
   const earlier = firstTurn !== null && firstTurn > await firstTurnOf(db, threadId);
@@ -90,7 +92,7 @@ export async function readTurnWindow(
 /** The thread's first turn number (turn numbers start at 1, but a test or a tool may delete runs). */
 async function firstTurnOf(db: Queryable, threadId: string): Promise<number> {
   const rows = await db.query<{ turn_no: number | null }>(
-    'select min(turn_no) as turn_no from agent_kit_runs where thread_id = $1', [threadId],
+    'select min(turn_no) as turn_no from agent_kit_runs where thread_id = $1 and superseded_by is null', [threadId],
   );
   return rows[0]?.turn_no ?? 1;
 }

@@ -112,12 +112,25 @@ export function readStreamFormat(url: URL): StreamFormat {
 /** Text Postgres can store: it has no U+0000 (a 400 that says so, not the database's words). */
 const storable = (schema: z.ZodString) => schema.refine((s) => !s.includes('\u0000'), 'must not contain U+0000 (NUL)');
 
-/** Strict: a misspelled key (`threadID`) is a 400, not a message to a new thread. */
+/**
+ * Strict: a misspelled key (`threadID`) is a 400, not a message to a new thread. With
+ * `regenerate: true` the body asks an earlier message's turn again (ADR-0091): `clientMessageId`
+ * names it (its client id, or its stored id) in `threadId`, and `message`, if sent, is its text.
+ */
 export const chatBodySchema = z.object({
   threadId: z.guid().optional(),
-  message: storable(z.string().min(1).max(maxMessageChars)).refine((s) => s.trim() !== '', 'must not be blank'),
+  message: storable(z.string().min(1).max(maxMessageChars)).refine((s) => s.trim() !== '', 'must not be blank').optional(),
   clientMessageId: storable(z.string().min(1).max(200)).optional(),
-}).strict();
+  regenerate: z.boolean().optional(),
+}).strict().superRefine((body, issues) => {
+  const missing = (path: string, message: string) => issues.addIssue({ code: 'custom', path: [path], message });
+  if (!body.regenerate) {
+    if (body.message === undefined) missing('message', 'is required (or regenerate: true, to ask an earlier message\'s turn again)');
+    return;
+  }
+  if (body.threadId === undefined) missing('threadId', 'is required to regenerate a reply');
+  if (body.clientMessageId === undefined) missing('clientMessageId', 'is required to regenerate a reply: the message whose turn is asked again');
+});
 export type ChatBody = z.infer<typeof chatBodySchema>;
 
 const questionId = storable(z.string().min(1).max(200));

@@ -8,6 +8,7 @@ import {
 } from '../event-log/read-events.js';
 import { readRunAccess } from '../event-log/read-runs.js';
 import { findLatestRunId, findRunsUnderWay } from '../event-log/read-threads.js';
+import { regenerateTurn } from '../queue/regenerate-turn.js';
 import { startTurn } from '../queue/start-turn.js';
 import { createUIMessageStreamEncoder, uiMessageStreamHeaders } from './ai-sdk-stream.js';
 import { requireCaller, requireRunAccess, requireThreadAccess } from './auth.js';
@@ -15,7 +16,7 @@ import type { HandlerContext, RouteHandler } from './context.js';
 import { HttpError } from './http-error.js';
 import {
   chatBodySchema, readCursor, readIdParam, readJsonBody, readStreamFormat, parseWith, idParam,
-  type StreamFormat,
+  type ChatBody, type StreamFormat,
 } from './request.js';
 import { createEventEncoder, eventStreamResponse } from './sse.js';
 
@@ -76,14 +77,15 @@ export function createChatHandler(ctx: HandlerContext): RouteHandler {
     const caller = await requireCaller(ctx.authenticate, request);
     const format = readStreamFormat(new URL(request.url));
     const body = await readJsonBody(request, chatBodySchema, ctx.maxBodyBytes);
+    if (body.regenerate) return regenerated(ctx, request, format, caller.userId, body);
     const turn = await startTurn(ctx.rt.db, {
       threadId: body.threadId,
       ownerId: caller.userId,
-      text: body.message,
+      text: body.message!,
       clientMessageId: body.clientMessageId,
       jobDelayMs: ctx.chatJobDelayMs,
     });
-    if (!turn.created) await requireSameMessage(ctx, turn.messageId, body.message);
+    if (!turn.created) await requireSameMessage(ctx, turn.messageId, body.message!);
     // A retried POST runs the turn only if nobody has claimed it yet; the claim decides anyway.
     const runnable = turn.created || (await readRunAccess(ctx.rt.db, turn.runId))?.status === 'queued';
     if (runnable) ctx.segments.start(turn.runId);
@@ -104,6 +106,31 @@ export function createChatHandler(ctx: HandlerContext): RouteHandler {
       },
     });
   };
+}
+
+/**
+ * `POST /api/chat` with `regenerate: true`: the turn of an earlier message asked again, as a new
+ * run (ADR-0091), streamed from its first event (the `turn-regenerated` that replaced the old turns).
+ */
+async function regenerated(
+  ctx: HandlerContext, request: Request, format: StreamFormat, ownerId: string, body: ChatBody,
+): Promise<Response> {
+  const turn = await regenerateTurn(ctx.rt.db, {
+    threadId: body.threadId!, ownerId, message: body.clientMessageId!, text: body.message, jobDelayMs: ctx.chatJobDelayMs,
+  });
+  ctx.segments.start(turn.runId);
+  return streamResponse(ctx, request, {
+    threadId: turn.threadId,
+    afterSeq: Math.max(0, ((await findRunFirstSeq(ctx.rt.db, turn.runId)) ?? 1) - 1),
+    format,
+    runId: turn.runId,
+    until: endsRun(turn.runId),
+    headers: {
+      'x-agent-kit-thread-id': turn.threadId,
+      'x-agent-kit-run-id': turn.runId,
+      'x-agent-kit-message-id': turn.messageId,
+    },
+  });
 }
 
 /**

@@ -25,6 +25,7 @@ export interface RunRow {
   takeover_requested_at: Date | null;
   taken_over_by: string | null;
   last_error: Record<string, unknown> | null;
+  superseded_by?: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -46,6 +47,8 @@ export interface Run {
   cancelRequestedAt: Date | null;
   takeoverRequestedAt: Date | null;
   takenOverBy: string | null;
+  /** The run that regenerated this turn's reply, replacing it (ADR-0091); null while it is part of the thread. */
+  supersededBy: string | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -68,6 +71,7 @@ export function toRun(row: RunRow): Run {
     cancelRequestedAt: row.cancel_requested_at,
     takeoverRequestedAt: row.takeover_requested_at,
     takenOverBy: row.taken_over_by,
+    supersededBy: row.superseded_by ?? null,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };

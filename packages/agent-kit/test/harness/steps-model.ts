@@ -22,7 +22,7 @@ export type PromptMessage = { role: string; content: unknown };
 type ToolResultPart = { type: string; output?: { type: string } };
 
 /** A model whose next step is `choose(prompt)`. */
-function scriptModel(choose: (prompt: PromptMessage[]) => PlayedStep): LanguageModelV3 {
+export function scriptModel(choose: (prompt: PromptMessage[]) => PlayedStep): LanguageModelV3 {
   return {
     specificationVersion: 'v3', provider: 'test', modelId: 'steps', supportedUrls: {},
     doGenerate: () => Promise.reject(new Error('stream only')),

@@ -58,6 +58,7 @@ function runSection({ run, ownerId, effects, jobDueAt, usage }: RunDetail, now: 
   if (run.waitingFor && run.status === 'waiting_input') lines.push(`  waiting   ${preview(run.waitingFor)}`);
   if (run.cancelRequestedAt) lines.push(`  cancel    requested ${run.cancelRequestedAt.toISOString()}`);
   if (run.takenOverBy) lines.push(`  takeover  by ${run.takenOverBy}`);
+  if (run.supersededBy) lines.push(`  replaced  by run ${run.supersededBy} (its reply was regenerated)`);
   // A closed run's partial is history; while it is open it is what viewers see right now.
   if (run.partial && !isClosed(run.status)) lines.push(`  partial   ${preview(run.partial)}`);
   lines.push(...inDoubtLines(effects));

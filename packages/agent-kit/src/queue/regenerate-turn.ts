@@ -1,0 +1,65 @@
+// Regenerating a reply (ADR-0091): the turn of a user message asked again, as a new run that
+// answers the same message, in one SQL call (agent_kit_regenerate_turn). The turn it replaces and
+// every turn after it are superseded: kept, but out of the conversation and the thread's reads.
+import { InvalidArgumentError } from '../errors.js';
+import { uuidPattern, type Queryable } from '../store/db.js';
+import { notifyThread } from '../store/notify-thread.js';
+
+export interface RegenerateTurnOptions {
+  threadId: string;
+  ownerId: string;
+  /** The user message whose reply is asked again: the client id it was sent with, or its stored id. */
+  message: string;
+  /** The message's text, if the caller has it: a text that differs is refused (ConflictError), not taken for an edit. */
+  text?: string;
+  /** As startTurn's: a caller that runs the turn itself gives itself a head start on the drain. */
+  jobDelayMs?: number;
+}
+
+export interface RegenerateTurnResult {
+  threadId: string;
+  /** The user message the new turn answers (it moved to the new run). */
+  messageId: string;
+  /** The new run. */
+  runId: string;
+  /** The runs it replaced, in turn order: the message's old turn and every turn after it. */
+  superseded: string[];
+}
+
+/**
+ * Ask a user message's turn again: a new run answers it, and its old turn and every later one are
+ * superseded. Every turn from the message's on must have ended.
+ * @throws InvalidArgumentError for bad ids; NotFoundError for a thread the owner does not have or
+ *   a message not in it; ConflictError while a turn from it on is under way, for a message whose
+ *   turn an earlier regeneration replaced, or for a `text` that is not the message's.
+ */
+export async function regenerateTurn(db: Queryable, options: RegenerateTurnOptions): Promise<RegenerateTurnResult> {
+  if (typeof options.threadId !== 'string' || !uuidPattern.test(options.threadId)) {
+    throw new InvalidArgumentError(`thread id must be a uuid, got ${JSON.stringify(String(options.threadId).slice(0, 80))}`);
+  }
+  if (typeof options.ownerId !== 'string' || options.ownerId.trim() === '') {
+    throw new InvalidArgumentError('owner id must be a non-blank string');
+  }
+  if (typeof options.message !== 'string' || options.message === '') {
+    throw new InvalidArgumentError('the message to regenerate must be a client message id or a message id');
+  }
+  const rows = await db.query<{ thread_id: string; message_id: string; run_id: string; superseded: string[] | string }>(
+    'select * from agent_kit_regenerate_turn($1, $2, $3, $4::interval, $5)',
+    [
+      options.threadId,
+      options.ownerId,
+      options.message,
+      `${Math.max(0, Math.round(options.jobDelayMs ?? 0))} milliseconds`,
+      options.text ?? null,
+    ],
+  );
+  const row = rows[0]!;
+  notifyThread(db, row.thread_id);
+  return { threadId: row.thread_id, messageId: row.message_id, runId: row.run_id, superseded: uuidList(row.superseded) };
+}
+
+/** A uuid[] column: an array from pg, the text form `{a,b}` from some drivers. */
+function uuidList(value: string[] | string): string[] {
+  if (Array.isArray(value)) return value;
+  return value.replace(/^\{|\}$/g, '').split(',').filter((id) => id !== '');
+}
