@@ -169,7 +169,7 @@ create table agent_kit_thread_events (
   constraint agent_kit_thread_events_run_id_fkey FOREIGN KEY (run_id) REFERENCES agent_kit_runs(id) ON DELETE CASCADE,
   constraint agent_kit_thread_events_thread_id_fkey FOREIGN KEY (thread_id) REFERENCES agent_kit_threads(id) ON DELETE CASCADE
 );
-CREATE INDEX agent_kit_thread_events__run_boundary_idx ON agent_kit_thread_events USING btree (run_id, seq) WHERE (type = ANY (ARRAY['message'::text, 'segment-started'::text, 'run-parked'::text, 'run-closed'::text, 'segment-failed'::text]));
+CREATE INDEX agent_kit_thread_events__run_boundary_idx ON agent_kit_thread_events USING btree (run_id, seq) WHERE (type = ANY (ARRAY['message'::text, 'segment-started'::text, 'run-parked'::text, 'run-closed'::text, 'segment-failed'::text, 'turn-regenerated'::text]));
 CREATE UNIQUE INDEX agent_kit_thread_events_pkey ON agent_kit_thread_events USING btree (thread_id, seq);
 
 -- table agent_kit_threads

@@ -143,3 +143,11 @@ begin
   ) t;
   return v_history;
 end $$;
+
+-- A regenerated run's first event is its turn-regenerated: its message was appended long before,
+-- under the turn it replaced. The index of each run's boundary events (migration 0020) holds it,
+-- so a stream or a page of turns that starts at the run's first event starts there. (Rebuilding
+-- the index reads the log once; its entries stay a few per turn.)
+drop index agent_kit_thread_events__run_boundary_idx;
+create index agent_kit_thread_events__run_boundary_idx on agent_kit_thread_events (run_id, seq)
+  where type in ('message', 'segment-started', 'run-parked', 'run-closed', 'segment-failed', 'turn-regenerated');

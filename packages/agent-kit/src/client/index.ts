@@ -156,10 +156,13 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
     ...(options.headers ? { headers: options.headers } : {}),
     ...(options.credentials ? { credentials: options.credentials } : {}),
     fetch: streamFetch,
-    prepareSendMessagesRequest: async ({ messages }) => {
+    prepareSendMessagesRequest: async ({ messages, trigger }) => {
       const last = messages.at(-1);
       if (!last || last.role !== 'user') throw new Error('agent-kit takes the chat\'s last message as the user\'s next one');
-      return { body: { threadId: threadIdOf(messages) ?? await threadSentTo(messages, sentTo), message: textOf(last), clientMessageId: last.id } };
+      // regenerate(): the last message's turn asked again, a new reply in place of the old (ADR-0091).
+      const again = trigger === 'regenerate-message';
+      const threadId = threadIdOf(messages) ?? await threadSentTo(again ? messages : messages.slice(0, -1), sentTo);
+      return { body: { threadId, message: textOf(last), clientMessageId: last.id, ...(again ? { regenerate: true } : {}) } };
     },
     prepareReconnectToStreamRequest: ({ id }) => ({
       api: `${origin}/api/threads/${encodeURIComponent(id)}/events?format=ai-sdk`,
@@ -179,9 +182,9 @@ function chatPostOf(input: RequestInfo | URL, init: RequestInit | undefined): st
   }
 }
 
-/** The thread an earlier message of the chat went to, when no reply names it (its response, awaited). */
+/** The thread one of these messages went to, when no reply names it (its response, awaited). */
 async function threadSentTo(messages: readonly UIMessage[], sentTo: ReadonlyMap<string, Promise<string | undefined>>) {
-  for (const message of messages.slice(0, -1)) {
+  for (const message of messages) {
     const answer = message.role === 'user' ? sentTo.get(message.id) : undefined;
     const threadId = answer && await within(answer, 5_000); // a response that never comes names nothing
     if (threadId) return threadId;

@@ -125,10 +125,11 @@ export async function readEvents(db: Queryable, options: ReadEventsOptions): Pro
 }
 
 /**
- * The event types agent_kit_thread_events__run_boundary_idx holds per run (migration 0020). A
- * run's first event is one of them: agent_kit_start_turn appends its message before anything else.
+ * The event types agent_kit_thread_events__run_boundary_idx holds per run (migrations 0020, 0035).
+ * A run's first event is one of them: agent_kit_start_turn appends its message before anything
+ * else, and agent_kit_regenerate_turn its turn-regenerated.
  */
-const boundaryTypes = `'message', 'segment-started', 'run-parked', 'run-closed', 'segment-failed'`;
+const boundaryTypes = `'message', 'segment-started', 'run-parked', 'run-closed', 'segment-failed', 'turn-regenerated'`;
 
 /**
  * The seq of the `message` event that carried a user message, or null if there is none. The chat
@@ -164,7 +165,7 @@ export async function readEventsThrough(
   return events;
 }
 
-/** The seq of a run's first event (its user message), or null when it has none. */
+/** The seq of a run's first event (its user message, or its turn-regenerated), or null when it has none. */
 export async function findRunFirstSeq(db: Queryable, runId: string): Promise<number | null> {
   const rows = await db.query<{ seq: number | string | null }>(
     `select min(seq) as seq from agent_kit_thread_events

@@ -1,0 +1,102 @@
+// useChat's regenerate() through agentKitTransport, with the real turn engine on both stores
+// (ADR-0091): the reply is asked again as a new run, the model is not given the reply it
+// replaces, the chat and a reload of the thread agree, an earlier reply takes the later turns
+// with it, and a turn under way is not regenerated (the chat shows the error, nothing changes).
+import type { UIMessage } from 'ai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TestChat, readThread as readThreadOf, statusOf, transportTo } from '../../test/harness/chat-kit.js';
+import { headerAuth } from '../../test/harness/http-harness.js';
+import { scriptModel, type PromptMessage } from '../../test/harness/steps-model.js';
+import { makeRuntime } from '../../test/harness/turn-kit.js';
+import { textOf } from '../../test/harness/ui-messages.js';
+import { openTestDb } from '../../test/harness/test-db.js';
+import { createHandlers, type Handlers } from '../http/handlers.js';
+import { startTurn } from '../queue/start-turn.js';
+import type { Db } from '../store/db.js';
+import { threadIdOf, toUIMessages } from './index.js';
+
+let db: Db;
+let handlers: Handlers;
+/** Every prompt the model was given; its nth reply is "reply n". */
+const prompts: PromptMessage[][] = [];
+const model = scriptModel((prompt) => {
+  prompts.push(prompt);
+  return { text: `reply ${prompts.length}` };
+});
+beforeAll(async () => {
+  db = await openTestDb();
+  handlers = createHandlers({ rt: makeRuntime(db, { model }), authenticate: headerAuth });
+});
+afterAll(async () => {
+  await handlers.segments.settle();
+  await db.close();
+});
+
+const readThread = (threadId: string) => readThreadOf(handlers, threadId);
+/** The chat's messages as "id: text". */
+const shown = (messages: readonly UIMessage[]) => messages.map((m) => `${m.id}: ${textOf(m)}`);
+/** What the model was last given, as "role: text". */
+const lastPrompt = () => prompts.at(-1)!.filter((m) => m.role !== 'system').map((m) =>
+  `${m.role}: ${(m.content as Array<{ text?: string }>).map((p) => p.text ?? '').join('')}`);
+
+async function chatOf(...texts: string[]): Promise<TestChat> {
+  const chat = new TestChat({ transport: transportTo(() => handlers) });
+  for (const text of texts) await chat.sendMessage({ text });
+  return chat;
+}
+
+describe("useChat's regenerate()", () => {
+  it('asks the last reply again: a new run, a new answer, and the old one is out of the model and the read', async () => {
+    const chat = await chatOf('one', 'two');
+    const [u1, r1, u2, r2] = chat.messages.map((m) => m.id);
+    expect(shown(chat.messages)).toEqual([`${u1}: one`, `${r1}: reply ${prompts.length - 1}`, `${u2}: two`, `${r2}: reply ${prompts.length}`]);
+    const firstReply = textOf(chat.messages[1]!);
+
+    await chat.regenerate();
+    expect(chat.status).toBe('ready');
+    const again = chat.messages.at(-1)!;
+    expect(again.id).not.toBe(r2);
+    expect(statusOf(again)).toBe('completed');
+    expect(textOf(again)).toBe(`reply ${prompts.length}`);
+    expect(lastPrompt()).toEqual(['user: one', `assistant: ${firstReply}`, 'user: two']);
+
+    // A reload shows what the chat shows, under the same ids.
+    const threadId = threadIdOf(chat.messages)!;
+    const read = await readThread(threadId);
+    expect(shown(toUIMessages(read))).toEqual(shown(chat.messages));
+    expect(read.runs.map((run) => run.id)).toEqual([r1, again.id]);
+
+    // Again, from the reloaded chat: the message keeps its id, so the reply it has is the one replaced.
+    const reopened = new TestChat({ id: threadId, messages: toUIMessages(read), transport: transportTo(() => handlers) });
+    await reopened.regenerate();
+    expect(reopened.messages.at(-1)!.id).not.toBe(again.id);
+    expect(shown(toUIMessages(await readThread(threadId)))).toEqual(shown(reopened.messages));
+  });
+
+  it('an earlier reply takes the turns after it with it, in the chat and in the thread', async () => {
+    const chat = await chatOf('first', 'second', 'third');
+    const threadId = threadIdOf(chat.messages)!;
+    await chat.regenerate({ messageId: chat.messages[1]!.id });
+    expect(chat.messages).toHaveLength(2);
+    expect(lastPrompt()).toEqual(['user: first']);
+    expect(shown(toUIMessages(await readThread(threadId)))).toEqual(shown(chat.messages));
+    // The next message goes on from the regenerated reply.
+    await chat.sendMessage({ text: 'fourth' });
+    expect(lastPrompt()).toEqual(['user: first', `assistant: ${textOf(chat.messages[1]!)}`, 'user: fourth']);
+    expect(shown(toUIMessages(await readThread(threadId)))).toEqual(shown(chat.messages));
+  });
+
+  it('not while a turn from it on is under way: the chat shows the error, and the thread is as it was', async () => {
+    const chat = await chatOf('busy');
+    const threadId = threadIdOf(chat.messages)!;
+    // A message of another tab's, queued (no drain runs here, so it stays queued).
+    await startTurn(db, { threadId, ownerId: 'fay', text: 'from another tab' });
+    const before = await readThread(threadId);
+    await chat.regenerate();
+    expect(chat.status).toBe('error');
+    expect(chat.error?.message).toMatch(/409|under way|running|queued/);
+    const after = await readThread(threadId);
+    expect(after.runs.map((run) => [run.id, run.status])).toEqual(before.runs.map((run) => [run.id, run.status]));
+    expect(after.messages).toEqual(before.messages);
+  });
+});

@@ -1,0 +1,70 @@
+// POST /api/chat with `regenerate: true` (ADR-0091): it streams the new run from the event that
+// replaced the old turn to its close, names the run in its headers, and refuses a body that
+// cannot say what to regenerate (400), a message it cannot find (404) and a turn under way or an
+// edited text (409), writing nothing.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { countRows, makeRequest, openHttpTest, payload, readSse, type HttpTest } from '../../test/harness/http-harness.js';
+import { startTurn } from '../queue/start-turn.js';
+
+let t: HttpTest;
+beforeAll(async () => {
+  t = await openHttpTest();
+});
+afterAll(async () => {
+  await t.close();
+});
+
+const chat = (body: unknown, user = 'rae') => t.handlers.handle(makeRequest('POST', '/api/chat', { user, body }));
+
+async function answeredThread(clientMessageId: string) {
+  const response = await chat({ message: 'hello', clientMessageId });
+  await readSse(response);
+  await t.handlers.segments.settle();
+  return { threadId: response.headers.get('x-agent-kit-thread-id')!, runId: response.headers.get('x-agent-kit-run-id')! };
+}
+
+describe('POST /api/chat, regenerate: true', () => {
+  it('streams the new run from the turn-regenerated event to its close', async () => {
+    const { threadId, runId } = await answeredThread('g1');
+    const response = await chat({ threadId, clientMessageId: 'g1', message: 'hello', regenerate: true });
+    expect(response.status).toBe(200);
+    const newRun = response.headers.get('x-agent-kit-run-id')!;
+    expect(newRun).not.toBe(runId);
+    expect(response.headers.get('x-agent-kit-thread-id')).toBe(threadId);
+    const events = (await readSse(response)).events.map(payload);
+    expect(events[0]).toMatchObject({ type: 'turn-regenerated', runId: newRun, data: { regenerates: runId, superseded: [runId] } });
+    expect(events.at(-1)).toMatchObject({ type: 'run-closed', runId: newRun, data: { status: 'completed' } });
+    expect(events.every((e) => e.runId === newRun)).toBe(true);
+    await t.handlers.segments.settle();
+    const read = await (await t.handlers.handle(makeRequest('GET', `/api/threads/${threadId}`, { user: 'rae' }))).json();
+    expect(read.runs.map((r: { id: string }) => r.id)).toEqual([newRun]);
+    expect(read.messages.map((m: { role: string; runId: string }) => [m.role, m.runId])).toEqual([['user', newRun], ['assistant', newRun]]);
+    // The operator's run view still has the old run, saying what replaced it.
+    const old = await (await t.handlers.handle(makeRequest('GET', `/api/runs/${runId}`, { user: 'rae' }))).json();
+    expect(old.run).toMatchObject({ status: 'completed', supersededBy: newRun });
+  });
+
+  it('refuses what it cannot do, writing nothing', async () => {
+    const { threadId } = await answeredThread('g2');
+    await startTurn(t.db, { threadId, ownerId: 'rae', text: 'queued behind', clientMessageId: 'g3' }); // stays queued: no drain here
+    const before = await countRows(t.db);
+    const cases: Array<[unknown, number, RegExp, string?]> = [
+      [{ threadId, message: 'hello' , regenerate: true }, 400, /clientMessageId: is required to regenerate/],
+      [{ clientMessageId: 'g2', regenerate: true }, 400, /threadId: is required to regenerate/],
+      [{ threadId, clientMessageId: 'g2' }, 400, /message: is required/],
+      [{ threadId, clientMessageId: 'g2', regenerate: 'yes' }, 400, /regenerate/],
+      [{ threadId, clientMessageId: 'nope', regenerate: true }, 404, /not found/],
+      [{ threadId, clientMessageId: 'g2', regenerate: true }, 404, /not found/, 'eve'],
+      [{ threadId: crypto.randomUUID(), clientMessageId: 'g2', regenerate: true }, 404, /not found/],
+      [{ threadId, clientMessageId: 'g2', regenerate: true }, 409, /turn 2 .* is queued/],
+      [{ threadId, clientMessageId: 'g3', regenerate: true }, 409, /is queued/],
+      [{ threadId, clientMessageId: 'g2', message: 'hello, edited', regenerate: true }, 409, /edited message is a new message/],
+    ];
+    for (const [body, status, message, user] of cases) {
+      const response = await chat(body, user);
+      expect(response.status, JSON.stringify(body)).toBe(status);
+      expect(JSON.stringify(await response.json()), JSON.stringify(body)).toMatch(message);
+    }
+    expect(await countRows(t.db)).toEqual(before);
+  });
+});
