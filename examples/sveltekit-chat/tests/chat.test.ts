@@ -194,6 +194,37 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await page.close();
   });
 
+  it('regenerates a stopped reply: a new run streams in its place, in another tab and after a reload too', async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    const message = `regenerate me ${Date.now()}`;
+    const threadId = await sendChat(page, message);
+    await waitForWords(page, 3);
+    await page.getByTestId('run').getByRole('button', { name: 'Cancel' }).click();
+    await waitForRunStatus(page, 'aborted');
+    const stopped = await page.getByTestId('run').getAttribute('data-run-id');
+    const other = await alice.newPage();
+    await open(other, `${server.baseUrl}/t/${threadId}`);
+    await waitForRunStatus(other, 'aborted');
+
+    await page.getByTestId('regenerate').click();
+    const replaced = async (tab: typeof page) => {
+      await tab.waitForFunction((old) => {
+        const runs = document.querySelectorAll('[data-testid="run"]');
+        return runs.length === 1 && runs[0]!.getAttribute('data-run-id') !== old && runs[0]!.getAttribute('data-status') === 'completed';
+      }, stopped, { timeout: 20_000 });
+      expect((await lastRunText(tab)).trim()).toBe(expectedReply(message));
+      expect(await tab.getByTestId('user-message').allTextContents()).toEqual([message]);
+      return tab.getByTestId('run').getAttribute('data-run-id');
+    };
+    const again = await replaced(page);
+    expect(await replaced(other)).toBe(again);
+    await reload(page);
+    expect(await replaced(page)).toBe(again);
+    await page.close();
+    await other.close();
+  });
+
   it("refuses another user's thread as not found, in the page and in the API", async () => {
     const page = await alice.newPage();
     await open(page, `${server.baseUrl}/`);

@@ -94,3 +94,43 @@ describe('a thread opened at its latest turns', () => {
     expect(() => joinEarlier(view, replay(1, turnStarts[2]! - 2))).toThrow(/not right before/);
   });
 });
+
+// A reply regenerated (ADR-0091): turn b asked again as run e, which replaces b and c; e's first
+// event is its turn-regenerated, b's message long before it.
+describe('a thread with a regenerated reply', () => {
+  const e = `${'e'.repeat(8)}-1111-4111-8111-111111111111`;
+  const regenerated: Spec[] = [
+    user(a, 'first'), queued(a, 1), started(a, 1), closed(a, 'A1'),
+    user(b, 'second'), queued(b, 2), started(b, 1), closed(b, 'B1'),
+    user(c, 'third'), queued(c, 3), started(c, 1), closed(c, 'C1'),
+    ['turn-regenerated', e, { runId: e, regenerates: b, superseded: [b, c], messageId: 'm-second', text: 'second' }],
+    queued(e, 4), started(e, 1), delta(e, 'B2'), closed(e, 'B2'),
+  ];
+  const events: WireEvent[] = regenerated.map(([type, runId, data = {}], index) => ({
+    seq: index + 1, runId, fence: 0, type, data, createdAt: '2030-01-01T00:00:00Z',
+  }));
+  const play = (fromSeq: number, throughSeq = events.length) => {
+    const view = emptyThreadView(fromSeq);
+    for (const event of events.slice(fromSeq - 1, throughSeq)) expect(applyEvent(view, event)).toBe(true);
+    return view;
+  };
+  const starts = events.filter((x) => x.type === 'message' || x.type === 'turn-regenerated').map((x) => x.seq);
+
+  it('shows the new reply after the message it answers, and neither the old reply nor the turns after it', () => {
+    const view = play(1);
+    expect(texts(view)).toEqual(['> first', 'a: A1', '> second', 'e: B2']);
+    expect(view.items[2]).toMatchObject({ kind: 'user', messageId: 'm-second', runId: e });
+    expect(view.superseded).toEqual([b, c]);
+    // While the old turns are still there, before the event: they show, as they did live.
+    expect(texts(play(1, 12))).toEqual(['> first', 'a: A1', '> second', 'b: B1', '> third', 'c: C1']);
+  });
+
+  it('opened at any turn and joined with the turns before, it is the whole thread\'s view', () => {
+    for (const fromSeq of starts.slice(1)) {
+      const view = play(fromSeq);
+      expect(texts(view).slice(-2), `opened at seq ${fromSeq}`).toEqual(['> second', 'e: B2']);
+      joinEarlier(view, play(1, fromSeq - 1));
+      expect(view, `opened at seq ${fromSeq}`).toEqual(play(1));
+    }
+  });
+});

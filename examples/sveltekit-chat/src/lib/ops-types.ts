@@ -55,7 +55,11 @@ export function effectResultText(effect: Pick<OpsEffect, 'result'>): string {
 }
 
 export interface OpsRunDetail {
-  run: OpsRun & { takenOverBy: string | null; cancelRequestedAt: string | null };
+  run: OpsRun & {
+    takenOverBy: string | null; cancelRequestedAt: string | null;
+    /** The run that regenerated this turn's reply, replacing it in the thread (ADR-0091). */
+    supersededBy?: string | null;
+  };
   effects: OpsEffect[];
   /** The seq of the run's first event: its timeline replays the thread from there. */
   firstSeq: number | null;

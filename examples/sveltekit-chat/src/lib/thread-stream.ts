@@ -129,6 +129,8 @@ export interface SendMessageOptions {
   threadId: string | null;
   message: string;
   clientMessageId: string;
+  /** Ask the turn of the message `clientMessageId` names again, a new reply in place of its old (ADR-0091). */
+  regenerate?: boolean;
   onEvent: (event: WireEvent) => void;
   /** Called as soon as the server names the thread (a new thread's id comes from here). */
   onThread: (threadId: string) => void;
@@ -178,6 +180,7 @@ export async function sendMessage(options: SendMessageOptions): Promise<void> {
       body: JSON.stringify({
         message: options.message, clientMessageId: options.clientMessageId,
         ...(options.threadId ? { threadId: options.threadId } : {}),
+        ...(options.regenerate ? { regenerate: true } : {}),
       }),
       signal: request.signal,
     });

@@ -43,6 +43,8 @@ export interface InDoubtEffect {
 export interface UserItem {
   kind: 'user';
   key: string;
+  /** The stored message's id (what a regenerate names), or null for an event without one. */
+  messageId: string | null;
   text: string;
   runId: string | null;
 }
@@ -131,11 +133,16 @@ export interface ThreadView {
    * is followed by its run-queued at once; otherwise it answered an older turn's question.
    */
   held: WireEvent | null;
+  /**
+   * The runs a regenerated reply replaced (ADR-0091), gone from the view: turns read later from
+   * earlier in the log (a page joined in front) leave them out too.
+   */
+  superseded: string[];
 }
 
 /** A view of the thread from `fromSeq` on (its start by default). */
 export function emptyThreadView(fromSeq = 1): ThreadView {
-  return { cursor: fromSeq - 1, items: [], fromSeq, aside: [], held: null };
+  return { cursor: fromSeq - 1, items: [], fromSeq, aside: [], held: null, superseded: [] };
 }
 
 /** How many turns the chat opens a thread at, and how many more each "show earlier" reads. */
@@ -211,7 +218,7 @@ export function applyEvent(view: ThreadView, event: WireEvent): boolean {
  */
 function setAside(view: ThreadView, event: WireEvent, mayHold: boolean): boolean {
   const runId = eventRunId(event);
-  if (view.fromSeq <= 1 || !runId || event.type === 'run-queued' || findRun(view, runId)) return false;
+  if (view.fromSeq <= 1 || !runId || event.type === 'run-queued' || event.type === 'turn-regenerated' || findRun(view, runId)) return false;
   if (mayHold && event.type === 'message' && str(event.data.role) === 'user') view.held = event;
   else view.aside.push(event);
   return true;
@@ -229,7 +236,8 @@ export function joinEarlier(view: ThreadView, earlier: ThreadView): void {
   if (earlier.held) earlier.aside.push(earlier.held);
   earlier.held = null;
   for (const event of view.aside) if (!setAside(earlier, event, false)) applyInOrder(earlier, event);
-  view.items.unshift(...earlier.items);
+  view.items.unshift(...earlier.items.filter((item) => !(item.runId && view.superseded.includes(item.runId))));
+  view.superseded = [...earlier.superseded, ...view.superseded];
   view.aside = earlier.aside;
   view.fromSeq = earlier.fromSeq;
 }
@@ -243,6 +251,9 @@ function applyInOrder(view: ThreadView, event: WireEvent) {
       break;
     case 'run-queued':
       if (runId) ensureRun(view, runId);
+      break;
+    case 'turn-regenerated':
+      if (runId) applyRegenerated(view, event, runId);
       break;
     case 'segment-started': {
       if (!runId) break;
@@ -324,7 +335,29 @@ function applyMessage(view: ThreadView, event: WireEvent, runId: string | null) 
     run.pending = null;
     return;
   }
-  view.items.push({ kind: 'user', key: `msg-${str(data.messageId, String(event.seq))}`, text: str(data.text), runId });
+  const messageId = str(data.messageId) || null;
+  view.items.push({ kind: 'user', key: `msg-${messageId ?? event.seq}`, messageId, text: str(data.text), runId });
+}
+
+/**
+ * A reply asked again (ADR-0091): the turns it replaced leave the view, and their first message
+ * is the new run's (shown from the event when the view does not reach back to it).
+ */
+function applyRegenerated(view: ThreadView, event: WireEvent, runId: string) {
+  const { data } = event;
+  const gone = Array.isArray(data.superseded) ? data.superseded.filter((id): id is string => typeof id === 'string') : [];
+  view.superseded.push(...gone);
+  const messageId = str(data.messageId) || null;
+  let kept = false;
+  view.items = view.items.filter((item) => {
+    if (item.kind === 'user' && messageId !== null && item.messageId === messageId) {
+      item.runId = runId;
+      kept = true;
+      return true;
+    }
+    return !(item.runId && gone.includes(item.runId));
+  });
+  if (!kept) view.items.push({ kind: 'user', key: `msg-${messageId ?? event.seq}`, messageId, text: str(data.text), runId });
 }
 
 function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null) {

@@ -26,6 +26,8 @@ export interface RunSnapshot {
   leaseExpiresAt: Date | null;
   messageId: string | null;
   messageText: string | null;
+  /** A regenerated reply replaced this run's turn (ADR-0091). */
+  superseded?: boolean;
 }
 
 /**
@@ -171,7 +173,7 @@ where c.attempts > $1::int and e.type <> 'run-salvaged' and not (e.type = 'run-c
 const snapshotSql = `
 select r.id, r.thread_id, r.turn_no, r.status, r.owner, r.fence, r.attempts, r.partial, r.waiting_for,
   r.cancel_requested_at is not null as cancel, r.takeover_requested_at is not null as takeover,
-  r.lease_expires_at, r.message_id, m.content->>'text' as message_text
+  r.lease_expires_at, r.message_id, m.content->>'text' as message_text, r.superseded_by is not null as superseded
 from agent_kit_runs r left join agent_kit_messages m on m.id = r.message_id`;
 
 export class InvariantChecker {
@@ -194,7 +196,7 @@ export class InvariantChecker {
       fence: Number(row.fence),
       attempts: Number(row.attempts), partial: row.partial, waitingFor: row.waiting_for, cancel: row.cancel,
       takeover: row.takeover, leaseExpiresAt: row.lease_expires_at ? new Date(row.lease_expires_at) : null,
-      messageId: row.message_id, messageText: row.message_text,
+      messageId: row.message_id, messageText: row.message_text, superseded: row.superseded === true,
     }));
   }
 
@@ -202,11 +204,12 @@ export class InvariantChecker {
   async expectedReply(run: RunSnapshot): Promise<string> {
     const cached = this.expected.get(run.id);
     if (cached !== undefined) return cached;
-    // Mirrors the engine's history: each turn's first user message, by creation.
+    // Mirrors the engine's history: each turn's first user message, by creation, but the turns a
+    // regenerated reply replaced (a run is first checked before it can be replaced: it is cached).
     const rows = await this.db.query<{ text: string }>(
       `select (select m.content->>'text' from agent_kit_messages m
                where m.run_id = r.id and m.role = 'user' order by m.created_at limit 1) as text
-       from agent_kit_runs r where r.thread_id = $1 and r.turn_no <= $2 order by r.turn_no`,
+       from agent_kit_runs r where r.thread_id = $1 and r.turn_no <= $2 and r.superseded_by is null order by r.turn_no`,
       [run.threadId, run.turnNo],
     );
     const text = scriptedReplyText(rows.map((row) => row.text), this.tokens);

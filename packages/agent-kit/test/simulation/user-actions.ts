@@ -57,7 +57,7 @@ async function expectedQuestionId(sim: Simulation, run: RunSnapshot): Promise<st
   const rows = await sim.db.query<{ text: string }>(
     `select (select m.content->>'text' from agent_kit_messages m where m.run_id = r.id and m.role = 'user'
              order by m.created_at limit 1) as text
-     from agent_kit_runs r where r.thread_id = $1 and r.turn_no <= $2 order by r.turn_no`,
+     from agent_kit_runs r where r.thread_id = $1 and r.turn_no <= $2 and r.superseded_by is null order by r.turn_no`,
     [run.threadId, run.turnNo],
   );
   const hash = hashFnv1a(rows.map((r) => r.text).join('\u0000')).toString(16).padStart(8, '0');
@@ -100,6 +100,18 @@ async function cancel(sim: Simulation, run: RunSnapshot): Promise<string> {
   return `cancel ${sim.names.of(run.id)}${where === null ? '' : ` shown ${(where * 100).toFixed(0)} %`} ${result.text}`;
 }
 
+/**
+ * useChat's regenerate() of a closed turn's reply (ADR-0091): a new run answers its message, and it
+ * and the turns after it are superseded. Refused (AK004) while a turn after it is under way.
+ */
+async function regenerate(sim: Simulation, run: RunSnapshot): Promise<string> {
+  sim.count(sim.faults, 'regenerate');
+  const result = await callSql(sim, `select (agent_kit_regenerate_turn($1, 'u', (select m.id::text from agent_kit_messages m
+      where m.run_id = $2 and m.role = 'user' order by m.created_at limit 1))).run_id as run`, [run.threadId, run.id]);
+  const created = /^→ "(.+)"$/.exec(result.text)?.[1];
+  return `regenerate ${sim.names.of(run.id)} ${created ? `→ ${sim.names.of(created)}` : result.text}`;
+}
+
 export function userActions(sim: Simulation, runs: RunSnapshot[], chaos: number): Candidate[] {
   const candidates: Candidate[] = [];
   const open = runs.filter((r) => !isClosed(r.status));
@@ -120,5 +132,7 @@ export function userActions(sim: Simulation, runs: RunSnapshot[], chaos: number)
   for (const run of runs.filter((r) => r.status === 'waiting_takeover' || (r.status === 'running' && r.takeover)).slice(0, 2)) {
     candidates.push([action('release', () => operator(sim, 'release', run)), 0.8]);
   }
+  const replies = runs.filter((r) => isClosed(r.status) && !r.superseded);
+  if (replies.length) candidates.push([action('regenerate', () => regenerate(sim, sim.pick.pick(replies))), 0.03 * chaos]);
   return candidates;
 }
