@@ -1,7 +1,8 @@
 // The two streaming routes. POST /api/chat stores the message, starts the turn's segment in the
 // background (not tied to the request: a disconnect never stops a turn) and streams the thread
-// from just before the message until the run closes or parks. GET /api/threads/:id/events
-// replays from Last-Event-ID or ?after= and follows. See ADR-0003.
+// from just before the message until the run closes or parks (with `regenerate: true`, a new run
+// for an earlier message, from its first event: ADR-0091). GET /api/threads/:id/events replays
+// from Last-Event-ID or ?after= and follows. See ADR-0003.
 import { followEvents } from '../event-log/follow-events.js';
 import {
   findMessageSeq, findRunFirstSeq, readEventsThrough, readRunBoundary, type ThreadEvent,

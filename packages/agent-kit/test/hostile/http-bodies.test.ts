@@ -126,6 +126,42 @@ describe('POST /api/chat bodies', () => {
   sharedBodyCases(chatRoute, () => '/api/chat', { message: 'hi', threadId: crypto.randomUUID() });
 });
 
+describe('POST /api/chat bodies that regenerate a reply (ADR-0091)', () => {
+  it('a regenerate of the wrong shape is a 400: a non-boolean flag, no thread, no message named', async () => {
+    const shapes = fc.oneof(
+      fc.record({ threadId: fc.constant(unknownThread()), clientMessageId: fc.constant('m1'), regenerate: notString }),
+      fc.record({ regenerate: fc.constant(true), clientMessageId: fc.option(nastyText, { nil: undefined }) }, { requiredKeys: ['regenerate'] }),
+      fc.record({ regenerate: fc.constant(true), threadId: fc.constant(unknownThread()), message: fc.option(fc.constant('hi'), { nil: undefined }) },
+        { requiredKeys: ['regenerate', 'threadId'] }),
+      fc.record({ regenerate: fc.constant(true), threadId: fc.oneof(notString, notUuid), clientMessageId: fc.constant('m1') }),
+    ).filter((v) => !chatBodySchema.safeParse(v).success);
+    await fc.assert(fc.asyncProperty(shapes, async (body) => {
+      await refused(chatRoute, 'regenerate of the wrong shape', 'POST', '/api/chat', { body }, [400]);
+    }), runs);
+  });
+
+  it('SQL-looking and control-character message names find no message in the caller\'s own thread (404)', async () => {
+    await fc.assert(fc.asyncProperty(nastyText, async (clientMessageId) => {
+      const body = { regenerate: true, threadId: f.alice.completed.threadId, clientMessageId };
+      await refused(chatRoute, 'regenerate naming SQL-looking or control text', 'POST', '/api/chat', { body },
+        hasNul(body) ? [400] : [404]);
+    }), runs);
+  });
+
+  it('another user\'s message is not found, and a turn under way or another text is a 409, writing nothing', async () => {
+    const firstMessage = async (threadId: string) => (await f.t.db.query<{ id: string }>(
+      `select id from agent_kit_messages where thread_id = $1 and role = 'user' order by created_at limit 1`, [threadId]))[0]!.id;
+    const cases: Array<[string, unknown, number]> = [
+      ["bob's message", { regenerate: true, threadId: f.bob.completed.threadId, clientMessageId: await firstMessage(f.bob.completed.threadId) }, 404],
+      ["bob's message in alice's thread", { regenerate: true, threadId: f.alice.completed.threadId, clientMessageId: await firstMessage(f.bob.completed.threadId) }, 404],
+      ['a turn waiting for an answer', { regenerate: true, threadId: f.alice.waiting.threadId, clientMessageId: await firstMessage(f.alice.waiting.threadId) }, 409],
+      ['a turn an operator holds', { regenerate: true, threadId: f.alice.takenOver.threadId, clientMessageId: await firstMessage(f.alice.takenOver.threadId) }, 409],
+      ['another text', { regenerate: true, threadId: f.alice.completed.threadId, clientMessageId: await firstMessage(f.alice.completed.threadId), message: 'edited' }, 409],
+    ];
+    for (const [what, body, status] of cases) await refused(chatRoute, `regenerate ${what}`, 'POST', '/api/chat', { body }, [status]);
+  });
+});
+
 describe('POST /api/runs/:id/input bodies (on the caller\'s own waiting run)', () => {
   it('any JSON value that is not a valid answer is a 400', async () => {
     await fc.assert(fc.asyncProperty(
