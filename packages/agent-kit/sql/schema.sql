@@ -950,6 +950,7 @@ declare
   v_run_id uuid;
   v_turn_no int;
   v_superseded uuid[];
+  v_edited boolean;
 begin
   if p_owner_id is null or p_owner_id = '' then
     raise exception 'owner_id is required' using errcode = 'AK001';
@@ -959,6 +960,9 @@ begin
   end if;
   if p_job_delay is null or p_job_delay < interval '0' then
     raise exception 'job delay must be a non-negative interval' using errcode = 'AK001';
+  end if;
+  if p_text = '' then
+    raise exception 'an edited message needs a text' using errcode = 'AK001';
   end if;
   perform 1 from agent_kit_threads t where t.id = p_thread_id and t.owner_id = p_owner_id;
   if not found then
@@ -979,11 +983,8 @@ begin
   if v_message.id is null or v_message.run_id is null then
     raise exception 'message % not found in thread %', p_message, p_thread_id using errcode = 'AK002';
   end if;
-  if p_text is not null and p_text is distinct from v_message.content->>'text' then
-    raise exception 'message % was sent with another text: an edited message is a new message', p_message
-      using errcode = 'AK004';
-  end if;
   select * into v_run from agent_kit_runs r where r.id = v_message.run_id for update;
+  v_edited := p_text is not null and p_text is distinct from v_message.content->>'text';
   if v_run.superseded_by is not null then
     raise exception 'the turn of message % was replaced when an earlier reply was regenerated', p_message
       using errcode = 'AK004';
@@ -996,7 +997,13 @@ begin
     raise exception 'turn % of thread % is %: a reply is regenerated once every turn from it on has ended',
       v_open.turn_no, p_thread_id, v_open.status using errcode = 'AK004';
   end if;
-  -- The message that began the turn (an answer to the turn's question names its turn).
+  -- The message that began the turn (an answer to the turn's question names its turn; it is
+  -- not edited: its question may not be asked again).
+  if v_edited and exists (select 1 from agent_kit_messages m where m.run_id = v_run.id and m.role = 'user'
+      and (m.created_at, m.id) < (v_message.created_at, v_message.id)) then
+    raise exception 'message % answered a question of its turn: it is not edited (send a new message, or regenerate)', p_message
+      using errcode = 'AK004';
+  end if;
   select * into v_message from agent_kit_messages m
   where m.run_id = v_run.id and m.role = 'user' order by m.created_at, m.id limit 1;
 
@@ -1009,10 +1016,18 @@ begin
     returning r.id, r.turn_no
   )
   select array_agg(id order by turn_no) into v_superseded from replaced;
-  update agent_kit_messages set run_id = v_run_id where id = v_message.id;
+  if v_edited then
+    -- The client id goes with the new text: a page shows the edited message under the id it has.
+    update agent_kit_messages set client_message_id = null where id = v_message.id;
+    insert into agent_kit_messages (thread_id, run_id, role, content, client_message_id)
+    values (p_thread_id, v_run_id, 'user', jsonb_build_object('text', p_text), v_message.client_message_id)
+    returning * into v_message;
+  else
+    update agent_kit_messages set run_id = v_run_id where id = v_message.id;
+  end if;
   perform agent_kit__append_event(p_thread_id, v_run_id, 0, 'turn-regenerated', jsonb_build_object(
     'runId', v_run_id, 'regenerates', v_run.id, 'superseded', to_jsonb(v_superseded),
-    'messageId', v_message.id, 'text', v_message.content->>'text'));
+    'messageId', v_message.id, 'text', v_message.content->>'text', 'edited', v_edited));
   perform agent_kit__append_event(p_thread_id, v_run_id, 0, 'run-queued', jsonb_build_object(
     'runId', v_run_id, 'turnNo', v_turn_no));
   perform agent_kit__enqueue(v_run_id, agent_kit_now() + p_job_delay);

@@ -156,12 +156,14 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
     ...(options.headers ? { headers: options.headers } : {}),
     ...(options.credentials ? { credentials: options.credentials } : {}),
     fetch: streamFetch,
-    prepareSendMessagesRequest: async ({ messages, trigger }) => {
+    prepareSendMessagesRequest: async ({ id, messages, trigger, messageId }) => {
       const last = messages.at(-1);
       if (!last || last.role !== 'user') throw new Error('agent-kit takes the chat\'s last message as the user\'s next one');
-      // regenerate(): the last message's turn asked again, a new reply in place of the old (ADR-0091).
-      const again = trigger === 'regenerate-message';
-      const threadId = threadIdOf(messages) ?? await threadSentTo(again ? messages : messages.slice(0, -1), sentTo);
+      // regenerate(), or sendMessage({ text, messageId }) (an edit): the last message's turn asked
+      // again, a new reply in place of the old (ADR-0091), in the thread the chat (its id) is of.
+      const again = trigger === 'regenerate-message' || (messageId !== undefined && messageId === last.id);
+      const threadId = threadIdOf(messages) ?? await threadSentTo(again ? messages : messages.slice(0, -1), sentTo)
+        ?? (again && uuidShaped.test(id) ? id : undefined);
       return { body: { threadId, message: textOf(last), clientMessageId: last.id, ...(again ? { regenerate: true } : {}) } };
     },
     prepareReconnectToStreamRequest: ({ id }) => ({
@@ -169,6 +171,8 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
     }),
   });
 }
+
+const uuidShaped = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** The `clientMessageId` of a `POST /api/chat`, or undefined for any other request. */
 function chatPostOf(input: RequestInfo | URL, init: RequestInit | undefined): string | undefined {

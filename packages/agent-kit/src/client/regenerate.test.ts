@@ -1,7 +1,8 @@
 // useChat's regenerate() through agentKitTransport, with the real turn engine on both stores
 // (ADR-0091): the reply is asked again as a new run, the model is not given the reply it
 // replaces, the chat and a reload of the thread agree, an earlier reply takes the later turns
-// with it, and a turn under way is not regenerated (the chat shows the error, nothing changes).
+// with it, an edited message (sendMessage with its id) is answered anew, and a turn under way is
+// not regenerated (the chat shows the error, nothing changes).
 import type { UIMessage } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestChat, readThread as readThreadOf, statusOf, transportTo } from '../../test/harness/chat-kit.js';
@@ -84,6 +85,25 @@ describe("useChat's regenerate()", () => {
     await chat.sendMessage({ text: 'fourth' });
     expect(lastPrompt()).toEqual(['user: first', `assistant: ${textOf(chat.messages[1]!)}`, 'user: fourth']);
     expect(shown(toUIMessages(await readThread(threadId)))).toEqual(shown(chat.messages));
+  });
+
+  it("sendMessage({ text, messageId }) edits a message: the new reply answers the edit, and a reload shows the chat", async () => {
+    const chat = await chatOf('alpha', 'beta', 'gamma');
+    const threadId = threadIdOf(chat.messages)!;
+    const beta = chat.messages[2]!.id;
+    await chat.sendMessage({ text: 'beta, edited', messageId: beta });
+    expect(chat.status).toBe('ready');
+    expect(chat.messages.map((m) => m.role === 'user' ? `${m.id}: ${textOf(m)}` : m.role)).toEqual([
+      `${chat.messages[0]!.id}: alpha`, 'assistant', `${beta}: beta, edited`, 'assistant',
+    ]);
+    expect(lastPrompt()).toEqual(['user: alpha', `assistant: ${textOf(chat.messages[1]!)}`, 'user: beta, edited']);
+    expect(shown(toUIMessages(await readThread(threadId)))).toEqual(shown(chat.messages));
+    // From a reopened chat, whose only message after an edit has no thread in its metadata: the chat's id names it.
+    const reopened = new TestChat({ id: threadId, messages: toUIMessages(await readThread(threadId)).slice(0, 1), transport: transportTo(() => handlers) });
+    await reopened.sendMessage({ text: 'alpha, edited', messageId: reopened.messages[0]!.id });
+    expect(reopened.status).toBe('ready');
+    expect(lastPrompt()).toEqual(['user: alpha, edited']);
+    expect(shown(toUIMessages(await readThread(threadId)))).toEqual(shown(reopened.messages));
   });
 
   it('not while a turn from it on is under way: the chat shows the error, and the thread is as it was', async () => {

@@ -1,7 +1,7 @@
 // POST /api/chat with `regenerate: true` (ADR-0091): it streams the new run from the event that
 // replaced the old turn to its close, names the run in its headers, and refuses a body that
-// cannot say what to regenerate (400), a message it cannot find (404) and a turn under way or an
-// edited text (409), writing nothing.
+// cannot say what to regenerate (400), a message it cannot find (404) and a turn under way (409),
+// writing nothing; with another text it edits the message.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countRows, makeRequest, openHttpTest, payload, readSse, type HttpTest } from '../../test/harness/http-harness.js';
 import { startTurn } from '../queue/start-turn.js';
@@ -44,6 +44,18 @@ describe('POST /api/chat, regenerate: true', () => {
     expect(old.run).toMatchObject({ status: 'completed', supersededBy: newRun });
   });
 
+  it('with another text, edits the message: the new run answers the edit, under the same client id', async () => {
+    const { threadId, runId } = await answeredThread('g9');
+    const response = await chat({ threadId, clientMessageId: 'g9', message: 'hello again, edited', regenerate: true });
+    expect(response.status).toBe(200);
+    const events = (await readSse(response)).events.map(payload);
+    expect(events[0]).toMatchObject({ type: 'turn-regenerated', data: { superseded: [runId], text: 'hello again, edited', edited: true } });
+    await t.handlers.segments.settle();
+    const read = await (await t.handlers.handle(makeRequest('GET', `/api/threads/${threadId}`, { user: 'rae' }))).json();
+    expect(read.messages.map((m: { role: string; text: string; clientMessageId: string | null }) => [m.role, m.role === 'user' ? `${m.clientMessageId}: ${m.text}` : m.text]))
+      .toEqual([['user', 'g9: hello again, edited'], ['assistant', 'Hello, world.']]);
+  });
+
   it('refuses what it cannot do, writing nothing', async () => {
     const { threadId } = await answeredThread('g2');
     await startTurn(t.db, { threadId, ownerId: 'rae', text: 'queued behind', clientMessageId: 'g3' }); // stays queued: no drain here
@@ -58,7 +70,7 @@ describe('POST /api/chat, regenerate: true', () => {
       [{ threadId: crypto.randomUUID(), clientMessageId: 'g2', regenerate: true }, 404, /not found/],
       [{ threadId, clientMessageId: 'g2', regenerate: true }, 409, /turn 2 .* is queued/],
       [{ threadId, clientMessageId: 'g3', regenerate: true }, 409, /is queued/],
-      [{ threadId, clientMessageId: 'g2', message: 'hello, edited', regenerate: true }, 409, /edited message is a new message/],
+      [{ threadId, clientMessageId: 'g2', message: ' ', regenerate: true }, 400, /message: must not be blank/],
     ];
     for (const [body, status, message, user] of cases) {
       const response = await chat(body, user);

@@ -1,5 +1,5 @@
-// Regenerating a reply on both stores (ADR-0091): a new run answers the same user message, the
-// old turn and every later one are superseded, out of the model's history and the thread's reads
+// Regenerating a reply on both stores (ADR-0091): a new run answers the same user message (or its
+// edit), the old turn and every later one are superseded, out of the model's history and the thread's reads
 // but kept; the log says so in one event; refusals write nothing; on Postgres, two regenerations
 // of one turn at once make one new run.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -68,7 +68,7 @@ describe('regenerateTurn', () => {
     const events = await readEvents(db, { threadId, afterSeq: lastSeq });
     expect(events.map((e) => [e.type, e.runId])).toEqual([['turn-regenerated', again.runId], ['run-queued', again.runId]]);
     expect(events[0]!.data).toEqual({
-      runId: again.runId, regenerates: runIds[1], superseded: [runIds[1]], messageId: again.messageId, text: 'two',
+      runId: again.runId, regenerates: runIds[1], superseded: [runIds[1]], messageId: again.messageId, text: 'two', edited: false,
     });
 
     expect(await run(again.runId)).toMatchObject({ kind: 'closed', status: 'completed' });
@@ -127,9 +127,37 @@ describe('regenerateTurn', () => {
     expect((await db.query<{ client_message_id: string }>(
       'select client_message_id from agent_kit_messages where id = $1', [again.messageId]))[0]!.client_message_id).toBe('c1');
     expect((await listThreadMessages(db, threadId)).map((m) => m.text)).toEqual(['hello']);
+    // An answer is not edited: its turn's question would not be asked again.
+    const [answer2] = await db.query<{ id: string }>(
+      `insert into agent_kit_messages (thread_id, run_id, role, content) values ($1, $2, 'user', '{"text": "yes"}') returning id`,
+      [threadId, again.runId]);
+    await run(again.runId);
+    await expect(regenerateTurn(db, { threadId, ownerId: 'ann', message: answer2!.id, text: 'no' }))
+      .rejects.toThrow(/answered a question of its turn: it is not edited/);
   });
 
-  it('refuses, writing nothing: a turn under way, another owner, an unknown message, another text, bad ids', async () => {
+  it('with another text, edits the message: the new run answers the edit, under the client id the old message had', async () => {
+    const { threadId, runIds } = await thread('f', ['one', 'two', 'three']);
+    const edited = await regenerateTurn(db, { threadId, ownerId: 'ann', message: 'f2', text: 'two, said better' });
+    expect(edited.superseded).toEqual(runIds.slice(1));
+    const [event] = (await readEvents(db, { threadId })).filter((e) => e.type === 'turn-regenerated');
+    expect(event!.data).toMatchObject({ messageId: edited.messageId, text: 'two, said better', edited: true });
+    expect(await run(edited.runId)).toMatchObject({ kind: 'closed', status: 'completed' });
+    expect(said(prompts.at(-1)!).filter((line) => line.startsWith('user'))).toEqual(['user: one', 'user: two, said better']);
+    const messages = await listThreadMessages(db, threadId);
+    expect(messages.map((m) => [m.role, m.role === 'user' ? m.text : m.runId])).toEqual([
+      ['user', 'one'], ['assistant', runIds[0]], ['user', 'two, said better'], ['assistant', edited.runId],
+    ]);
+    expect(messages[2]).toMatchObject({ id: edited.messageId, clientMessageId: 'f2', runId: edited.runId });
+    // The old message stays with its superseded turn, without the client id.
+    expect(await db.query(`select content->>'text' as text, client_message_id from agent_kit_messages
+      where run_id = $1 and role = 'user'`, [runIds[1]])).toEqual([{ text: 'two', client_message_id: null }]);
+    // Named by its client id again, it is the edit, and the same text regenerates it.
+    const again = await regenerateTurn(db, { threadId, ownerId: 'ann', message: 'f2', text: 'two, said better' });
+    expect([again.messageId, again.superseded]).toEqual([edited.messageId, [edited.runId]]);
+  });
+
+  it('refuses, writing nothing: a turn under way, another owner, an unknown message, bad ids and texts', async () => {
     const { threadId } = await thread('d', ['done']);
     const queued = await startTurn(db, { threadId, ownerId: 'ann', text: 'not yet', clientMessageId: 'd2' });
     const rows = async () => [
@@ -147,16 +175,14 @@ describe('regenerateTurn', () => {
       [{ threadId, ownerId: 'ann', message: '' }, InvalidArgumentError],
       [{ threadId: 'nope', ownerId: 'ann', message: 'd1' }, InvalidArgumentError],
       [{ threadId, ownerId: ' ', message: 'd1' }, InvalidArgumentError],
+      [{ threadId, ownerId: 'ann', message: 'd1', text: ' ' }, InvalidArgumentError],
+      [{ threadId, ownerId: 'ann', message: 'd1', text: 'x'.repeat(32_001) }, InvalidArgumentError],
     ];
     for (const [options, error] of refusals) {
       await expect(regenerateTurn(db, options), JSON.stringify(options)).rejects.toBeInstanceOf(error);
     }
     expect(await rows()).toEqual(before);
     expect(await run(queued.runId)).toMatchObject({ kind: 'closed' });
-    const ended = await rows();
-    await expect(regenerateTurn(db, { threadId, ownerId: 'ann', message: 'd2', text: 'edited' }))
-      .rejects.toThrow(/another text: an edited message is a new message/);
-    expect(await rows()).toEqual(ended);
     // Now every turn from it on has ended: it goes.
     await expect(regenerateTurn(db, { threadId, ownerId: 'ann', message: 'd1', text: 'done' })).resolves.toMatchObject({ threadId });
   });

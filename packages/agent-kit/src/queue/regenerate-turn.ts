@@ -1,16 +1,21 @@
 // Regenerating a reply (ADR-0091): the turn of a user message asked again, as a new run that
-// answers the same message, in one SQL call (agent_kit_regenerate_turn). The turn it replaces and
-// every turn after it are superseded: kept, but out of the conversation and the thread's reads.
+// answers the same message (or its edit), in one SQL call (agent_kit_regenerate_turn). The turn it
+// replaces and every turn after it are superseded: kept, but out of the conversation and the
+// thread's reads.
 import { InvalidArgumentError } from '../errors.js';
 import { uuidPattern, type Queryable } from '../store/db.js';
 import { notifyThread } from '../store/notify-thread.js';
+import { maxMessageChars } from './start-turn.js';
 
 export interface RegenerateTurnOptions {
   threadId: string;
   ownerId: string;
   /** The user message whose reply is asked again: the client id it was sent with, or its stored id. */
   message: string;
-  /** The message's text, if the caller has it: a text that differs is refused (ConflictError), not taken for an edit. */
+  /**
+   * The message's text as the caller has it. Another text edits the message: the new run answers
+   * a new message of that text, under the old one's client id, and the old one stays with its turn.
+   */
   text?: string;
   /** As startTurn's: a caller that runs the turn itself gives itself a head start on the drain. */
   jobDelayMs?: number;
@@ -18,7 +23,7 @@ export interface RegenerateTurnOptions {
 
 export interface RegenerateTurnResult {
   threadId: string;
-  /** The user message the new turn answers (it moved to the new run). */
+  /** The user message the new turn answers: the one named, moved to the new run, or its edit. */
   messageId: string;
   /** The new run. */
   runId: string;
@@ -27,11 +32,12 @@ export interface RegenerateTurnResult {
 }
 
 /**
- * Ask a user message's turn again: a new run answers it, and its old turn and every later one are
- * superseded. Every turn from the message's on must have ended.
- * @throws InvalidArgumentError for bad ids; NotFoundError for a thread the owner does not have or
- *   a message not in it; ConflictError while a turn from it on is under way, for a message whose
- *   turn an earlier regeneration replaced, or for a `text` that is not the message's.
+ * Ask a user message's turn again (or with `text`, its edit): a new run answers it, and its old
+ * turn and every later one are superseded. Every turn from the message's on must have ended.
+ * @throws InvalidArgumentError for bad ids or a blank or oversized text; NotFoundError for a
+ *   thread the owner does not have or a message not in it; ConflictError while a turn from it on
+ *   is under way, for a message whose turn an earlier regeneration replaced, or for an edit of a
+ *   message that answered its turn's question.
  */
 export async function regenerateTurn(db: Queryable, options: RegenerateTurnOptions): Promise<RegenerateTurnResult> {
   if (typeof options.threadId !== 'string' || !uuidPattern.test(options.threadId)) {
@@ -42,6 +48,9 @@ export async function regenerateTurn(db: Queryable, options: RegenerateTurnOptio
   }
   if (typeof options.message !== 'string' || options.message === '') {
     throw new InvalidArgumentError('the message to regenerate must be a client message id or a message id');
+  }
+  if (options.text !== undefined && (typeof options.text !== 'string' || options.text.trim() === '' || options.text.length > maxMessageChars)) {
+    throw new InvalidArgumentError(`message text must be a non-blank string of at most ${maxMessageChars} characters`);
   }
   const rows = await db.query<{ thread_id: string; message_id: string; run_id: string; superseded: string[] | string }>(
     'select * from agent_kit_regenerate_turn($1, $2, $3, $4::interval, $5)',

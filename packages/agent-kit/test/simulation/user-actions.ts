@@ -101,15 +101,17 @@ async function cancel(sim: Simulation, run: RunSnapshot): Promise<string> {
 }
 
 /**
- * useChat's regenerate() of a closed turn's reply (ADR-0091): a new run answers its message, and it
- * and the turns after it are superseded. Refused (AK004) while a turn after it is under way.
+ * useChat's regenerate() of a closed turn's reply, or half of the time an edit of its message
+ * (ADR-0091): a new run answers it, and it and the turns after it are superseded. Refused (AK004)
+ * while a turn after it is under way. The edit is drawn from a stream of its own.
  */
 async function regenerate(sim: Simulation, run: RunSnapshot): Promise<string> {
   sim.count(sim.faults, 'regenerate');
+  const text = sim.user.fork('regenerate-edit').chance(0.5) ? `edited (message ${sim.turnsCreated})` : null;
   const result = await callSql(sim, `select (agent_kit_regenerate_turn($1, 'u', (select m.id::text from agent_kit_messages m
-      where m.run_id = $2 and m.role = 'user' order by m.created_at limit 1))).run_id as run`, [run.threadId, run.id]);
+      where m.run_id = $2 and m.role = 'user' order by m.created_at limit 1), '0', $3)).run_id as run`, [run.threadId, run.id, text]);
   const created = /^→ "(.+)"$/.exec(result.text)?.[1];
-  return `regenerate ${sim.names.of(run.id)} ${created ? `→ ${sim.names.of(created)}` : result.text}`;
+  return `${text ? 'edit and regenerate' : 'regenerate'} ${sim.names.of(run.id)} ${created ? `→ ${sim.names.of(created)}` : result.text}`;
 }
 
 export function userActions(sim: Simulation, runs: RunSnapshot[], chaos: number): Candidate[] {
