@@ -138,6 +138,7 @@ CREATE INDEX agent_kit_runs__created_at_idx ON agent_kit_runs USING btree (creat
 CREATE INDEX agent_kit_runs__failed_created_at_idx ON agent_kit_runs USING btree (created_at DESC, id) WHERE (status = ANY (ARRAY['failed'::text, 'aborted'::text]));
 CREATE INDEX agent_kit_runs__lease_expires_at_idx ON agent_kit_runs USING btree (lease_expires_at) WHERE (status = 'running'::text);
 CREATE INDEX agent_kit_runs__queued_turn_idx ON agent_kit_runs USING btree (thread_id, turn_no) WHERE (status = 'queued'::text);
+CREATE INDEX agent_kit_runs__superseded_by_idx ON agent_kit_runs USING btree (superseded_by) WHERE (superseded_by IS NOT NULL);
 CREATE UNIQUE INDEX agent_kit_runs_pkey ON agent_kit_runs USING btree (id);
 CREATE UNIQUE INDEX agent_kit_runs_thread_id_turn_no_key ON agent_kit_runs USING btree (thread_id, turn_no);
 CREATE TRIGGER agent_kit_runs__number_turn BEFORE INSERT ON agent_kit_runs FOR EACH ROW WHEN ((new.turn_no IS NULL)) EXECUTE FUNCTION agent_kit__number_turn();

@@ -15,6 +15,10 @@
 
 alter table agent_kit_runs add column superseded_by uuid
   references agent_kit_runs(id) on delete set null;
+-- The key's delete action looks a deleted run up by superseded_by: without an index, deleting a
+-- thread would read every run once per run it deletes. Only superseded runs have an entry, so
+-- the claims and closes that write runs never touch it.
+create index agent_kit_runs__superseded_by_idx on agent_kit_runs (superseded_by) where superseded_by is not null;
 
 -- p_message: the user message whose turn is asked again, by the client id it was sent with or by
 -- its stored id. One that answered its turn's question names that turn, which starts again from

@@ -10,6 +10,7 @@
 // - A run list of effects in doubt reads those runs by index among many settled effects (0025).
 // - A page of a long thread's turns (ADR-0049) reads its runs by turn number, their messages by
 //   run and its first event by the run's boundary index.
+// - A deleted run's superseded runs (the self key's delete action) are found by a partial index.
 // - The store's status counts the runs in flight, the due jobs and the effects in doubt through
 //   the partial indexes that hold only those.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -163,6 +164,14 @@ describe('run lists by status', () => {
       if (status === 'failed') expect(value.length).toBeGreaterThanOrEqual(3);
       expectNoScan(plans, 'agent_kit_runs');
     }
+  });
+
+  it('find the runs a deleted run superseded by index, as the key\'s delete action does (0035)', async () => {
+    // The statement Postgres's foreign key runs for each run a thread's delete removes.
+    const { plans } = await plansOf((d) => d.query(
+      'update only agent_kit_runs set superseded_by = null where $1 = superseded_by', [crypto.randomUUID()]));
+    expect(plans.join('\n')).toMatch(/agent_kit_runs__superseded_by_idx/);
+    expectNoScan(plans, 'agent_kit_runs');
   });
 
   it('read a page deep in the list from its cursor, not from the newest run', async () => {
