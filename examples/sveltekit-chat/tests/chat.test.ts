@@ -1,7 +1,7 @@
 // The chat page in headless Chromium against the built app: sign-in, a streamed turn, a reload
 // mid-turn, a reply that ends offline (the page and the draft kept), two tabs on one turn, a
-// question answered in the page, an approval, and another user's thread refused. Expected
-// replies come from the scripted model's own function.
+// question answered in the page, an approval, a reply regenerated and a message edited, and
+// another user's thread refused. Expected replies come from the scripted model's own function.
 import { scriptedAskQuestion, scriptedReplyText } from 'agent-kit';
 import type { Browser, BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -223,6 +223,31 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     expect(await replaced(page)).toBe(again);
     await page.close();
     await other.close();
+  });
+
+  it('edits the last message: the reply to the new text takes the old one\'s place, after a reload too', async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    const message = `edit me ${Date.now()}`;
+    await sendChat(page, message);
+    await waitForRunStatus(page, 'completed');
+    const first = await page.getByTestId('run').getAttribute('data-run-id');
+    await page.getByRole('button', { name: 'Edit' }).click();
+    const edited = `${message}, edited`;
+    await page.getByRole('textbox', { name: 'Edit message' }).fill(edited);
+    await page.getByTestId('edit-message').getByRole('button', { name: 'Send' }).click();
+    const replaced = async () => {
+      await page.waitForFunction((old) => {
+        const runs = document.querySelectorAll('[data-testid="run"]');
+        return runs.length === 1 && runs[0]!.getAttribute('data-run-id') !== old && runs[0]!.getAttribute('data-status') === 'completed';
+      }, first, { timeout: 20_000 });
+      expect(await page.getByTestId('user-message').allTextContents()).toEqual([edited]);
+      expect((await lastRunText(page)).trim()).toBe(expectedReply(edited));
+    };
+    await replaced();
+    await reload(page);
+    await replaced();
+    await page.close();
   });
 
   it("refuses another user's thread as not found, in the page and in the API", async () => {
