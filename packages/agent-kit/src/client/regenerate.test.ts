@@ -7,7 +7,7 @@ import type { UIMessage } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestChat, readThread as readThreadOf, statusOf, transportTo } from '../../test/harness/chat-kit.js';
 import { headerAuth } from '../../test/harness/http-harness.js';
-import { scriptModel, type PromptMessage } from '../../test/harness/steps-model.js';
+import { numberedRepliesModel, type PromptMessage } from '../../test/harness/steps-model.js';
 import { makeRuntime } from '../../test/harness/turn-kit.js';
 import { textOf } from '../../test/harness/ui-messages.js';
 import { openTestDb } from '../../test/harness/test-db.js';
@@ -20,10 +20,7 @@ let db: Db;
 let handlers: Handlers;
 /** Every prompt the model was given; its nth reply is "reply n". */
 const prompts: PromptMessage[][] = [];
-const model = scriptModel((prompt) => {
-  prompts.push(prompt);
-  return { text: `reply ${prompts.length}` };
-});
+const model = numberedRepliesModel(prompts);
 beforeAll(async () => {
   db = await openTestDb();
   handlers = createHandlers({ rt: makeRuntime(db, { model }), authenticate: headerAuth });

@@ -4,7 +4,7 @@
 // of one turn at once make one new run.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestDb, onPostgres } from '../../test/harness/test-db.js';
-import { scriptModel, type PromptMessage } from '../../test/harness/steps-model.js';
+import { numberedRepliesModel, type PromptMessage } from '../../test/harness/steps-model.js';
 import { makeRuntime } from '../../test/harness/turn-kit.js';
 import { ConflictError, InvalidArgumentError, NotFoundError } from '../errors.js';
 import { readEvents } from '../event-log/read-events.js';
@@ -18,10 +18,7 @@ import { startTurn } from './start-turn.js';
 let db: Db;
 /** Every prompt the model was given, in order; its nth reply is "reply n". */
 const prompts: PromptMessage[][] = [];
-const model = scriptModel((prompt) => {
-  prompts.push(prompt);
-  return { text: `reply ${prompts.length}` };
-});
+const model = numberedRepliesModel(prompts);
 
 beforeAll(async () => {
   db = await openTestDb();

@@ -22,7 +22,7 @@ export type PromptMessage = { role: string; content: unknown };
 type ToolResultPart = { type: string; output?: { type: string } };
 
 /** A model whose next step is `choose(prompt)`. */
-export function scriptModel(choose: (prompt: PromptMessage[]) => PlayedStep): LanguageModelV3 {
+function scriptModel(choose: (prompt: PromptMessage[]) => PlayedStep): LanguageModelV3 {
   return {
     specificationVersion: 'v3', provider: 'test', modelId: 'steps', supportedUrls: {},
     doGenerate: () => Promise.reject(new Error('stream only')),
@@ -38,6 +38,14 @@ export function scriptModel(choose: (prompt: PromptMessage[]) => PlayedStep): La
       };
     },
   } as unknown as LanguageModelV3;
+}
+
+/** A model that keeps each prompt in `prompts` and answers the nth "reply n" (a new answer each time). */
+export function numberedRepliesModel(prompts: PromptMessage[][]): LanguageModelV3 {
+  return scriptModel((prompt) => {
+    prompts.push(prompt);
+    return { text: `reply ${prompts.length}` };
+  });
 }
 
 /** Plays `steps[n]`, n = the tool results in the prompt (the last step again past the end). */
