@@ -67,7 +67,8 @@ begin
   if v_message.id is null or v_message.run_id is null then
     raise exception 'message % not found in thread %', p_message, p_thread_id using errcode = 'AK002';
   end if;
-  select * into v_run from agent_kit_runs r where r.id = v_message.run_id for update;
+  -- (No key update: a foreign key's check on the run, an event appended for it, is not blocked.)
+  select * into v_run from agent_kit_runs r where r.id = v_message.run_id for no key update;
   v_edited := p_text is not null and p_text is distinct from v_message.content->>'text';
   if v_run.superseded_by is not null then
     raise exception 'the turn of message % was replaced when an earlier reply was regenerated', p_message
