@@ -46,9 +46,10 @@ export interface ReadTurnPageOptions {
 export const maxTurnNo = 2_147_483_647;
 
 /**
- * A page of the thread's turns, superseded ones left out (ADR-0091). The latest page also reaches back to the oldest turn still open
- * (queued, running or waiting), so that a viewer of the latest page sees every turn that can
- * still change. Every read goes through the (thread_id, turn_no) key or a run's own indexes.
+ * A page of the thread's turns, superseded ones left out (ADR-0091). The latest page also reaches
+ * back to the oldest turn still open (queued, running or waiting), so that a viewer of the latest
+ * page sees every turn that can still change. Every read goes through the (thread_id, turn_no)
+ * key or a run's own indexes.
  */
 export async function readTurnPage(db: Queryable, threadId: string, options: ReadTurnPageOptions): Promise<TurnPage> {
   const { window, runs } = await readTurnWindow(db, threadId, options);

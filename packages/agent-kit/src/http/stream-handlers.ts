@@ -100,13 +100,14 @@ export function createChatHandler(ctx: HandlerContext): RouteHandler {
       ...(format === 'ai-sdk' && turn.kind !== 'turn' ? await answered(ctx, turn, afterSeq) : {}),
       // A message sent again streams its turn as it is now: past a question it asked and went on from.
       until: turn.created ? endsRun(turn.runId) : (await runEnd(ctx, turn.runId)).until,
-      headers: {
-        'x-agent-kit-thread-id': turn.threadId,
-        'x-agent-kit-run-id': turn.runId,
-        'x-agent-kit-message-id': turn.messageId,
-      },
+      headers: turnHeaders(turn),
     });
   };
+}
+
+/** What a chat response names: the thread, the run (a client's stop cancels it) and the message. */
+function turnHeaders(turn: { threadId: string; runId: string; messageId: string }): Record<string, string> {
+  return { 'x-agent-kit-thread-id': turn.threadId, 'x-agent-kit-run-id': turn.runId, 'x-agent-kit-message-id': turn.messageId };
 }
 
 /**
@@ -126,11 +127,7 @@ async function regenerated(
     format,
     runId: turn.runId,
     until: endsRun(turn.runId),
-    headers: {
-      'x-agent-kit-thread-id': turn.threadId,
-      'x-agent-kit-run-id': turn.runId,
-      'x-agent-kit-message-id': turn.messageId,
-    },
+    headers: turnHeaders(turn),
   });
 }
 

@@ -5,7 +5,7 @@
 import { InvalidArgumentError } from '../errors.js';
 import { uuidPattern, type Queryable } from '../store/db.js';
 import { notifyThread } from '../store/notify-thread.js';
-import { maxMessageChars } from './start-turn.js';
+import { requireMessageText, requireOwner } from './start-turn.js';
 
 export interface RegenerateTurnOptions {
   threadId: string;
@@ -43,16 +43,12 @@ export async function regenerateTurn(db: Queryable, options: RegenerateTurnOptio
   if (typeof options.threadId !== 'string' || !uuidPattern.test(options.threadId)) {
     throw new InvalidArgumentError(`thread id must be a uuid, got ${JSON.stringify(String(options.threadId).slice(0, 80))}`);
   }
-  if (typeof options.ownerId !== 'string' || options.ownerId.trim() === '') {
-    throw new InvalidArgumentError('owner id must be a non-blank string');
-  }
+  requireOwner(options.ownerId);
   if (typeof options.message !== 'string' || options.message === '') {
     throw new InvalidArgumentError('the message to regenerate must be a client message id or a message id');
   }
-  if (options.text !== undefined && (typeof options.text !== 'string' || options.text.trim() === '' || options.text.length > maxMessageChars)) {
-    throw new InvalidArgumentError(`message text must be a non-blank string of at most ${maxMessageChars} characters`);
-  }
-  const rows = await db.query<{ thread_id: string; message_id: string; run_id: string; superseded: string[] | string }>(
+  if (options.text !== undefined) requireMessageText(options.text);
+  const rows = await db.query<{ thread_id: string; message_id: string; run_id: string; superseded: string[] }>(
     'select * from agent_kit_regenerate_turn($1, $2, $3, $4::interval, $5)',
     [
       options.threadId,
@@ -64,11 +60,6 @@ export async function regenerateTurn(db: Queryable, options: RegenerateTurnOptio
   );
   const row = rows[0]!;
   notifyThread(db, row.thread_id);
-  return { threadId: row.thread_id, messageId: row.message_id, runId: row.run_id, superseded: uuidList(row.superseded) };
-}
-
-/** A uuid[] column: an array from pg, the text form `{a,b}` from some drivers. */
-function uuidList(value: string[] | string): string[] {
-  if (Array.isArray(value)) return value;
-  return value.replace(/^\{|\}$/g, '').split(',').filter((id) => id !== '');
+  // (uuid[] comes as an array from both stores.)
+  return { threadId: row.thread_id, messageId: row.message_id, runId: row.run_id, superseded: row.superseded };
 }

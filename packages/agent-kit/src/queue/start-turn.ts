@@ -37,23 +37,28 @@ export const defaultHeadStartMs = 5_000;
 /** Maximum accepted message size, in characters. */
 export const maxMessageChars = 32_000;
 
+/** A user message's text: a non-blank string of at most maxMessageChars (InvalidArgumentError otherwise). */
+export function requireMessageText(text: unknown): asserts text is string {
+  if (typeof text !== 'string' || text.trim() === '') throw new InvalidArgumentError('message text must be a non-empty string');
+  if (text.length > maxMessageChars) {
+    throw new InvalidArgumentError(`message is ${text.length} characters; the limit is ${maxMessageChars}`);
+  }
+}
+
+/** An owner id: blank is no owner (SQL refuses '' but would take '   ', a thread nobody signs in as). */
+export function requireOwner(ownerId: unknown): asserts ownerId is string {
+  if (typeof ownerId !== 'string' || ownerId.trim() === '') throw new InvalidArgumentError('owner id must be a non-blank string');
+}
+
 /**
  * Store a user message and queue its turn.
  * @throws InvalidArgumentError for empty or oversized text; NotFoundError for a thread the owner does not have.
  */
 export async function startTurn(db: Queryable, options: StartTurnOptions): Promise<StartTurnResult> {
-  if (typeof options.text !== 'string' || options.text.trim() === '') {
-    throw new InvalidArgumentError('message text must be a non-empty string');
-  }
-  // (Blank is no owner: SQL refuses '' but would take '   ', a thread nobody signs in as.)
-  if (typeof options.ownerId !== 'string' || options.ownerId.trim() === '') {
-    throw new InvalidArgumentError('owner id must be a non-blank string');
-  }
+  requireMessageText(options.text);
+  requireOwner(options.ownerId);
   if (options.threadId !== undefined && !uuidPattern.test(options.threadId)) {
     throw new InvalidArgumentError(`thread id must be a uuid, got ${JSON.stringify(options.threadId.slice(0, 80))}`);
-  }
-  if (options.text.length > maxMessageChars) {
-    throw new InvalidArgumentError(`message is ${options.text.length} characters; the limit is ${maxMessageChars}`);
   }
   const rows = await db.query<{ thread_id: string; message_id: string; run_id: string; created: boolean; kind: StartTurnResult['kind'] }>(
     'select * from agent_kit_start_turn($1, $2, $3, $4, $5::interval)',
