@@ -259,4 +259,19 @@ describe('sendMessage', () => {
     open.stop();
     await sending;
   });
+
+  it('asks a reply again naming the run it replaces, so that the same request sent again is one (ADR-0092)', async () => {
+    const bodies: unknown[] = [];
+    vi.stubGlobal('fetch', async (_: string, init: RequestInit) => {
+      bodies.push(JSON.parse(String(init.body)));
+      return new Response('id: 1\ndata: {"seq":1}\n\n', { headers: { 'content-type': 'text/event-stream' } });
+    });
+    const options = { threadId: 't', message: 'hello', clientMessageId: 'c1', onEvent: () => {}, onThread: () => {}, signal: new AbortController().signal };
+    await sendMessage({ ...options, regenerate: true, replaces: 'r1' });
+    await sendMessage({ ...options, replaces: 'r1' }); // (only a regenerate names one)
+    expect(bodies).toEqual([
+      { threadId: 't', message: 'hello', clientMessageId: 'c1', regenerate: true, replaces: 'r1' },
+      { threadId: 't', message: 'hello', clientMessageId: 'c1' },
+    ]);
+  });
 });

@@ -939,15 +939,17 @@ begin
   return coalesce(v_seq, 0);
 end $function$
 
--- function agent_kit_regenerate_turn(p_thread_id uuid, p_owner_id text, p_message text, p_job_delay interval, p_text text)
-CREATE OR REPLACE FUNCTION agent_kit_regenerate_turn(p_thread_id uuid, p_owner_id text, p_message text, p_job_delay interval DEFAULT '00:00:00'::interval, p_text text DEFAULT NULL::text)
- RETURNS TABLE(thread_id uuid, message_id uuid, run_id uuid, superseded uuid[])
+-- function agent_kit_regenerate_turn(p_thread_id uuid, p_owner_id text, p_message text, p_job_delay interval, p_text text, p_replaces uuid)
+CREATE OR REPLACE FUNCTION agent_kit_regenerate_turn(p_thread_id uuid, p_owner_id text, p_message text, p_job_delay interval DEFAULT '00:00:00'::interval, p_text text DEFAULT NULL::text, p_replaces uuid DEFAULT NULL::uuid)
+ RETURNS TABLE(thread_id uuid, message_id uuid, run_id uuid, superseded uuid[], created boolean)
  LANGUAGE plpgsql
 AS $function$
 declare
   v_message agent_kit_messages;
   v_run agent_kit_runs;
   v_open agent_kit_runs;
+  v_replaced agent_kit_runs;
+  v_regenerated jsonb;
   v_run_id uuid;
   v_turn_no int;
   v_superseded uuid[];
@@ -987,6 +989,38 @@ begin
   -- (No key update: a foreign key's check on the run, an event appended for it, is not blocked.)
   select * into v_run from agent_kit_runs r where r.id = v_message.run_id for no key update;
   v_edited := p_text is not null and p_text is distinct from v_message.content->>'text';
+  if p_replaces is not null then
+    select * into v_replaced from agent_kit_runs r where r.id = p_replaces and r.thread_id = p_thread_id;
+    if not found then
+      raise exception 'run % not found in thread %', p_replaces, p_thread_id using errcode = 'AK002';
+    end if;
+    -- Replaced already, by a run that regenerated it (its turn-regenerated says so) and is still
+    -- part of the conversation: when that run answers this request (the message named moved to
+    -- it, to the text asked; or the message stayed with the old turn, an answer or an edited
+    -- message, and the regeneration was the one asked: an edit to this text, or none), this is
+    -- the same request sent again (its response lost) or another page's for the same reply. That
+    -- run is the answer, and nothing is written. (The thread row lock orders the regenerations of
+    -- a thread: superseded_by does not change under this call.)
+    if v_replaced.superseded_by is not null then
+      select e.data into v_regenerated from agent_kit_thread_events e join agent_kit_runs r on r.id = e.run_id
+      where e.run_id = v_replaced.superseded_by and e.type = 'turn-regenerated' and r.superseded_by is null
+        and e.data->>'regenerates' = p_replaces::text;
+      if v_regenerated is not null and (
+          (v_run.id = v_replaced.superseded_by and not v_edited)
+          or (v_run.id = v_replaced.id and case when v_edited
+              then (v_regenerated->>'edited')::boolean and v_regenerated->>'text' = p_text
+              else not (v_regenerated->>'edited')::boolean end)) then
+        return query select p_thread_id, (v_regenerated->>'messageId')::uuid, v_replaced.superseded_by,
+          (select array_agg(r.id order by r.turn_no) from agent_kit_runs r where r.superseded_by = v_replaced.superseded_by),
+          false;
+        return;
+      end if;
+    end if;
+    if v_replaced.superseded_by is not null or v_replaced.id <> v_run.id then
+      raise exception 'message %''s reply is no longer run %: it was regenerated, edited or replaced since', p_message, p_replaces
+        using errcode = 'AK004';
+    end if;
+  end if;
   if v_run.superseded_by is not null then
     raise exception 'the turn of message % was replaced when an earlier reply was regenerated', p_message
       using errcode = 'AK004';
@@ -1033,7 +1067,7 @@ begin
   perform agent_kit__append_event(p_thread_id, v_run_id, 0, 'run-queued', jsonb_build_object(
     'runId', v_run_id, 'turnNo', v_turn_no));
   perform agent_kit__enqueue(v_run_id, agent_kit_now() + p_job_delay);
-  return query select p_thread_id, v_message.id, v_run_id, v_superseded;
+  return query select p_thread_id, v_message.id, v_run_id, v_superseded, true;
 end $function$
 
 -- function agent_kit_release_run(p_run_id uuid)

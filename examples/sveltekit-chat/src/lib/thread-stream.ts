@@ -131,6 +131,8 @@ export interface SendMessageOptions {
   clientMessageId: string;
   /** Ask the turn of the message `clientMessageId` names again, a new reply in place of its old (ADR-0091). */
   regenerate?: boolean;
+  /** With regenerate: the run whose reply is asked again. Sent again, the request is the same one (ADR-0092). */
+  replaces?: string;
   onEvent: (event: WireEvent) => void;
   /** Called as soon as the server names the thread (a new thread's id comes from here). */
   onThread: (threadId: string) => void;
@@ -180,7 +182,7 @@ export async function sendMessage(options: SendMessageOptions): Promise<void> {
       body: JSON.stringify({
         message: options.message, clientMessageId: options.clientMessageId,
         ...(options.threadId ? { threadId: options.threadId } : {}),
-        ...(options.regenerate ? { regenerate: true } : {}),
+        ...(options.regenerate ? { regenerate: true, ...(options.replaces ? { replaces: options.replaces } : {}) } : {}),
       }),
       signal: request.signal,
     });

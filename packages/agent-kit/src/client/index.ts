@@ -5,6 +5,7 @@
 import { DefaultChatTransport, type UIMessage, type UIMessageChunk } from 'ai';
 import { goesOnAfter, heldAnswer, type HeldAnswer } from './answers.js';
 import { chunksOf, oneAfterAnother, readOn, type Cut, type Origin } from './read-on.js';
+import { RepliesSeen, uuidShaped } from './replies.js';
 
 export { hasTurnUnderWay, toUIMessages, type ThreadRead } from './thread-read.js';
 
@@ -64,11 +65,15 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
   // The thread each message posted went to, from its response's header: a first reply stopped
   // before it began names no thread in the chat, and the next message would start another.
   const sentTo = new Map<string, Promise<string | undefined>>();
+  const replies = new RepliesSeen();
   const baseFetch: typeof globalThis.fetch = (input, init) => {
     const posting = givenFetch(input, init);
     const clientMessageId = chatPostOf(input, init);
     if (clientMessageId !== undefined) {
-      sentTo.set(clientMessageId, posting.then((response) => response.headers.get('x-agent-kit-thread-id') ?? undefined, () => undefined));
+      sentTo.set(clientMessageId, posting.then((response) => {
+        if (response.ok) replies.answered(clientMessageId, response.headers.get('x-agent-kit-run-id'));
+        return response.headers.get('x-agent-kit-thread-id') ?? undefined;
+      }, () => undefined));
     }
     return posting;
   };
@@ -161,18 +166,19 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
       if (!last || last.role !== 'user') throw new Error('agent-kit takes the chat\'s last message as the user\'s next one');
       // regenerate(), or sendMessage({ text, messageId }) (an edit): the last message's turn asked
       // again, a new reply in place of the old (ADR-0091), in the thread the chat (its id) is of.
+      // It names the reply it replaces, as the page saw it: sent again, it is the same one (ADR-0092).
       const again = trigger === 'regenerate-message' || (messageId !== undefined && messageId === last.id);
+      replies.learn(messages);
       const threadId = threadIdOf(messages) ?? await threadSentTo(again ? messages : messages.slice(0, -1), sentTo)
         ?? (again && uuidShaped.test(id) ? id : undefined);
-      return { body: { threadId, message: textOf(last), clientMessageId: last.id, ...(again ? { regenerate: true } : {}) } };
+      const replaces = again ? replies.replacedBy(last, messageId) : undefined;
+      return { body: { threadId, message: textOf(last), clientMessageId: last.id, ...(again ? { regenerate: true } : {}), ...(replaces ? { replaces } : {}) } };
     },
     prepareReconnectToStreamRequest: ({ id }) => ({
       api: `${origin}/api/threads/${encodeURIComponent(id)}/events?format=ai-sdk`,
     }),
   });
 }
-
-const uuidShaped = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** The `clientMessageId` of a `POST /api/chat`, or undefined for any other request. */
 function chatPostOf(input: RequestInfo | URL, init: RequestInit | undefined): string | undefined {

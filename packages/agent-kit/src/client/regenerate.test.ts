@@ -2,7 +2,8 @@
 // (ADR-0091): the reply is asked again as a new run, the model is not given the reply it
 // replaces, the chat and a reload of the thread agree, an earlier reply takes the later turns
 // with it, an edited message (sendMessage with its id) is answered anew, and a turn under way is
-// not regenerated (the chat shows the error, nothing changes).
+// not regenerated (the chat shows the error, nothing changes). A regenerate or an edit whose
+// response was lost, done again, is the same one: it names the reply it replaces (ADR-0092).
 import type { UIMessage } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestChat, readThread as readThreadOf, statusOf, transportTo } from '../../test/harness/chat-kit.js';
@@ -115,5 +116,45 @@ describe("useChat's regenerate()", () => {
     const after = await readThread(threadId);
     expect(after.runs.map((run) => [run.id, run.status])).toEqual(before.runs.map((run) => [run.id, run.status]));
     expect(after.messages).toEqual(before.messages);
+  });
+
+  it('a regenerate or an edit whose response was lost, done again, streams the run the first one made', async () => {
+    let lose = false;
+    const transport = transportTo(() => handlers, {
+      fetch: async (request, serve) => {
+        if (!lose || request.method !== 'POST') return serve(request);
+        lose = false;
+        const response = await serve(request); // the server did it; the page never hears
+        await response.body?.cancel();
+        await handlers.segments.settle();
+        throw new TypeError('network connection lost');
+      },
+    });
+    const chat = new TestChat({ transport });
+    for (const text of ['one', 'two']) await chat.sendMessage({ text });
+    const threadId = threadIdOf(chat.messages)!;
+    const asked = prompts.length;
+
+    lose = true;
+    await chat.regenerate();
+    expect(chat.status).toBe('error');
+    expect(prompts.length).toBe(asked + 1);
+    await chat.regenerate(); // the page tries again: the last message is the user's now
+    expect(chat.status).toBe('ready');
+    expect(prompts.length).toBe(asked + 1); // no third answer: the model was asked once
+    const read = await readThread(threadId);
+    expect(read.runs).toHaveLength(2);
+    expect(chat.messages.at(-1)!.id).toBe(read.runs[1]!.id);
+    expect(shown(toUIMessages(read))).toEqual(shown(chat.messages));
+
+    lose = true;
+    const two = chat.messages[2]!.id;
+    await chat.sendMessage({ text: 'two, edited', messageId: two });
+    expect(chat.status).toBe('error');
+    await chat.sendMessage({ text: 'two, edited', messageId: two });
+    expect(chat.status).toBe('ready');
+    expect(prompts.length).toBe(asked + 2);
+    expect(lastPrompt()).toEqual(['user: one', `assistant: ${textOf(chat.messages[1]!)}`, 'user: two, edited']);
+    expect(shown(toUIMessages(await readThread(threadId)))).toEqual(shown(chat.messages));
   });
 });

@@ -1,7 +1,8 @@
 // POST /api/chat with `regenerate: true` (ADR-0091): it streams the new run from the event that
 // replaced the old turn to its close, names the run in its headers, and refuses a body that
 // cannot say what to regenerate (400), a message it cannot find (404) and a turn under way (409),
-// writing nothing; with another text it edits the message.
+// writing nothing; with another text it edits the message. Naming the reply it replaces
+// (`replaces`, ADR-0092), the same request again streams the run the first one made.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countRows, makeRequest, openHttpTest, payload, readSse, type HttpTest } from '../../test/harness/http-harness.js';
 import { startTurn } from '../queue/start-turn.js';
@@ -71,6 +72,9 @@ describe('POST /api/chat, regenerate: true', () => {
       [{ threadId, clientMessageId: 'g2', regenerate: true }, 409, /turn 2 .* is queued/],
       [{ threadId, clientMessageId: 'g3', regenerate: true }, 409, /is queued/],
       [{ threadId, clientMessageId: 'g2', message: ' ', regenerate: true }, 400, /message: must not be blank/],
+      [{ threadId, clientMessageId: 'g2', message: 'hello', replaces: crypto.randomUUID() }, 400, /replaces: goes with regenerate: true/],
+      [{ threadId, clientMessageId: 'g2', regenerate: true, replaces: 'run-1' }, 400, /replaces/],
+      [{ threadId, clientMessageId: 'g2', regenerate: true, replaces: crypto.randomUUID() }, 404, /run .* not found in thread/],
     ];
     for (const [body, status, message, user] of cases) {
       const response = await chat(body, user);
@@ -78,5 +82,27 @@ describe('POST /api/chat, regenerate: true', () => {
       expect(JSON.stringify(await response.json()), JSON.stringify(body)).toMatch(message);
     }
     expect(await countRows(t.db)).toEqual(before);
+  });
+
+  it('with replaces, the same request again streams the run the first one made, to its end', async () => {
+    const { threadId, runId } = await answeredThread('g5');
+    const body = { threadId, clientMessageId: 'g5', message: 'hello', regenerate: true, replaces: runId };
+    const first = await chat(body);
+    const newRun = first.headers.get('x-agent-kit-run-id')!;
+    const firstEvents = (await readSse(first)).events.map(payload);
+    await t.handlers.segments.settle();
+    const before = await countRows(t.db);
+
+    const again = await chat(body); // its response was lost, say: the page sends it again
+    expect(again.status).toBe(200);
+    expect(again.headers.get('x-agent-kit-run-id')).toBe(newRun);
+    expect((await readSse(again)).events.map(payload)).toEqual(firstEvents);
+    expect(await countRows(t.db)).toEqual(before);
+    // Once the reply was asked again from the new run, the old request is a conflict.
+    await readSse(await chat({ ...body, replaces: newRun }));
+    await t.handlers.segments.settle();
+    const late = await chat(body);
+    expect(late.status).toBe(409);
+    expect(JSON.stringify(await late.json())).toMatch(/no longer run/);
   });
 });

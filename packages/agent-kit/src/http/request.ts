@@ -115,17 +115,20 @@ const storable = (schema: z.ZodString) => schema.refine((s) => !s.includes('\u00
 /**
  * Strict: a misspelled key (`threadID`) is a 400, not a message to a new thread. With
  * `regenerate: true` the body asks an earlier message's turn again (ADR-0091): `clientMessageId`
- * names it (its client id, or its stored id) in `threadId`, and `message`, if sent, is its text.
+ * names it (its client id, or its stored id) in `threadId`, and `message`, if sent, is its text;
+ * `replaces`, the run whose reply the client saw, makes the request safe to send again (ADR-0092).
  */
 export const chatBodySchema = z.object({
   threadId: z.guid().optional(),
   message: storable(z.string().min(1).max(maxMessageChars)).refine((s) => s.trim() !== '', 'must not be blank').optional(),
   clientMessageId: storable(z.string().min(1).max(200)).optional(),
   regenerate: z.boolean().optional(),
+  replaces: z.guid().optional(),
 }).strict().superRefine((body, issues) => {
   const missing = (path: string, message: string) => issues.addIssue({ code: 'custom', path: [path], message });
   if (!body.regenerate) {
     if (body.message === undefined) missing('message', 'is required (or regenerate: true, to ask an earlier message\'s turn again)');
+    if (body.replaces !== undefined) missing('replaces', 'goes with regenerate: true (the run whose reply is asked again)');
     return;
   }
   if (body.threadId === undefined) missing('threadId', 'is required to regenerate a reply');

@@ -119,14 +119,17 @@ async function regenerated(
 ): Promise<Response> {
   const turn = await regenerateTurn(ctx.rt.db, {
     threadId: body.threadId!, ownerId, message: body.clientMessageId!, text: body.message, jobDelayMs: ctx.chatJobDelayMs,
+    ...(body.replaces ? { replaces: body.replaces } : {}),
   });
-  ctx.segments.start(turn.runId);
+  // The same request again (ADR-0092) streams the run it made as it is now, as a resent message does.
+  const runnable = turn.created || (await readRunAccess(ctx.rt.db, turn.runId))?.status === 'queued';
+  if (runnable) ctx.segments.start(turn.runId);
   return streamResponse(ctx, request, {
     threadId: turn.threadId,
     afterSeq: Math.max(0, ((await findRunFirstSeq(ctx.rt.db, turn.runId)) ?? 1) - 1),
     format,
     runId: turn.runId,
-    until: endsRun(turn.runId),
+    until: turn.created ? endsRun(turn.runId) : (await runEnd(ctx, turn.runId)).until,
     headers: turnHeaders(turn),
   });
 }

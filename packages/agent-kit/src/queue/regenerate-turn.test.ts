@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestDb, onPostgres } from '../../test/harness/test-db.js';
 import { numberedRepliesModel, type PromptMessage } from '../../test/harness/steps-model.js';
-import { makeRuntime } from '../../test/harness/turn-kit.js';
+import { answeredThread, makeRuntime } from '../../test/harness/turn-kit.js';
 import { ConflictError, InvalidArgumentError, NotFoundError } from '../errors.js';
 import { readEvents } from '../event-log/read-events.js';
 import { listThreadMessages, listThreadRuns } from '../event-log/read-threads.js';
@@ -37,18 +37,7 @@ function said(prompt: PromptMessage[]): string[] {
   });
 }
 
-/** A thread of `texts.length` answered turns; each message is sent with the client id `<prefix><n>`. */
-async function thread(prefix: string, texts: string[]) {
-  let threadId: string | undefined;
-  const runIds: string[] = [];
-  for (const [n, text] of texts.entries()) {
-    const turn = await startTurn(db, { ...(threadId ? { threadId } : {}), ownerId: 'ann', text, clientMessageId: `${prefix}${n + 1}` });
-    threadId = turn.threadId;
-    runIds.push(turn.runId);
-    expect(await run(turn.runId)).toMatchObject({ kind: 'closed', status: 'completed' });
-  }
-  return { threadId: threadId!, runIds };
-}
+const thread = (prefix: string, texts: string[]) => answeredThread(db, run, prefix, texts);
 
 const count = async (table: string) =>
   Number((await db.query<{ n: number }>(`select count(*)::int as n from ${table}`))[0]!.n);

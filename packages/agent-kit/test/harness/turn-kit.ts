@@ -3,8 +3,10 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { expect } from 'vitest';
 import { z } from 'zod';
 import type { AgentKitConfig } from '../../src/config.js';
+import { startTurn } from '../../src/queue/start-turn.js';
 import { createScriptedModel, demoTools, type AgentTool, type LanguageModelV3 } from '../../src/model/index.js';
 import type { Db } from '../../src/store/db.js';
 import type { Runtime } from '../../src/turn/types.js';
@@ -139,4 +141,20 @@ export async function finalMessage(db: Db, runId: string) {
     [runId],
   );
   return rows;
+}
+
+/**
+ * A thread of `ann`'s with one answered turn per text, each run to its close by `run`; message n
+ * is sent with the client id `<prefix><n>`.
+ */
+export async function answeredThread(db: Db, run: (runId: string) => Promise<unknown>, prefix: string, texts: string[]) {
+  let threadId: string | undefined;
+  const runIds: string[] = [];
+  for (const [n, text] of texts.entries()) {
+    const turn = await startTurn(db, { ...(threadId ? { threadId } : {}), ownerId: 'ann', text, clientMessageId: `${prefix}${n + 1}` });
+    threadId = turn.threadId;
+    runIds.push(turn.runId);
+    expect(await run(turn.runId)).toMatchObject({ kind: 'closed', status: 'completed' });
+  }
+  return { threadId: threadId!, runIds };
 }
