@@ -134,6 +134,9 @@ describe('POST /api/chat bodies that regenerate a reply (ADR-0091)', () => {
       fc.record({ regenerate: fc.constant(true), threadId: fc.constant(unknownThread()), message: fc.option(fc.constant('hi'), { nil: undefined }) },
         { requiredKeys: ['regenerate', 'threadId'] }),
       fc.record({ regenerate: fc.constant(true), threadId: fc.oneof(notString, notUuid), clientMessageId: fc.constant('m1') }),
+      // The reply it replaces (ADR-0092): a run id, and only with regenerate.
+      fc.record({ regenerate: fc.constant(true), threadId: fc.constant(unknownThread()), clientMessageId: fc.constant('m1'), replaces: fc.oneof(notString, notUuid) }),
+      fc.record({ threadId: fc.constant(unknownThread()), message: fc.constant('hi'), replaces: fc.uuid() }),
     ).filter((v) => !chatBodySchema.safeParse(v).success);
     await fc.assert(fc.asyncProperty(shapes, async (body) => {
       await refused(chatRoute, 'regenerate of the wrong shape', 'POST', '/api/chat', { body }, [400]);
@@ -156,6 +159,9 @@ describe('POST /api/chat bodies that regenerate a reply (ADR-0091)', () => {
       ["bob's message in alice's thread", { regenerate: true, threadId: f.alice.completed.threadId, clientMessageId: await firstMessage(f.bob.completed.threadId) }, 404],
       ['a turn waiting for an answer', { regenerate: true, threadId: f.alice.waiting.threadId, clientMessageId: await firstMessage(f.alice.waiting.threadId) }, 409],
       ['a turn an operator holds', { regenerate: true, threadId: f.alice.takenOver.threadId, clientMessageId: await firstMessage(f.alice.takenOver.threadId) }, 409],
+      // Naming bob's run as the reply replaced finds no such run in alice's thread.
+      ["bob's run as the reply replaced", { regenerate: true, threadId: f.alice.completed.threadId,
+        clientMessageId: await firstMessage(f.alice.completed.threadId), replaces: f.bob.completed.runId }, 404],
     ];
     for (const [what, body, status] of cases) await refused(chatRoute, `regenerate ${what}`, 'POST', '/api/chat', { body }, [status]);
   });

@@ -64,6 +64,8 @@ export class Simulation implements FaultSource {
   windDownCrons = 0;
   readonly threads: string[] = [];
   readonly answered: { runId: string; questionId: string }[] = [];
+  /** Regenerations made, as called (ADR-0092): the same call again must return the run it made. */
+  readonly regenerated: { threadId: string; message: string; text: string | null; replaces: string; runId: string }[] = [];
   /** Workers paused as zombies: the run and fence they held, and when they wake regardless. */
   readonly zombies = new Map<number, { runId: string; fence: number; untilMs: number }>();
   /** The newest op that zombieAtWrite has considered, and the runs it froze a worker of. */

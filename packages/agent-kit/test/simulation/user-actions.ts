@@ -103,15 +103,39 @@ async function cancel(sim: Simulation, run: RunSnapshot): Promise<string> {
 /**
  * useChat's regenerate() of a closed turn's reply, or half of the time an edit of its message
  * (ADR-0091): a new run answers it, and it and the turns after it are superseded. Refused (AK004)
- * while a turn after it is under way. The edit is drawn from a stream of its own.
+ * while a turn after it is under way. The edit is drawn from a stream of its own. The call names
+ * the reply it replaces (ADR-0092), and is kept to be made again.
  */
 async function regenerate(sim: Simulation, run: RunSnapshot): Promise<string> {
   sim.count(sim.faults, 'regenerate');
   const text = sim.user.fork('regenerate-edit').chance(0.5) ? `edited (message ${sim.turnsCreated})` : null;
-  const result = await callSql(sim, `select (agent_kit_regenerate_turn($1, 'u', (select m.id::text from agent_kit_messages m
-      where m.run_id = $2 and m.role = 'user' order by m.created_at limit 1), '0', $3)).run_id as run`, [run.threadId, run.id, text]);
-  const created = /^→ "(.+)"$/.exec(result.text)?.[1];
+  const [first] = await sim.db.query<{ id: string }>(
+    `select m.id::text as id from agent_kit_messages m where m.run_id = $1 and m.role = 'user' order by m.created_at limit 1`, [run.id]);
+  const call = { threadId: run.threadId, message: first?.id ?? '', text, replaces: run.id };
+  const result = await regenerateCall(sim, call);
+  const created = /^→ "(.+) created"$/.exec(result.text)?.[1];
+  if (created) sim.regenerated.push({ ...call, runId: created });
   return `${text ? 'edit and regenerate' : 'regenerate'} ${sim.names.of(run.id)} ${created ? `→ ${sim.names.of(created)}` : result.text}`;
+}
+
+function regenerateCall(sim: Simulation, call: Omit<Simulation['regenerated'][number], 'runId'>) {
+  return callSql(sim, `select r.run_id::text || case when r.created then ' created' else ' again' end as run
+    from agent_kit_regenerate_turn($1, 'u', $2, '0', $3, $4) r`, [call.threadId, call.message, call.text, call.replaces]);
+}
+
+/**
+ * A regeneration made again (a lost response, or a second page asking the same reply again): it
+ * must return the run the first call made and write nothing, or be refused once that reply was
+ * replaced since (AK004). Another run is a violation.
+ */
+async function regenerateAgain(sim: Simulation): Promise<string> {
+  const first = sim.user.pick(sim.regenerated);
+  sim.count(sim.faults, 'regenerate-again');
+  const result = await regenerateCall(sim, first);
+  if (!result.code && result.text !== `→ "${first.runId} again"`) {
+    sim.violations.push({ kind: 'duplicate-regeneration', detail: `replacing ${first.replaces} again gave ${result.text}, not ${first.runId}` });
+  }
+  return `regenerate ${sim.names.of(first.replaces)} again ${result.code ? result.text : `→ ${sim.names.of(first.runId)}`}`;
 }
 
 export function userActions(sim: Simulation, runs: RunSnapshot[], chaos: number): Candidate[] {
@@ -136,5 +160,6 @@ export function userActions(sim: Simulation, runs: RunSnapshot[], chaos: number)
   }
   const replies = runs.filter((r) => isClosed(r.status) && !r.superseded);
   if (replies.length) candidates.push([action('regenerate', () => regenerate(sim, sim.pick.pick(replies))), 0.03 * chaos]);
+  if (sim.regenerated.length) candidates.push([action('regenerate-again', () => regenerateAgain(sim)), 0.03 * chaos]);
   return candidates;
 }
