@@ -1008,7 +1008,10 @@ begin
       if v_regenerated is not null and (
           (v_run.id = v_replaced.superseded_by and not v_edited)
           or (v_run.id = v_replaced.id and case when v_edited
+              -- (the message the edit replaced: the first of its old turn, not an answer)
               then (v_regenerated->>'edited')::boolean and v_regenerated->>'text' = p_text
+                and not exists (select 1 from agent_kit_messages m where m.run_id = v_run.id and m.role = 'user'
+                  and (m.created_at, m.id) < (v_message.created_at, v_message.id))
               else not (v_regenerated->>'edited')::boolean end)) then
         return query select p_thread_id, (v_regenerated->>'messageId')::uuid, v_replaced.superseded_by,
           (select array_agg(r.id order by r.turn_no) from agent_kit_runs r where r.superseded_by = v_replaced.superseded_by),

@@ -93,6 +93,16 @@ describe('regenerateTurn with replaces', () => {
     expect(first.created).toBe(true);
     // The answer stays with its superseded turn; the call again is still this regeneration.
     expect(await regenerateTurn(db, call)).toEqual({ ...first, created: false });
+
+    // An edit of the turn's message is not an edit of its answer to the same text.
+    const other = await thread('c2-', ['hello']);
+    const [answer2] = await db.query<{ id: string }>(
+      `insert into agent_kit_messages (thread_id, run_id, role, content) values ($1, $2, 'user', '{"text": "yes"}') returning id`,
+      [other.threadId, other.runIds[0]]);
+    const edit = { threadId: other.threadId, ownerId: 'ann', message: 'c2-1', text: 'hello there', replaces: other.runIds[0]! };
+    const edited = await regenerateTurn(db, edit);
+    await expect(regenerateTurn(db, { ...edit, message: answer2!.id })).rejects.toBeInstanceOf(ConflictError);
+    expect(await regenerateTurn(db, edit)).toEqual({ ...edited, created: false });
   });
 
   it('a turn replaced by an earlier one\'s regeneration, a reply that is not the message\'s, a run of another thread: refused', async () => {
