@@ -91,6 +91,26 @@ describe('a question answered by typing a message', () => {
     expect(shown(next.messages.slice(0, 6))).toEqual(live);
   });
 
+  it('regenerated from its first piece (the run id), the whole reply goes, answers and all, and the chat is the read', async () => {
+    const chat = new TestChat({ transport });
+    await chat.sendMessage({ text: 'Paint it, then pay Bo' });
+    await answered(chat);
+    for (const text of ['red', 'yes']) {
+      await chat.sendMessage({ text });
+      await answered(chat);
+    }
+    const runId = chat.messages[1]!.id;
+    expect(chat.messages).toHaveLength(6);
+    await chat.regenerate({ messageId: runId }); // (regenerate() would name the last answer: the new reply would show after it)
+    await answered(chat);
+    expect(chat.messages.map((m) => [m.role, textOf(m)])).toEqual([['user', 'Paint it, then pay Bo'], ['assistant', 'Let me ask. ']]);
+    expect(chat.messages[1]!.id).not.toBe(runId);
+    const read = await readThreadOf(handlers, threadIdOf(chat.messages)!);
+    expect(read.runs.map((r) => [r.id, r.status])).toEqual([[chat.messages[1]!.id, 'waiting_input']]);
+    // (A reply waiting for its answer reads as an empty message that a resume streams.)
+    expect(toUIMessages(read).map((m) => [m.role, m.id])).toEqual(chat.messages.map((m) => [m.role, m.id]));
+  });
+
   it('answered the AI SDK\'s way instead, the reply stays one message, and reopens as one with its questions', async () => {
     const chat = new TestChat({ transport });
     await chat.sendMessage({ text: 'Paint it and pay, by the book' });
