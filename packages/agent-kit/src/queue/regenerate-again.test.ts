@@ -1,7 +1,8 @@
 // A regeneration that names the reply it replaces (ADR-0092), on both stores: the same call again
 // (its response lost, or another page asking the same reply again) is answered with the run it
 // made and writes nothing, while that run is queued and once it has ended; a reply replaced
-// otherwise since is a conflict. On Postgres, three such calls at once make one run and all get it.
+// otherwise since is a conflict. On Postgres, three such calls at once make one run and all get
+// it, and a regeneration racing a new message leaves a line of turns whichever goes first.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestDb, onPostgres } from '../../test/harness/test-db.js';
 import { numberedRepliesModel } from '../../test/harness/steps-model.js';
@@ -11,6 +12,7 @@ import { listThreadMessages, listThreadRuns } from '../event-log/read-threads.js
 import type { Db } from '../store/db.js';
 import { runSegment } from '../turn/run-segment.js';
 import { regenerateTurn } from './regenerate-turn.js';
+import { startTurn } from './start-turn.js';
 
 let db: Db;
 const model = numberedRepliesModel([]);
@@ -129,5 +131,29 @@ describe.runIf(onPostgres)('on Postgres', () => {
     expect(results.filter((r) => r.created)).toHaveLength(1);
     expect(new Set(results.map((r) => r.runId)).size).toBe(1);
     expect((await listThreadRuns(db, threadId)).map((r) => [r.id, r.status])).toEqual([[results[0]!.runId, 'queued']]);
+  });
+
+  it('a regeneration and a new message at once: one goes first, and the thread is a line of turns either way', async () => {
+    for (let i = 0; i < 12; i++) {
+      const { threadId, runIds } = await thread(`g${i}-`, ['first']);
+      const [regenerated, sent] = await Promise.allSettled([
+        regenerateTurn(db, { threadId, ownerId: 'ann', message: `g${i}-1`, replaces: runIds[0]! }),
+        startTurn(db, { threadId, ownerId: 'ann', text: 'second', clientMessageId: `g${i}-2` }),
+      ]);
+      expect(sent.status).toBe('fulfilled'); // a message is never refused for a regeneration
+      const runs = await listThreadRuns(db, threadId);
+      const turns = (await db.query<{ turn_no: number; n: number }>(
+        `select r.turn_no, (select count(*)::int from agent_kit_messages m where m.run_id = r.id and m.role = 'user') as n
+         from agent_kit_runs r where r.thread_id = $1 and r.superseded_by is null order by r.turn_no`, [threadId]));
+      expect(turns.every((t) => t.n === 1)).toBe(true); // each turn of the conversation has its message
+      if (regenerated.status === 'fulfilled') {
+        // It went first: the message's turn comes after the new run, and both stay.
+        expect(runs.map((r) => r.id)).toEqual([regenerated.value.runId, (sent as PromiseFulfilledResult<{ runId: string }>).value.runId]);
+      } else {
+        // The message went first: its turn was queued after the one to regenerate, which is refused.
+        expect(regenerated.reason).toBeInstanceOf(ConflictError);
+        expect(runs.map((r) => r.id)).toEqual([runIds[0], (sent as PromiseFulfilledResult<{ runId: string }>).value.runId]);
+      }
+    }
   });
 });
