@@ -317,15 +317,25 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await page.close();
   });
 
-  it('keeps one event stream across a run\'s close, and a long unbroken word inside the window', async () => {
+  it('keeps one event stream across a run\'s close, its sidebar entry in step, and a long unbroken word inside the window', async () => {
     const page = await alice.newPage();
     await open(page, `${server.baseUrl}/`);
     let streams = 0;
     page.on('request', (request) => {
       if (/\/api\/threads\/[^/]+\/events/.test(request.url())) streams++;
     });
-    await sendChat(page, `${'A'.repeat(3_000)} ${Date.now()}`);
-    await waitForRunStatus(page, 'completed');
+    const threadId = await sendChat(page, `${'A'.repeat(3_000)} ${Date.now()}`);
+    await page.waitForURL(`**/t/${threadId}`);
+    const entry = page.getByRole('navigation', { name: 'Threads' }).locator(`a[href="/t/${threadId}"]`);
+    await entry.getByText('running').waitFor(); // as the thread's page read its list
+    // The thread's own entry says so with the reply, in the same frame, not after the list is
+    // read again (300 ms after the close).
+    const entryWhenCompleted = await page.waitForFunction((href) => {
+      const runs = document.querySelectorAll('[data-testid="run"]');
+      if (runs[runs.length - 1]?.getAttribute('data-status') !== 'completed') return null;
+      return document.querySelector(`nav a[href="${href}"]`)?.textContent ?? '';
+    }, `/t/${threadId}`, { polling: 'raf' });
+    expect(await entryWhenCompleted.jsonValue()).not.toMatch(/running/);
     await page.waitForTimeout(1_500); // the sidebar's reload comes 300 ms after the close
     // The thread's page follows it with one stream. Before, the reload replaced the page's data
     // and the follower restarted its stream (2 here).
