@@ -3,7 +3,7 @@
 // waited out on the page (not the browser's error page), an unknown run says so, a finished
 // run's controls are disabled; with more runs and threads than a page holds, the operator page
 // and the chat's sidebar reach the older ones page by page; a run's timeline replays from the
-// run's first event.
+// run's first event; a regenerated reply's run and the run that replaced it say so.
 import crypto from 'node:crypto';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -65,6 +65,34 @@ describe.skipIf(!hasChromium)(`the operator page${hasChromium ? '' : ` (skipped:
     // One stream for the timeline; before, every poll replaced the page's data and the timeline
     // dropped its events and replayed the thread from seq 0 (4 or more streams here).
     expect(streams.count()).toBe(1);
+    await page.close();
+  });
+
+  it('says of a regenerated reply which run replaced it, and of the new run which reply it replaced', async () => {
+    const chat = await alice.newPage();
+    await open(chat, `${server.baseUrl}/`);
+    const threadId = await sendChat(chat, `regenerated for the operator ${Date.now()}`);
+    await waitForRunStatus(chat, 'completed');
+    const read = async () => (await (await chat.request.get(`${server.baseUrl}/api/threads/${threadId}`)).json()) as {
+      runs: { id: string }[]; messages: { role: string; clientMessageId: string | null }[];
+    };
+    const before = await read();
+    const old = before.runs[0]!.id;
+    const clientMessageId = before.messages.find((m) => m.role === 'user')!.clientMessageId!;
+    const posted = await chat.request.post(`${server.baseUrl}/api/chat`, {
+      data: { threadId, clientMessageId, message: 'edited for the operator', regenerate: true, replaces: old },
+    });
+    expect(posted.status()).toBe(200);
+    const again = posted.headers()['x-agent-kit-run-id']!;
+    await chat.close();
+
+    const page = await operator.newPage();
+    await open(page, `${server.baseUrl}/ops?run=${again}`);
+    await expect(page.getByTestId('regenerates').textContent())
+      .resolves.toMatch(new RegExp(`Asks again the turn of run ${old.slice(0, 8)}, with the message edited`));
+    await open(page, `${server.baseUrl}/ops?run=${old}`);
+    await expect(page.getByTestId('superseded').textContent()).resolves.toMatch(new RegExp(`regenerated as run ${again.slice(0, 8)}`));
+    expect(await page.getByTestId('regenerates').count()).toBe(0);
     await page.close();
   });
 

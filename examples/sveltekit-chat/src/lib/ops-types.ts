@@ -63,6 +63,8 @@ export interface OpsRunDetail {
   effects: OpsEffect[];
   /** The seq of the run's first event: its timeline replays the thread from there. */
   firstSeq: number | null;
+  /** The run whose reply this one replaced, for a regenerated run (ADR-0091); null otherwise. */
+  regenerates?: { runId: string; edited: boolean } | null;
   /** The tokens of the run's journalled model steps, added up (ADR-0065); null when none reported. */
   usage: { inputTokens?: number; outputTokens?: number; cacheReadTokens?: number; reasoningTokens?: number;
     modelSteps: number; reported: number } | null;

@@ -64,6 +64,11 @@ export interface RunDetail {
   jobDueAt: Date | null;
   /** The tokens of the run's journalled model steps, added up; null when none reported any (ADR-0065). */
   usage: RunUsage | null;
+  /**
+   * For a run that asks an earlier turn again (ADR-0091), the run whose reply it replaced, and
+   * whether the message was edited; null for any other run. (`run.supersededBy` is the other way.)
+   */
+  regenerates: { runId: string; edited: boolean } | null;
 }
 
 /** Most rows one list returns. */
@@ -255,15 +260,25 @@ export async function readRunDetail(db: Queryable, runId: string): Promise<RunDe
   );
   const row = rows[0];
   if (!row) return null;
-  const [effects, steps, segments, messages, firstSeq] = [
+  const [effects, steps, segments, messages, firstSeq, regenerates] = [
     await listRunEffects(db, runId),
     await listRunSteps(db, runId),
     await readRunSegments(db, runId),
     await listRunMessages(db, runId),
     await findRunFirstSeq(db, runId),
+    await readRegenerated(db, runId),
   ];
   const jobDueAt = row.job_due_at === null ? null : new Date(row.job_due_at);
   return {
     run: toRun(row), ownerId: row.thread_owner_id, effects, steps, segments, messages, firstSeq, jobDueAt, usage: runUsage(steps),
+    regenerates,
   };
+}
+
+/** The run a regenerated run replaced, from its turn-regenerated event (one lookup in the run-boundary index). */
+async function readRegenerated(db: Queryable, runId: string): Promise<RunDetail['regenerates']> {
+  const [row] = await db.query<{ regenerates: string | null; edited: boolean | null }>(
+    `select data->>'regenerates' as regenerates, (data->>'edited')::boolean as edited from agent_kit_thread_events
+     where run_id = $1 and type = 'turn-regenerated' limit 1`, [runId]);
+  return row?.regenerates ? { runId: row.regenerates, edited: row.edited === true } : null;
 }

@@ -11,6 +11,7 @@ import { effectsFile, makeRuntime } from '../../../test/harness/turn-kit.js';
 import { adminQuery, onPostgres, openTestDb, templateName, urlForDatabase } from '../../../test/harness/test-db.js';
 import { configFromEnv } from '../../config.js';
 import { readEvents } from '../../event-log/read-events.js';
+import { regenerateTurn } from '../../queue/regenerate-turn.js';
 import { startTurn } from '../../queue/start-turn.js';
 import { runSegment } from '../../turn/run-segment.js';
 import { newOwner } from '../../turn/runtime.js';
@@ -128,6 +129,17 @@ describe('agent-kit show', () => {
 
   it('fails clearly for an unknown run', async () => {
     await expect(formatShowCommand(db, crypto.randomUUID(), {}, new Date())).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+
+  it('says which run a regenerated run replaced, and the replaced one which run replaced it (ADR-0091)', async () => {
+    const first = await startTurn(db, { ownerId: 'dora', text: 'ask me twice', clientMessageId: 'twice' });
+    await fakeRunSegment({ deltas: ['Once.'] })({ db, model: 'test-model', tools: {}, config: configFromEnv({}) }, { runId: first.runId, owner: 'cli-test-c' });
+    const again = await regenerateTurn(db, { threadId: first.threadId, ownerId: 'dora', message: 'twice', text: 'ask me twice, edited' });
+    const shown = await formatShowCommand(db, again.runId, {}, new Date());
+    expect(shown).toContain(`  replaces  run ${first.runId} (its reply asked again, the message edited)`);
+    expect(JSON.parse(await formatShowCommand(db, again.runId, { json: true }, new Date())).regenerates).toEqual({ runId: first.runId, edited: true });
+    expect(await formatShowCommand(db, first.runId, {}, new Date())).toContain(`  replaced  by run ${again.runId} (its reply was regenerated)`);
+    expect(JSON.parse(await formatShowCommand(db, first.runId, { json: true }, new Date())).regenerates).toBeNull();
   });
 });
 

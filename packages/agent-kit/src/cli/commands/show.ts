@@ -44,7 +44,7 @@ function preview(value: unknown, max = 80): string {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
-function runSection({ run, ownerId, effects, jobDueAt, usage }: RunDetail, now: Date): string {
+function runSection({ run, ownerId, effects, jobDueAt, usage, regenerates }: RunDetail, now: Date): string {
   const lines = [
     `run ${run.id}`,
     `  thread    ${run.threadId} (owner ${ownerId}, turn ${run.turnNo})`,
@@ -58,6 +58,9 @@ function runSection({ run, ownerId, effects, jobDueAt, usage }: RunDetail, now: 
   if (run.waitingFor && run.status === 'waiting_input') lines.push(`  waiting   ${preview(run.waitingFor)}`);
   if (run.cancelRequestedAt) lines.push(`  cancel    requested ${run.cancelRequestedAt.toISOString()}`);
   if (run.takenOverBy) lines.push(`  takeover  by ${run.takenOverBy}`);
+  if (regenerates) {
+    lines.push(`  replaces  run ${regenerates.runId} (its reply ${regenerates.edited ? 'asked again, the message edited' : 'asked again'})`);
+  }
   if (run.supersededBy) lines.push(`  replaced  by run ${run.supersededBy} (its reply was regenerated)`);
   // A closed run's partial is history; while it is open it is what viewers see right now.
   if (run.partial && !isClosed(run.status)) lines.push(`  partial   ${preview(run.partial)}`);
