@@ -219,13 +219,20 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     };
     const again = await replaced(page);
     expect(await replaced(other)).toBe(again);
+    // The stopped reply it replaced, on request, as far as it had gone (asked again as it was).
+    await other.getByTestId('show-earlier').click();
+    const earlier = other.getByTestId('earlier-answer');
+    await expect(earlier.locator('.label').textContent()).resolves.toBe('An earlier answer, replaced');
+    const stoppedText = (await earlier.locator('.text').textContent())!.trim();
+    expect(stoppedText.split(' ').length).toBeGreaterThanOrEqual(3);
+    expect(expectedReply(message).startsWith(stoppedText)).toBe(true);
     await reload(page);
     expect(await replaced(page)).toBe(again);
     await page.close();
     await other.close();
   });
 
-  it('edits the last message: the reply to the new text takes the old one\'s place, after a reload too', async () => {
+  it('edits the last message: the reply to the new text takes the old one\'s place, after a reload too, and shows it on request', async () => {
     const page = await alice.newPage();
     await open(page, `${server.baseUrl}/`);
     const message = `edit me ${Date.now()}`;
@@ -245,8 +252,18 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
       expect((await lastRunText(page)).trim()).toBe(expectedReply(edited));
     };
     await replaced();
+    // The answer it replaced, on request: as it was, to the message as it was.
+    const showEarlier = async () => {
+      await page.getByTestId('show-earlier').click();
+      const earlier = page.getByTestId('earlier-answer');
+      await expect(earlier.textContent()).resolves.toContain(`An earlier answer, replaced — to “${message}”`);
+      expect((await earlier.locator('.text').textContent())?.trim()).toBe(expectedReply(message));
+      expect(await page.getByTestId('show-earlier').count()).toBe(0); // it was the first answer
+    };
+    await showEarlier();
     await reload(page);
     await replaced();
+    await showEarlier();
     await page.close();
   });
 

@@ -121,6 +121,8 @@ describe('a thread with a regenerated reply', () => {
     expect(texts(view)).toEqual(['> first', 'a: A1', '> second', 'e: B2']);
     expect(view.items[2]).toMatchObject({ kind: 'user', messageId: 'm-second', runId: e });
     expect(view.superseded).toEqual([b, c]);
+    // The new reply knows the one it replaced: the page offers to show it.
+    expect(view.items[3]).toMatchObject({ kind: 'run', runId: e, regenerates: { runId: b, edited: false } });
     // While the old turns are still there, before the event: they show, as they did live.
     expect(texts(play(1, 12))).toEqual(['> first', 'a: A1', '> second', 'b: B1', '> third', 'c: C1']);
   });

@@ -105,6 +105,8 @@ export interface RunItem {
   resultsCutTo: number | null;
   /** Its last model step stopped at the model's output limit: the reply may end mid-sentence. */
   cutAtLimit: boolean;
+  /** The run whose reply this one replaced (a regeneration, ADR-0091), and whether it edited the message. */
+  regenerates: { runId: string; edited: boolean } | null;
   /** The model's provider refused its request for now and the run waits to ask again (ADR-0057). */
   retrying: {
     retry: number; of: number; delayMs: number; statusCode: number | null;
@@ -188,7 +190,7 @@ function ensureRun(view: ThreadView, runId: string): RunItem {
     thoughtMs: 0, lastEventAt: Number.NaN, thinkingSince: null, lastThoughtAt: Number.NaN,
     attempt: 0, fence: 0, resumedAfterCrash: false, pending: null, answered: [], tools: [], cancelRequested: false,
     takeoverRequested: false, inDoubt: [], closed: null, retrying: null, historyCut: null,
-    resultsLeftOut: null, resultsCutTo: null, cutAtLimit: false,
+    resultsLeftOut: null, resultsCutTo: null, cutAtLimit: false, regenerates: null,
   };
   view.items.push(run);
   return run;
@@ -358,6 +360,8 @@ function applyRegenerated(view: ThreadView, event: WireEvent, runId: string) {
     return !(item.runId && gone.includes(item.runId));
   });
   if (!kept) view.items.push({ kind: 'user', key: `msg-${messageId ?? event.seq}`, messageId, text: str(data.text), runId });
+  const regenerates = str(data.regenerates);
+  if (regenerates) ensureRun(view, runId).regenerates = { runId: regenerates, edited: data.edited === true };
 }
 
 function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null) {
