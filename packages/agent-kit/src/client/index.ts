@@ -5,22 +5,11 @@
 import { DefaultChatTransport, type UIMessage, type UIMessageChunk } from 'ai';
 import { goesOnAfter, heldAnswer, type HeldAnswer } from './answers.js';
 import { chunksOf, oneAfterAnother, readOn, type Cut, type Origin } from './read-on.js';
+import { threadIdOf } from './metadata.js';
 import { RepliesSeen, uuidShaped } from './replies.js';
 
 export { hasTurnUnderWay, toUIMessages, type ThreadRead } from './thread-read.js';
-
-/** What agent-kit puts in a reply's `metadata` (the UI message stream's `start` and `finish`). */
-export interface AgentKitMessageMetadata {
-  runId: string;
-  threadId?: string;
-  /** Once the stream ends: the run's status (`completed`, `waiting_input`, `streaming`, …). */
-  status?: string;
-  /** Once the run closed: the stored message's id, and whether it is a salvaged partial. */
-  messageId?: string | null;
-  partial?: boolean;
-  /** The last event of the thread the stream sent: a stream that ends before its run goes on after it. */
-  seq?: number;
-}
+export { threadIdOf, type AgentKitMessageMetadata } from './metadata.js';
 
 export interface AgentKitTransportOptions {
   /** Where the routes are: '' (the default) for the page's own origin, else e.g. `https://chat.example.com`. */
@@ -36,15 +25,6 @@ export interface AgentKitTransportOptions {
    * turn goes on to its end on the server, as it does when the page closes.
    */
   cancelOnStop?: boolean;
-}
-
-/** The thread of a chat's replies: the last reply's `metadata.threadId`; none before the first. */
-export function threadIdOf(messages: readonly UIMessage[]): string | undefined {
-  for (let i = messages.length - 1; i >= 0; i--) {
-    const threadId = (messages[i]!.metadata as Partial<AgentKitMessageMetadata> | undefined)?.threadId;
-    if (typeof threadId === 'string') return threadId;
-  }
-  return undefined;
 }
 
 /** A message's text: its text parts, joined. */

@@ -58,11 +58,15 @@ describe("useChat's regenerate()", () => {
     expect(statusOf(again)).toBe('completed');
     expect(textOf(again)).toBe(`reply ${prompts.length}`);
     expect(lastPrompt()).toEqual(['user: one', `assistant: ${firstReply}`, 'user: two']);
+    // Its metadata names the reply it replaced, live and read again: a page can show that one on request.
+    expect(again.metadata).toMatchObject({ regenerates: { runId: r2, edited: false } });
 
     // A reload shows what the chat shows, under the same ids.
     const threadId = threadIdOf(chat.messages)!;
     const read = await readThread(threadId);
     expect(shown(toUIMessages(read))).toEqual(shown(chat.messages));
+    expect(toUIMessages(read).at(-1)!.metadata).toMatchObject({ regenerates: { runId: r2, edited: false } });
+    expect(toUIMessages(read)[1]!.metadata).not.toHaveProperty('regenerates');
     expect(read.runs.map((run) => run.id)).toEqual([r1, again.id]);
 
     // Again, from the reloaded chat: the message keeps its id, so the reply it has is the one replaced.

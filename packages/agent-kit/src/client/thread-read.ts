@@ -10,8 +10,11 @@ export interface ThreadRead {
     /** A reply's `asked`: the questions its run asked, and the chat messages that answered them (ADR-0087). */
     content?: { asked?: unknown };
   }>;
-  /** The thread's runs (the read has them; `hasTurnUnderWay` looks at their status). */
-  runs?: ReadonlyArray<{ id?: string; status: string }>;
+  /**
+   * The thread's runs (the read has them; `hasTurnUnderWay` looks at their status). A regenerated
+   * run names the run whose reply it replaced (ADR-0091): its reply's metadata says so.
+   */
+  runs?: ReadonlyArray<{ id?: string; status: string; regenerates?: { runId: string; edited: boolean } | null }>;
 }
 
 type ReadMessage = ThreadRead['messages'][number];
@@ -44,10 +47,12 @@ export function toUIMessages(read: ThreadRead): UIMessage[] {
   const placed = new Set<ReadMessage>();
   const shown: UIMessage[] = [];
   const awaited = awaitedReplies(read);
+  const replaced = new Map((read.runs ?? []).flatMap((run) => (run.id && run.regenerates ? [[run.id, run.regenerates] as const] : [])));
+  const regenerated = (runId: string) => (replaced.has(runId) ? { regenerates: replaced.get(runId)! } : {});
   for (const m of inTurnOrder(read.messages)) {
     if (placed.has(m)) continue; // an answer, shown inside its reply
     placed.add(m);
-    if (m.role === 'assistant' && m.runId) shown.push(...replyPieces(m, m.runId, byId, placed, metadata));
+    if (m.role === 'assistant' && m.runId) shown.push(...replyPieces(m, m.runId, byId, placed, { ...metadata, ...regenerated(m.runId) }));
     else shown.push({ id: uiIdOf(m), role: m.role === 'assistant' ? 'assistant' : 'user', parts: [{ type: 'text', text: m.text }], metadata });
     if (m.runId && awaited.get(m.runId) === m) shown.push({ id: m.runId, role: 'assistant', parts: [], metadata: { ...metadata, runId: m.runId } });
   }

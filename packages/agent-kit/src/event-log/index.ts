@@ -11,7 +11,7 @@ export {
 } from './follow-events.js';
 export {
   readThreadOwner, findLatestRunId, findCurrentRunId, listThreads, listThreadsPage, readThread, listThreadMessages, listRunMessages,
-  listThreadRuns, maxThreadItems, type ThreadSummary, type MessageView, type ListThreadsOptions,
+  listThreadRuns, maxThreadItems, type ThreadRun, type Regenerated, type ThreadSummary, type MessageView, type ListThreadsOptions,
   type ThreadsPage,
 } from './read-threads.js';
 export {

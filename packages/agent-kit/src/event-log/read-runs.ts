@@ -6,7 +6,7 @@ import { toNumber } from '../store/db.js';
 import { toRun, type Run, type RunRow } from '../lease/run-row.js';
 import { afterCursor, toPage } from './pages.js';
 import { findRunFirstSeq, readRunSegments, type RunSegmentView } from './read-events.js';
-import { listRunMessages, type MessageView } from './read-threads.js';
+import { listRunMessages, readRegenerations, type MessageView, type Regenerated } from './read-threads.js';
 import { runUsage, type RunUsage } from './token-usage.js';
 
 export interface RunSummary {
@@ -68,7 +68,7 @@ export interface RunDetail {
    * For a run that asks an earlier turn again (ADR-0091), the run whose reply it replaced, and
    * whether the message was edited; null for any other run. (`run.supersededBy` is the other way.)
    */
-  regenerates: { runId: string; edited: boolean } | null;
+  regenerates: Regenerated | null;
 }
 
 /** Most rows one list returns. */
@@ -266,19 +266,11 @@ export async function readRunDetail(db: Queryable, runId: string): Promise<RunDe
     await readRunSegments(db, runId),
     await listRunMessages(db, runId),
     await findRunFirstSeq(db, runId),
-    await readRegenerated(db, runId),
+    (await readRegenerations(db, [runId])).get(runId) ?? null,
   ];
   const jobDueAt = row.job_due_at === null ? null : new Date(row.job_due_at);
   return {
     run: toRun(row), ownerId: row.thread_owner_id, effects, steps, segments, messages, firstSeq, jobDueAt, usage: runUsage(steps),
     regenerates,
   };
-}
-
-/** The run a regenerated run replaced, from its turn-regenerated event (one lookup in the run-boundary index). */
-async function readRegenerated(db: Queryable, runId: string): Promise<RunDetail['regenerates']> {
-  const [row] = await db.query<{ regenerates: string | null; edited: boolean | null }>(
-    `select data->>'regenerates' as regenerates, (data->>'edited')::boolean as edited from agent_kit_thread_events
-     where run_id = $1 and type = 'turn-regenerated' limit 1`, [runId]);
-  return row?.regenerates ? { runId: row.regenerates, edited: row.edited === true } : null;
 }

@@ -170,14 +170,38 @@ export async function listRunMessages(db: Queryable, runId: string): Promise<Mes
 }
 
 /** A thread's runs by turn (the newest maxThreadItems), but superseded turns (ADR-0091). */
-export async function listThreadRuns(db: Queryable, threadId: string): Promise<Run[]> {
+export async function listThreadRuns(db: Queryable, threadId: string): Promise<ThreadRun[]> {
   const rows = await db.query<RunRow>(
     `select * from (
        select * from agent_kit_runs where thread_id = $1 and superseded_by is null order by turn_no desc limit $2
      ) r order by turn_no`,
     [threadId, maxThreadItems],
   );
-  return rows.map(toRun);
+  return withRegenerations(db, rows.map(toRun));
+}
+
+/** What a regenerated run replaced: the run whose reply it asked again, and whether it edited the message. */
+export interface Regenerated {
+  runId: string;
+  edited: boolean;
+}
+
+/** A run as a thread's read has it: a regenerated one names the run it replaced (ADR-0091), else null. */
+export type ThreadRun = Run & { regenerates: Regenerated | null };
+
+/** The runs these regenerated, by run id: their turn-regenerated events, in the run-boundary index. */
+export async function readRegenerations(db: Queryable, runIds: string[]): Promise<Map<string, Regenerated>> {
+  if (runIds.length === 0) return new Map();
+  const rows = await db.query<{ run_id: string; regenerates: string | null; edited: boolean | null }>(
+    `select run_id, data->>'regenerates' as regenerates, (data->>'edited')::boolean as edited from agent_kit_thread_events
+     where run_id = any(string_to_array($1, ',')::uuid[]) and type = 'turn-regenerated'`, [runIds.join(',')]);
+  return new Map(rows.filter((row) => row.regenerates)
+    .map((row) => [row.run_id, { runId: row.regenerates!, edited: row.edited === true }]));
+}
+
+export async function withRegenerations(db: Queryable, runs: Run[]): Promise<ThreadRun[]> {
+  const regenerated = await readRegenerations(db, runs.map((run) => run.id));
+  return runs.map((run) => ({ ...run, regenerates: regenerated.get(run.id) ?? null }));
 }
 
 /** The id of the thread's latest run, or null when it has none. */

@@ -2,9 +2,9 @@
 // before a given turn, and which span of the event log holds them. A viewer that opens a long
 // thread replays only that span instead of the whole log, and reads earlier pages on request.
 import type { Queryable } from '../store/db.js';
-import { toRun, type Run, type RunRow } from '../lease/run-row.js';
+import { toRun, type RunRow } from '../lease/run-row.js';
 import { findRunFirstSeq, readLastSeq } from './read-events.js';
-import { toMessageView, type MessageRow, type MessageView } from './read-threads.js';
+import { toMessageView, withRegenerations, type MessageRow, type MessageView, type ThreadRun } from './read-threads.js';
 
 /** Where a page of turns lies in the thread's event log. */
 export interface TurnWindow {
@@ -30,7 +30,7 @@ export interface TurnWindow {
 export interface TurnPage {
   window: TurnWindow;
   /** The page's runs in turn order. */
-  runs: Run[];
+  runs: ThreadRun[];
   /** Their user messages and answers, in order. */
   messages: MessageView[];
 }
@@ -87,7 +87,7 @@ export async function readTurnWindow(
     throughSeq: options.beforeTurn === undefined ? null : await seqBeforeTurn(db, threadId, options.beforeTurn),
     earlier,
   };
-  return { window, runs: runs.map(toRun) };
+  return { window, runs: await withRegenerations(db, runs.map(toRun)) };
 }
 
 /** The thread's first turn number (turn numbers start at 1, but a test or a tool may delete runs). */

@@ -36,6 +36,8 @@ export class UIMessageTranslator {
   private threadId: string | undefined;
   /** The last event translated (of any run): a stream that ends before the run does goes on after it. */
   private seq: number | undefined;
+  /** A regenerated run's: the run whose reply it replaced (its first event says), for the metadata. */
+  private regenerates: { runId: string; edited: boolean } | undefined;
 
   /** `from`: the thread, and the seq the stream starts after (else both are learnt from the events). */
   constructor(private readonly runId: string, from?: { threadId: string; afterSeq: number }) {
@@ -100,6 +102,10 @@ export class UIMessageTranslator {
       case 'run-closed':
         this.close(out, data);
         break;
+      case 'turn-regenerated':
+        if (typeof data.regenerates === 'string') this.regenerates = { runId: data.regenerates, edited: data.edited === true };
+        out.push(this.note(event));
+        break;
       default:
         out.push(this.note(event));
     }
@@ -118,8 +124,8 @@ export class UIMessageTranslator {
   }
 
   /** The message's run and thread: a client sends the thread's next message with `threadId`. */
-  private ids(): { runId: string; threadId?: string } {
-    return { runId: this.runId, ...(this.threadId ? { threadId: this.threadId } : {}) };
+  private ids(): { runId: string; threadId?: string; regenerates?: { runId: string; edited: boolean } } {
+    return { runId: this.runId, ...(this.threadId ? { threadId: this.threadId } : {}), ...(this.regenerates ? { regenerates: this.regenerates } : {}) };
   }
 
   private note(event: ThreadEvent): Chunk {

@@ -39,10 +39,16 @@ describe('POST /api/chat, regenerate: true', () => {
     await t.handlers.segments.settle();
     const read = await (await t.handlers.handle(makeRequest('GET', `/api/threads/${threadId}`, { user: 'rae' }))).json();
     expect(read.runs.map((r: { id: string }) => r.id)).toEqual([newRun]);
+    expect(read.runs[0].regenerates).toEqual({ runId, edited: false });
+    const page = await (await t.handlers.handle(makeRequest('GET', `/api/threads/${threadId}?turns=5`, { user: 'rae' }))).json();
+    expect(page.runs.map((r: { regenerates: unknown }) => r.regenerates)).toEqual([{ runId, edited: false }]);
     expect(read.messages.map((m: { role: string; runId: string }) => [m.role, m.runId])).toEqual([['user', newRun], ['assistant', newRun]]);
     // The operator's run view still has the old run, saying what replaced it.
     const old = await (await t.handlers.handle(makeRequest('GET', `/api/runs/${runId}`, { user: 'rae' }))).json();
     expect(old.run).toMatchObject({ status: 'completed', supersededBy: newRun });
+    expect(old.regenerates).toBeNull();
+    const detail = await (await t.handlers.handle(makeRequest('GET', `/api/runs/${newRun}`, { user: 'rae' }))).json();
+    expect(detail.regenerates).toEqual({ runId, edited: false });
   });
 
   it('with another text, edits the message: the new run answers the edit, under the same client id', async () => {
