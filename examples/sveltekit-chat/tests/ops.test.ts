@@ -68,34 +68,6 @@ describe.skipIf(!hasChromium)(`the operator page${hasChromium ? '' : ` (skipped:
     await page.close();
   });
 
-  it('says of a regenerated reply which run replaced it, and of the new run which reply it replaced', async () => {
-    const chat = await alice.newPage();
-    await open(chat, `${server.baseUrl}/`);
-    const threadId = await sendChat(chat, `regenerated for the operator ${Date.now()}`);
-    await waitForRunStatus(chat, 'completed');
-    const read = async () => (await (await chat.request.get(`${server.baseUrl}/api/threads/${threadId}`)).json()) as {
-      runs: { id: string }[]; messages: { role: string; clientMessageId: string | null }[];
-    };
-    const before = await read();
-    const old = before.runs[0]!.id;
-    const clientMessageId = before.messages.find((m) => m.role === 'user')!.clientMessageId!;
-    const posted = await chat.request.post(`${server.baseUrl}/api/chat`, {
-      data: { threadId, clientMessageId, message: 'edited for the operator', regenerate: true, replaces: old },
-    });
-    expect(posted.status()).toBe(200);
-    const again = posted.headers()['x-agent-kit-run-id']!;
-    await chat.close();
-
-    const page = await operator.newPage();
-    await open(page, `${server.baseUrl}/ops?run=${again}`);
-    await expect(page.getByTestId('regenerates').textContent())
-      .resolves.toMatch(new RegExp(`Asks again the turn of run ${old.slice(0, 8)}, with the message edited`));
-    await open(page, `${server.baseUrl}/ops?run=${old}`);
-    await expect(page.getByTestId('superseded').textContent()).resolves.toMatch(new RegExp(`regenerated as run ${again.slice(0, 8)}`));
-    expect(await page.getByTestId('regenerates').count()).toBe(0);
-    await page.close();
-  });
-
   it("says when the app's own worker last drained and reaped", async () => {
     const page = await operator.newPage();
     await open(page, `${server.baseUrl}/ops`);
@@ -260,6 +232,35 @@ describe.skipIf(!hasChromium)(`the operator page${hasChromium ? '' : ` (skipped:
       .toMatch(/^model refused \(429\): retry 1 of 5 in 1\.0 s — the scripted model is busy/);
     await expect.poll(() => page.getByTestId('segment-row').allTextContents(), { timeout: 10_000 })
       .toEqual([expect.stringMatching(/closed: completed$/)]); // one segment: the wait spent no attempt
+    await page.close();
+  });
+
+  // (Last: its thread and runs would change the counts the pages of runs and threads above expect.)
+  it('says of a regenerated reply which run replaced it, and of the new run which reply it replaced', async () => {
+    const chat = await alice.newPage();
+    await open(chat, `${server.baseUrl}/`);
+    const threadId = await sendChat(chat, `regenerated for the operator ${Date.now()}`);
+    await waitForRunStatus(chat, 'completed');
+    const read = async () => (await (await chat.request.get(`${server.baseUrl}/api/threads/${threadId}`)).json()) as {
+      runs: { id: string }[]; messages: { role: string; clientMessageId: string | null }[];
+    };
+    const before = await read();
+    const old = before.runs[0]!.id;
+    const clientMessageId = before.messages.find((m) => m.role === 'user')!.clientMessageId!;
+    const posted = await chat.request.post(`${server.baseUrl}/api/chat`, {
+      data: { threadId, clientMessageId, message: 'edited for the operator', regenerate: true, replaces: old },
+    });
+    expect(posted.status()).toBe(200);
+    const again = posted.headers()['x-agent-kit-run-id']!;
+    await chat.close();
+
+    const page = await operator.newPage();
+    await open(page, `${server.baseUrl}/ops?run=${again}`);
+    await expect(page.getByTestId('regenerates').textContent())
+      .resolves.toMatch(new RegExp(`Asks again the turn of run ${old.slice(0, 8)}, with the message edited`));
+    await open(page, `${server.baseUrl}/ops?run=${old}`);
+    await expect(page.getByTestId('superseded').textContent()).resolves.toMatch(new RegExp(`regenerated as run ${again.slice(0, 8)}`));
+    expect(await page.getByTestId('regenerates').count()).toBe(0);
     await page.close();
   });
 });

@@ -124,16 +124,15 @@ describe("useChat's regenerate()", () => {
 
   it('a regenerate or an edit whose response was lost, done again, streams the run the first one made', async () => {
     let lose = false;
-    const transport = transportTo(() => handlers, {
-      fetch: async (request, serve) => {
-        if (!lose || request.method !== 'POST') return serve(request);
-        lose = false;
-        const response = await serve(request); // the server did it; the page never hears
-        await response.body?.cancel();
-        await handlers.segments.settle();
-        throw new TypeError('network connection lost');
-      },
-    });
+    const losing = async (request: Request, serve: (request: Request) => Promise<Response>) => {
+      if (!lose || request.method !== 'POST') return serve(request);
+      lose = false;
+      const response = await serve(request); // the server did it; the page never hears
+      await response.body?.cancel();
+      await handlers.segments.settle();
+      throw new TypeError('network connection lost');
+    };
+    const transport = transportTo(() => handlers, { fetch: losing });
     const chat = new TestChat({ transport });
     for (const text of ['one', 'two']) await chat.sendMessage({ text });
     const threadId = threadIdOf(chat.messages)!;
@@ -160,5 +159,22 @@ describe("useChat's regenerate()", () => {
     expect(prompts.length).toBe(asked + 2);
     expect(lastPrompt()).toEqual(['user: one', `assistant: ${textOf(chat.messages[1]!)}`, 'user: two, edited']);
     expect(shown(toUIMessages(await readThread(threadId)))).toEqual(shown(chat.messages));
+
+    // From a chat reopened from the read, whose transport has seen no reply yet: the message's
+    // own metadata names its run, so the lost regenerate done again is still the same one.
+    const reopenedTransport = transportTo(() => handlers, { fetch: losing });
+    const reopened = new TestChat({ id: threadId, messages: toUIMessages(await readThread(threadId)), transport: reopenedTransport });
+    const before = prompts.length;
+    lose = true;
+    await reopened.regenerate();
+    expect(reopened.status).toBe('error');
+    await reopened.regenerate();
+    expect(reopened.status).toBe('ready');
+    expect(prompts.length).toBe(before + 1);
+    expect(shown(toUIMessages(await readThread(threadId)))).toEqual(shown(reopened.messages));
+    // And a regenerate after that one is a new answer: the response named the newer reply.
+    await reopened.regenerate();
+    expect(prompts.length).toBe(before + 2);
+    expect(shown(toUIMessages(await readThread(threadId)))).toEqual(shown(reopened.messages));
   });
 });

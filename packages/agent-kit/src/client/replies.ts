@@ -15,12 +15,22 @@ export class RepliesSeen {
   /** User message id (its client message id) → the run of the reply after it. */
   private readonly runs = new Map<string, string>();
 
-  /** The messages a send is given: each user message followed by a reply. */
+  /**
+   * The messages a send is given: each user message followed by a reply; and one without (the
+   * chat dropped its reply to ask again) by its own `metadata.runId`, which a chat reopened from
+   * the thread's read has (`toUIMessages`), unless a response since named a newer reply.
+   */
   learn(messages: readonly UIMessage[]): void {
     for (const [i, message] of messages.entries()) {
+      if (message.role !== 'user') continue;
       const next = messages[i + 1];
-      const runId = message.role === 'user' && next?.role === 'assistant' ? runOf(next) : undefined;
-      if (runId) this.runs.set(message.id, runId);
+      if (next?.role === 'assistant') {
+        const runId = runOf(next);
+        if (runId) this.runs.set(message.id, runId);
+      } else if (!this.runs.has(message.id)) {
+        const own = (message.metadata as { runId?: unknown } | undefined)?.runId;
+        if (typeof own === 'string' && uuidShaped.test(own)) this.runs.set(message.id, own);
+      }
     }
   }
 

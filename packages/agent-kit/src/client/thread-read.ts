@@ -53,7 +53,9 @@ export function toUIMessages(read: ThreadRead): UIMessage[] {
     if (placed.has(m)) continue; // an answer, shown inside its reply
     placed.add(m);
     if (m.role === 'assistant' && m.runId) shown.push(...replyPieces(m, m.runId, byId, placed, { ...metadata, ...regenerated(m.runId) }));
-    else shown.push({ id: uiIdOf(m), role: m.role === 'assistant' ? 'assistant' : 'user', parts: [{ type: 'text', text: m.text }], metadata });
+    // (A user's message names its turn's run too: a regenerate names it as the reply it replaces, ADR-0092.)
+    else shown.push({ id: uiIdOf(m), role: m.role === 'assistant' ? 'assistant' : 'user', parts: [{ type: 'text', text: m.text }],
+      metadata: m.role === 'user' && m.runId ? { ...metadata, runId: m.runId } : metadata });
     if (m.runId && awaited.get(m.runId) === m) shown.push({ id: m.runId, role: 'assistant', parts: [], metadata: { ...metadata, runId: m.runId } });
   }
   return shown;
@@ -95,7 +97,7 @@ function askedOf(m: ReadMessage): Asked[] {
  */
 function replyPieces(
   reply: ReadMessage, runId: string, byId: ReadonlyMap<string, ReadMessage>, placed: Set<ReadMessage>,
-  metadata: { threadId: string },
+  metadata: { threadId: string; regenerates?: unknown },
 ): UIMessage[] {
   const pieces: UIMessage[] = [];
   let piece: UIMessage = { id: runId, role: 'assistant', parts: [], metadata: { ...metadata, runId } };
@@ -111,7 +113,7 @@ function replyPieces(
     const answer = asked.answeredBy === undefined ? undefined : byId.get(asked.answeredBy);
     if (!answer || answer.role !== 'user' || answer.runId !== runId || placed.has(answer)) continue;
     placed.add(answer);
-    pieces.push(piece, { id: uiIdOf(answer), role: 'user', parts: [{ type: 'text', text: answer.text }], metadata });
+    pieces.push(piece, { id: uiIdOf(answer), role: 'user', parts: [{ type: 'text', text: answer.text }], metadata: { threadId: metadata.threadId, runId } });
     piece = { id: `${runId}:${uiIdOf(answer)}`, role: 'assistant', parts: [], metadata: { ...metadata, runId } };
   }
   textTo(reply.text.length);
