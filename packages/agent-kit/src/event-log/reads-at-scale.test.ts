@@ -2,7 +2,7 @@
 // sends is explained with ANALYZE and may not scan or filter what it does not return.
 // - Opening a turn's stream on a long thread reads the run's boundary events by index (migration
 //   0020), not the thread's log: the message's seq (chat POST), the run's first event and its
-//   latest park or close (AI SDK stream), its segments (run view).
+//   latest park or close (AI SDK stream), its segments (run view), and which run it regenerated.
 // - A thread list (one user's, or an operator's) reads its page by index among many threads
 //   (migration 0021), a page deep in it too, and a run's messages come through its thread's.
 // - A run list by status reads that status's runs by index among many completed ones (0019,
@@ -22,7 +22,7 @@ import type { Db } from '../store/db.js';
 import { findMessageSeq, findRunFirstSeq, readRunBoundary, readRunSegments } from './read-events.js';
 import { listRuns } from './read-runs.js';
 import { readStoreStatus } from './read-status.js';
-import { listRunMessages, listThreads } from './read-threads.js';
+import { listRunMessages, listThreads, readRegenerations } from './read-threads.js';
 import { readTurnPage } from './turn-window.js';
 
 const earlierEvents = 5_000;
@@ -88,6 +88,12 @@ describe('reads of one run on a long thread', () => {
     const boundary = await plansOf((d) => readRunBoundary(d, turn.runId));
     expect(boundary.value).toEqual({ status: 'completed', lastBoundarySeq: messageSeq + 5 });
     expectNoScan(boundary.plans);
+
+    // Which run each of a read's runs regenerated (ADR-0093): the boundary index, not the 5,000 deltas.
+    const regenerations = await plansOf((d) => readRegenerations(d, [first.runId, turn.runId]));
+    expect(regenerations.value.size).toBe(0);
+    expectNoScan(regenerations.plans);
+    expect(mostRowsOfANode(regenerations.plans)).toBeLessThan(10);
 
     const segments = await plansOf((d) => readRunSegments(d, turn.runId));
     expect(segments.value).toMatchObject([{ fence: 1, startedSeq: messageSeq + 2, endedAs: 'completed', endedSeq: messageSeq + 5 }]);
