@@ -9,7 +9,7 @@ import { threadIdOf } from './metadata.js';
 import { RepliesSeen, uuidShaped } from './replies.js';
 
 export { hasTurnUnderWay, toUIMessages, type ThreadRead } from './thread-read.js';
-export { threadIdOf, type AgentKitMessageMetadata } from './metadata.js';
+export { threadIdOf, type AgentKitMessageMetadata, type Regenerates } from './metadata.js';
 
 export interface AgentKitTransportOptions {
   /** Where the routes are: '' (the default) for the page's own origin, else e.g. `https://chat.example.com`. */

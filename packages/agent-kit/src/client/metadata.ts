@@ -12,8 +12,8 @@ export interface AgentKitMessageMetadata {
   partial?: boolean;
   /** The last event of the thread the stream sent: a stream that ends before its run goes on after it. */
   seq?: number;
-  /** A regenerated reply's: the run whose reply it replaced, and whether the message was edited (ADR-0091). */
-  regenerates?: { runId: string; edited: boolean };
+  /** A regenerated reply's: the run whose reply it replaced, and whether the message was edited (ADR-0093). */
+  regenerates?: Regenerates;
 }
 
 /** The thread of a chat's replies: the last reply's `metadata.threadId`; none before the first. */
@@ -23,4 +23,10 @@ export function threadIdOf(messages: readonly UIMessage[]): string | undefined {
     if (typeof threadId === 'string') return threadId;
   }
   return undefined;
+}
+
+/** What a regenerated reply replaced: the run whose reply it asked again, and whether it edited the message. */
+export interface Regenerates {
+  runId: string;
+  edited: boolean;
 }

@@ -1,6 +1,7 @@
 // A thread read (GET /api/threads/:id) as `useChat` starts from it: its messages in the order and
 // under the ids the live chat had them, and whether a turn is under way to resume.
 import type { UIMessage } from 'ai';
+import type { Regenerates } from './metadata.js';
 
 /** A thread as `GET /api/threads/:id` answers it, as far as `toUIMessages` reads it. */
 export interface ThreadRead {
@@ -14,7 +15,7 @@ export interface ThreadRead {
    * The thread's runs (the read has them; `hasTurnUnderWay` looks at their status). A regenerated
    * run names the run whose reply it replaced (ADR-0091): its reply's metadata says so.
    */
-  runs?: ReadonlyArray<{ id?: string; status: string; regenerates?: { runId: string; edited: boolean } | null }>;
+  runs?: ReadonlyArray<{ id?: string; status: string; regenerates?: Regenerates | null }>;
 }
 
 type ReadMessage = ThreadRead['messages'][number];
@@ -97,7 +98,7 @@ function askedOf(m: ReadMessage): Asked[] {
  */
 function replyPieces(
   reply: ReadMessage, runId: string, byId: ReadonlyMap<string, ReadMessage>, placed: Set<ReadMessage>,
-  metadata: { threadId: string; regenerates?: unknown },
+  metadata: { threadId: string; regenerates?: Regenerates },
 ): UIMessage[] {
   const pieces: UIMessage[] = [];
   let piece: UIMessage = { id: runId, role: 'assistant', parts: [], metadata: { ...metadata, runId } };

@@ -6,6 +6,7 @@
 // supersedes.
 import type { UIMessageChunk } from 'ai';
 import type { ThreadEvent } from '../event-log/read-events.js';
+import type { Regenerated } from '../event-log/read-threads.js';
 import { runFailureText } from '../event-log/run-failure.js';
 import { eventPayload, type SseEncoder } from './sse.js';
 
@@ -37,7 +38,7 @@ export class UIMessageTranslator {
   /** The last event translated (of any run): a stream that ends before the run does goes on after it. */
   private seq: number | undefined;
   /** A regenerated run's: the run whose reply it replaced (its first event says), for the metadata. */
-  private regenerates: { runId: string; edited: boolean } | undefined;
+  private regenerates: Regenerated | undefined;
 
   /** `from`: the thread, and the seq the stream starts after (else both are learnt from the events). */
   constructor(private readonly runId: string, from?: { threadId: string; afterSeq: number }) {
@@ -124,7 +125,7 @@ export class UIMessageTranslator {
   }
 
   /** The message's run and thread: a client sends the thread's next message with `threadId`. */
-  private ids(): { runId: string; threadId?: string; regenerates?: { runId: string; edited: boolean } } {
+  private ids(): { runId: string; threadId?: string; regenerates?: Regenerated } {
     return { runId: this.runId, ...(this.threadId ? { threadId: this.threadId } : {}), ...(this.regenerates ? { regenerates: this.regenerates } : {}) };
   }
 

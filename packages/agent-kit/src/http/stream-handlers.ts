@@ -87,9 +87,7 @@ export function createChatHandler(ctx: HandlerContext): RouteHandler {
       jobDelayMs: ctx.chatJobDelayMs,
     });
     if (!turn.created) await requireSameMessage(ctx, turn.messageId, body.message!);
-    // A retried POST runs the turn only if nobody has claimed it yet; the claim decides anyway.
-    const runnable = turn.created || (await readRunAccess(ctx.rt.db, turn.runId))?.status === 'queued';
-    if (runnable) ctx.segments.start(turn.runId);
+    const until = await runTurn(ctx, turn);
     const messageSeq = await findMessageSeq(ctx.rt.db, turn.threadId, turn.messageId);
     const afterSeq = Math.max(0, (messageSeq ?? 1) - 1);
     return streamResponse(ctx, request, {
@@ -98,11 +96,25 @@ export function createChatHandler(ctx: HandlerContext): RouteHandler {
       format,
       runId: turn.runId,
       ...(format === 'ai-sdk' && turn.kind !== 'turn' ? await answered(ctx, turn, afterSeq) : {}),
-      // A message sent again streams its turn as it is now: past a question it asked and went on from.
-      until: turn.created ? endsRun(turn.runId) : (await runEnd(ctx, turn.runId)).until,
+      until,
       headers: turnHeaders(turn),
     });
   };
+}
+
+/**
+ * Start the segment of a turn the request made, and say where its stream ends: at the run's end.
+ * The same request again (a retried POST, a regeneration sent again, ADR-0092) runs the turn only
+ * if nobody has claimed it yet (the claim decides anyway), and streams it as it is now: past a
+ * question it asked and went on from.
+ */
+async function runTurn(ctx: HandlerContext, turn: { runId: string; created: boolean }): Promise<StreamSpec['until']> {
+  if (turn.created) {
+    ctx.segments.start(turn.runId);
+    return endsRun(turn.runId);
+  }
+  if ((await readRunAccess(ctx.rt.db, turn.runId))?.status === 'queued') ctx.segments.start(turn.runId);
+  return (await runEnd(ctx, turn.runId)).until;
 }
 
 /** What a chat response names: the thread, the run (a client's stop cancels it) and the message. */
@@ -121,15 +133,13 @@ async function regenerated(
     threadId: body.threadId!, ownerId, message: body.clientMessageId!, text: body.message, jobDelayMs: ctx.chatJobDelayMs,
     ...(body.replaces ? { replaces: body.replaces } : {}),
   });
-  // The same request again (ADR-0092) streams the run it made as it is now, as a resent message does.
-  const runnable = turn.created || (await readRunAccess(ctx.rt.db, turn.runId))?.status === 'queued';
-  if (runnable) ctx.segments.start(turn.runId);
+  const until = await runTurn(ctx, turn);
   return streamResponse(ctx, request, {
     threadId: turn.threadId,
     afterSeq: Math.max(0, ((await findRunFirstSeq(ctx.rt.db, turn.runId)) ?? 1) - 1),
     format,
     runId: turn.runId,
-    until: turn.created ? endsRun(turn.runId) : (await runEnd(ctx, turn.runId)).until,
+    until,
     headers: turnHeaders(turn),
   });
 }
