@@ -390,6 +390,34 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await page.close();
   });
 
+  it('leaves a reader who scrolled up where they are, and follows again once they are back at the end', async () => {
+    const page = await alice.newPage();
+    await page.setViewportSize({ width: 900, height: 420 });
+    await open(page, `${server.baseUrl}/`);
+    await sendChat(page, `scroll up while I answer ${Date.now()}`);
+    await waitForRunStatus(page, 'completed');
+    await page.getByRole('textbox', { name: 'Message' }).fill('and again');
+    await page.getByRole('button', { name: 'Send' }).click();
+    await page.getByTestId('run').nth(1).waitFor();
+    await waitForWords(page, 10);
+    await page.mouse.move(450, 200);
+    await page.mouse.wheel(0, -5_000); // the reader goes back to the first reply
+    await expect.poll(() => page.evaluate(() => document.scrollingElement!.scrollTop)).toBe(0);
+    await waitForWords(page, 40);
+    expect(await page.evaluate(() => document.scrollingElement!.scrollTop)).toBe(0); // not pulled down
+    expect(await page.evaluate(() => document.scrollingElement!.scrollHeight > window.innerHeight + 200)).toBe(true);
+    await page.mouse.wheel(0, 20_000); // and comes back to the end while the reply still streams
+    await waitForWords(page, 60);
+    const atEnd = () => page.evaluate(() => {
+      const root = document.scrollingElement!;
+      return root.scrollHeight - root.scrollTop - root.clientHeight <= 2;
+    });
+    await expect.poll(atEnd, { timeout: 3_000, interval: 50 }).toBe(true);
+    await waitForRunStatus(page, 'completed');
+    await expect.poll(atEnd, { timeout: 3_000, interval: 50 }).toBe(true);
+    await page.close();
+  });
+
   it('announces how a turn goes in a status region, not the reply as it streams', async () => {
     const page = await alice.newPage();
     await open(page, `${server.baseUrl}/`);

@@ -17,6 +17,46 @@ async function userMessages(page: Page): Promise<string[]> {
   return page.getByTestId('user-message').allTextContents();
 }
 
+/** The heights of the thread list and the conversation, the composer's bottom and the window's height. */
+function layoutOf(page: Page) {
+  return page.evaluate(() => {
+    const rect = (selector: string) => document.querySelector(selector)!.getBoundingClientRect();
+    return { list: rect('aside').height, conversation: rect('section.main').height, composer: rect('form.composer').bottom,
+      view: window.innerHeight };
+  });
+}
+
+async function composerShown(page: Page): Promise<boolean> {
+  const { composer, view } = await layoutOf(page);
+  return composer <= view && composer > 0;
+}
+
+/**
+ * Hold back each event stream's run-closed event (and what follows it in the same read) for
+ * `ms`: the reply's end then reaches the page apart from its text, as it does on a busy network.
+ */
+function splitRunEnds(ms: number) {
+  const fetchBefore = window.fetch;
+  window.fetch = async (...args) => {
+    const response = await fetchBefore(...args);
+    if (!response.body || !(response.headers.get('content-type') ?? '').includes('text/event-stream')) return response;
+    const decoder = new TextDecoder();
+    const encoder = new TextEncoder();
+    const split = new TransformStream<Uint8Array, Uint8Array>({
+      async transform(chunk, controller) {
+        const text = decoder.decode(chunk, { stream: true });
+        const at = text.indexOf('event: run-closed');
+        if (at < 0) return controller.enqueue(encoder.encode(text));
+        const start = Math.max(0, text.lastIndexOf('id: ', at));
+        controller.enqueue(encoder.encode(text.slice(0, start)));
+        await new Promise((resolve) => setTimeout(resolve, ms));
+        controller.enqueue(encoder.encode(text.slice(start)));
+      },
+    });
+    return new Response(response.body.pipeThrough(split), { status: response.status, headers: response.headers });
+  };
+}
+
 describe.skipIf(!hasChromium)(`a long thread${hasChromium ? '' : ` (skipped: ${skipReason})`}`, () => {
   let store: TestStore;
   let server: AppServer;
@@ -101,15 +141,8 @@ describe.skipIf(!hasChromium)(`a long thread${hasChromium ? '' : ` (skipped: ${s
     await page.setViewportSize({ width: 900, height: 420 });
     await open(page, `${server.baseUrl}/t/${shortThread}`);
     await waitForRunStatus(page, 'completed');
-    const layout = () => page.evaluate(() => {
-      const rect = (selector: string) => document.querySelector(selector)!.getBoundingClientRect();
-      return { list: rect('aside').height, conversation: rect('section.main').height, composer: rect('form.composer').bottom,
-        view: window.innerHeight };
-    });
-    const composerInView = async () => {
-      const { composer, view } = await layout();
-      return composer <= view && composer > 0;
-    };
+    const layout = () => layoutOf(page);
+    const composerInView = () => composerShown(page);
     const opened = await layout();
     expect(opened.list).toBeGreaterThan(opened.view + opened.conversation); // the case under test
     expect(await composerInView()).toBe(true);
@@ -122,6 +155,37 @@ describe.skipIf(!hasChromium)(`a long thread${hasChromium ? '' : ` (skipped: ${s
     expect(grown.conversation).toBeGreaterThan(grown.view); // it was followed past the window's height
     expect(grown.list).toBeGreaterThan(grown.conversation);
     await carol.close();
+  });
+
+  it("keeps the conversation's end in view when a reply's end arrives apart from its text", async () => {
+    // The reply's end adds its Regenerate and Edit buttons, and nothing to the transcript's text:
+    // following only the text left the composer below the window when the end came in a read of
+    // its own.
+    const dave = await signIn(browser, server.baseUrl, 'dave');
+    let daveThread: string | undefined;
+    for (let turn = 1; turn <= 6; turn++) {
+      const response = await dave.request.post(`${server.baseUrl}/api/chat`, {
+        data: { ...(daveThread ? { threadId: daveThread } : {}), message: `dave says ${turn}`, clientMessageId: crypto.randomUUID() },
+      });
+      expect(response.status()).toBe(200);
+      await response.body();
+      daveThread ??= response.headers()['x-agent-kit-thread-id'];
+    }
+    const page = await dave.newPage();
+    await page.setViewportSize({ width: 900, height: 420 });
+    await page.addInitScript(splitRunEnds, 400);
+    await open(page, `${server.baseUrl}/t/${daveThread}`);
+    await waitForRunStatus(page, 'completed');
+    expect((await layoutOf(page)).conversation).toBeGreaterThan(420); // the page scrolls
+    expect(await composerShown(page)).toBe(true);
+    for (let turn = 1; turn <= 2; turn++) {
+      await sendChat(page, `dave says more ${turn}`);
+      await page.getByTestId('transcript').getByText(`dave says more ${turn}`, { exact: true }).waitFor();
+      await page.locator('[data-testid="run"][data-status="completed"]').nth(5 + turn).waitFor();
+      await page.getByTestId('regenerate').waitFor();
+      await expect.poll(() => composerShown(page), { timeout: 3_000, interval: 50 }).toBe(true);
+    }
+    await dave.close();
   });
 
   it('says when the earlier turns could not be read, and reads them on a second try', async () => {
