@@ -386,7 +386,8 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await reload(page);
     await page.getByTestId('run').nth(1).waitFor();
     await page.waitForFunction(() => document.querySelectorAll('[data-testid="run-text"]')[1]?.textContent?.trim());
-    expect(await atEnd()).toBe(true); // was at the top: the thread opened at its first message
+    // Polled: the page follows in the frame after a change, and a read between the two finds it short.
+    await expect.poll(atEnd, { timeout: 3_000, interval: 50 }).toBe(true); // was at the top: the thread opened at its first message
     await page.close();
   });
 

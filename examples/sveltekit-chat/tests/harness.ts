@@ -201,7 +201,11 @@ export async function lastRunText(page: Page): Promise<string> {
 
 /** Wait until the last assistant turn has `status` (data-status), e.g. 'completed'. */
 export async function waitForRunStatus(page: Page, status: string, timeoutMs = 30_000): Promise<void> {
-  await page.locator(`[data-testid="run"][data-status="${status}"]`).last().waitFor({ timeout: timeoutMs });
+  // The last turn's, not the last of those with the status: an earlier turn's must not do.
+  await page.waitForFunction((wanted) => {
+    const runs = document.querySelectorAll('[data-testid="run"]');
+    return runs[runs.length - 1]?.getAttribute('data-status') === wanted;
+  }, status, { timeout: timeoutMs });
 }
 
 /** Wait until the last assistant turn has at least `words` words streamed. */
