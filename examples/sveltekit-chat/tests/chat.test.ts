@@ -3,7 +3,7 @@
 // question answered in the page, an approval, a reply regenerated and a message edited, and
 // another user's thread refused. Expected replies come from the scripted model's own function.
 import { scriptedAskQuestion, scriptedReplyText } from 'agent-kit';
-import type { Browser, BrowserContext } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   announcementsSaid, createTestStore, hasChromium, open, reload, lastRunText, launchBrowser, recordAnnouncements, recordRetryNotices,
@@ -14,6 +14,14 @@ import {
 // 100 words at 40 ms each: a 4 s turn, long enough to reload or open a second tab mid-turn.
 const replyTokens = 100;
 const expectedReply = (text: string) => scriptedReplyText([text], replyTokens).trim();
+
+/** Whether the page is scrolled to its end (within 2 px). */
+function pageAtEnd(page: Page): Promise<boolean> {
+  return page.evaluate(() => {
+    const root = document.scrollingElement!;
+    return root.scrollHeight - root.scrollTop - root.clientHeight <= 2;
+  });
+}
 
 describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${skipReason})`}`, () => {
   let store: TestStore;
@@ -367,10 +375,6 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     const page = await alice.newPage();
     await page.setViewportSize({ width: 900, height: 420 }); // two turns are taller than this
     await open(page, `${server.baseUrl}/`);
-    const atEnd = () => page.evaluate(() => {
-      const root = document.scrollingElement!;
-      return root.scrollHeight - root.scrollTop - root.clientHeight <= 2;
-    });
     await sendChat(page, `the first of two turns ${Date.now()}`);
     await waitForRunStatus(page, 'completed');
     await page.getByRole('textbox', { name: 'Message' }).fill('and the second');
@@ -381,13 +385,13 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     expect(await page.evaluate(() => document.scrollingElement!.scrollHeight > window.innerHeight)).toBe(true);
     // The reply was followed as it grew. Polled: a read between one word's layout and the
     // scroll that follows it can find the page a line short (once in CI, under load).
-    await expect.poll(atEnd, { timeout: 3_000, interval: 50 }).toBe(true);
+    await expect.poll(() => pageAtEnd(page), { timeout: 3_000, interval: 50 }).toBe(true);
     await waitForRunStatus(page, 'completed');
     await reload(page);
     await page.getByTestId('run').nth(1).waitFor();
     await page.waitForFunction(() => document.querySelectorAll('[data-testid="run-text"]')[1]?.textContent?.trim());
     // Polled: the page follows in the frame after a change, and a read between the two finds it short.
-    await expect.poll(atEnd, { timeout: 3_000, interval: 50 }).toBe(true); // was at the top: the thread opened at its first message
+    await expect.poll(() => pageAtEnd(page), { timeout: 3_000, interval: 50 }).toBe(true); // was at the top: the thread opened at its first message
     await page.close();
   });
 
@@ -409,13 +413,9 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     expect(await page.evaluate(() => document.scrollingElement!.scrollHeight > window.innerHeight + 200)).toBe(true);
     await page.mouse.wheel(0, 20_000); // and comes back to the end while the reply still streams
     await waitForWords(page, 60);
-    const atEnd = () => page.evaluate(() => {
-      const root = document.scrollingElement!;
-      return root.scrollHeight - root.scrollTop - root.clientHeight <= 2;
-    });
-    await expect.poll(atEnd, { timeout: 3_000, interval: 50 }).toBe(true);
+    await expect.poll(() => pageAtEnd(page), { timeout: 3_000, interval: 50 }).toBe(true);
     await waitForRunStatus(page, 'completed');
-    await expect.poll(atEnd, { timeout: 3_000, interval: 50 }).toBe(true);
+    await expect.poll(() => pageAtEnd(page), { timeout: 3_000, interval: 50 }).toBe(true);
     await page.close();
   });
 

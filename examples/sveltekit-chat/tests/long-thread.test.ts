@@ -17,6 +17,16 @@ async function userMessages(page: Page): Promise<string[]> {
   return page.getByTestId('user-message').allTextContents();
 }
 
+/** Send `text` through the API (to `threadId`, else a new thread), read its turn to the end, and name the thread. */
+async function postTurn(context: BrowserContext, baseUrl: string, text: string, threadId?: string): Promise<string> {
+  const response = await context.request.post(`${baseUrl}/api/chat`, {
+    data: { ...(threadId ? { threadId } : {}), message: text, clientMessageId: crypto.randomUUID() },
+  });
+  expect(response.status()).toBe(200);
+  await response.body(); // the turn's stream, to its close
+  return response.headers()['x-agent-kit-thread-id']!;
+}
+
 /** The heights of the thread list and the conversation, the composer's bottom and the window's height. */
 function layoutOf(page: Page) {
   return page.evaluate(() => {
@@ -69,14 +79,7 @@ describe.skipIf(!hasChromium)(`a long thread${hasChromium ? '' : ` (skipped: ${s
     server = await startServer({ store, env: { AGENT_KIT_SCRIPTED_TOKENS: '3', AGENT_KIT_SCRIPTED_DELAY_MS: '0' } });
     browser = await launchBrowser();
     alice = await signIn(browser, server.baseUrl, 'alice');
-    for (let turn = 1; turn <= turns; turn++) {
-      const response = await alice.request.post(`${server.baseUrl}/api/chat`, {
-        data: { ...(threadId ? { threadId } : {}), message: message(turn), clientMessageId: crypto.randomUUID() },
-      });
-      expect(response.status()).toBe(200);
-      await response.body(); // the turn's stream, to its close
-      threadId ??= response.headers()['x-agent-kit-thread-id'];
-    }
+    for (let turn = 1; turn <= turns; turn++) threadId = await postTurn(alice, server.baseUrl, message(turn), threadId);
   });
 
   printServerOutputOnFailure(() => server);
@@ -129,29 +132,20 @@ describe.skipIf(!hasChromium)(`a long thread${hasChromium ? '' : ` (skipped: ${s
     // opened a short thread scrolled past its composer, and stopped following its replies.
     const carol = await signIn(browser, server.baseUrl, 'carol');
     let shortThread: string | undefined;
-    for (let thread = 1; thread <= 24; thread++) {
-      const response = await carol.request.post(`${server.baseUrl}/api/chat`, {
-        data: { message: `carol's thread ${thread}`, clientMessageId: crypto.randomUUID() },
-      });
-      expect(response.status()).toBe(200);
-      await response.body();
-      shortThread = response.headers()['x-agent-kit-thread-id'];
-    }
+    for (let thread = 1; thread <= 24; thread++) shortThread = await postTurn(carol, server.baseUrl, `carol's thread ${thread}`);
     const page = await carol.newPage();
     await page.setViewportSize({ width: 900, height: 420 });
     await open(page, `${server.baseUrl}/t/${shortThread}`);
     await waitForRunStatus(page, 'completed');
-    const layout = () => layoutOf(page);
-    const composerInView = () => composerShown(page);
-    const opened = await layout();
+    const opened = await layoutOf(page);
     expect(opened.list).toBeGreaterThan(opened.view + opened.conversation); // the case under test
-    expect(await composerInView()).toBe(true);
+    expect(await composerShown(page)).toBe(true);
     for (let turn = 1; turn <= 4; turn++) {
       await sendChat(page, `carol says ${turn}`);
       await page.locator('[data-testid="run"][data-status="completed"]').nth(turn).waitFor();
-      await expect.poll(composerInView, { timeout: 3_000, interval: 50 }).toBe(true);
+      await expect.poll(() => composerShown(page), { timeout: 3_000, interval: 50 }).toBe(true);
     }
-    const grown = await layout();
+    const grown = await layoutOf(page);
     expect(grown.conversation).toBeGreaterThan(grown.view); // it was followed past the window's height
     expect(grown.list).toBeGreaterThan(grown.conversation);
     await carol.close();
@@ -163,14 +157,7 @@ describe.skipIf(!hasChromium)(`a long thread${hasChromium ? '' : ` (skipped: ${s
     // its own.
     const dave = await signIn(browser, server.baseUrl, 'dave');
     let daveThread: string | undefined;
-    for (let turn = 1; turn <= 6; turn++) {
-      const response = await dave.request.post(`${server.baseUrl}/api/chat`, {
-        data: { ...(daveThread ? { threadId: daveThread } : {}), message: `dave says ${turn}`, clientMessageId: crypto.randomUUID() },
-      });
-      expect(response.status()).toBe(200);
-      await response.body();
-      daveThread ??= response.headers()['x-agent-kit-thread-id'];
-    }
+    for (let turn = 1; turn <= 6; turn++) daveThread = await postTurn(dave, server.baseUrl, `dave says ${turn}`, daveThread);
     const page = await dave.newPage();
     await page.setViewportSize({ width: 900, height: 420 });
     await page.addInitScript(splitRunEnds, 400);

@@ -199,6 +199,7 @@ export async function readRegenerations(db: Queryable, runIds: string[]): Promis
     .map((row) => [row.run_id, { runId: row.regenerates!, edited: row.edited === true }]));
 }
 
+/** These runs, each with the run it regenerated (null for a run that regenerated none). */
 export async function withRegenerations(db: Queryable, runs: Run[]): Promise<ThreadRun[]> {
   const regenerated = await readRegenerations(db, runs.map((run) => run.id));
   return runs.map((run) => ({ ...run, regenerates: regenerated.get(run.id) ?? null }));
