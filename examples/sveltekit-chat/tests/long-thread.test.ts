@@ -84,6 +84,24 @@ describe.skipIf(!hasChromium)(`a long thread${hasChromium ? '' : ` (skipped: ${s
 
   printServerOutputOnFailure(() => server);
 
+  /**
+   * Sign `name` in, give them a thread of 6 turns, and open it in a window 420 px high, which it
+   * is taller than, at its end. `prepare` runs on the page before it opens.
+   */
+  async function openScrollingThread(name: string, prepare?: (page: Page) => Promise<unknown>) {
+    const user = await signIn(browser, server.baseUrl, name);
+    let thread: string | undefined;
+    for (let turn = 1; turn <= 6; turn++) thread = await postTurn(user, server.baseUrl, `${name} says ${turn}`, thread);
+    const page = await user.newPage();
+    await page.setViewportSize({ width: 900, height: 420 });
+    await prepare?.(page);
+    await open(page, `${server.baseUrl}/t/${thread}`);
+    await waitForRunStatus(page, 'completed');
+    expect((await layoutOf(page)).conversation).toBeGreaterThan(420); // the page scrolls
+    await expect.poll(() => composerShown(page), { timeout: 3_000, interval: 50 }).toBe(true);
+    return { user, page };
+  }
+
   afterAll(async () => {
     await browser?.close();
     await server?.stop();
@@ -155,16 +173,7 @@ describe.skipIf(!hasChromium)(`a long thread${hasChromium ? '' : ` (skipped: ${s
     // The reply's end adds its Regenerate and Edit buttons, and nothing to the transcript's text:
     // following only the text left the composer below the window when the end came in a read of
     // its own.
-    const dave = await signIn(browser, server.baseUrl, 'dave');
-    let daveThread: string | undefined;
-    for (let turn = 1; turn <= 6; turn++) daveThread = await postTurn(dave, server.baseUrl, `dave says ${turn}`, daveThread);
-    const page = await dave.newPage();
-    await page.setViewportSize({ width: 900, height: 420 });
-    await page.addInitScript(splitRunEnds, 400);
-    await open(page, `${server.baseUrl}/t/${daveThread}`);
-    await waitForRunStatus(page, 'completed');
-    expect((await layoutOf(page)).conversation).toBeGreaterThan(420); // the page scrolls
-    expect(await composerShown(page)).toBe(true);
+    const { user: dave, page } = await openScrollingThread('dave', (page) => page.addInitScript(splitRunEnds, 400));
     for (let turn = 1; turn <= 2; turn++) {
       await sendChat(page, `dave says more ${turn}`);
       await page.getByTestId('transcript').getByText(`dave says more ${turn}`, { exact: true }).waitFor();
@@ -173,6 +182,23 @@ describe.skipIf(!hasChromium)(`a long thread${hasChromium ? '' : ` (skipped: ${s
       await expect.poll(() => composerShown(page), { timeout: 3_000, interval: 50 }).toBe(true);
     }
     await dave.close();
+  });
+
+  it("keeps following when a scroll that is not the reader's lands in the frame where the conversation grew", async () => {
+    // The browser's scroll anchoring or a click scrolled into view moves the page by a few
+    // pixels; measuring the reader's place from such a scroll, before the growth in the same
+    // frame was followed, read "scrolled up" and stopped following (a CI failure of the test
+    // above). Here both happen in one task: 200 px more conversation and a 2 px scroll.
+    const { user: erin, page } = await openScrollingThread('erin');
+    await page.evaluate(() => {
+      const grown = document.createElement('div');
+      grown.style.height = '200px';
+      grown.dataset.testid = 'grown';
+      document.querySelector('[data-testid="transcript"]')!.append(grown);
+      window.scrollBy(0, 2);
+    });
+    await expect.poll(() => composerShown(page), { timeout: 3_000, interval: 50 }).toBe(true);
+    await erin.close();
   });
 
   it('says when the earlier turns could not be read, and reads them on a second try', async () => {
