@@ -21,10 +21,10 @@ const defaultListSize = 50;
 const flag = z.enum(['0', '1', 'false', 'true']).optional()
   .transform((v) => v === '1' || v === 'true');
 
-/** `?before=`: the id of the row a page starts after, if any (ADR-0044). */
-function readBefore(url: URL): string | undefined {
-  const raw = url.searchParams.get('before');
-  return raw === null ? undefined : parseWith(idParam, raw, 'query parameter "before"');
+/** An id in the query, if given: `?before=` (the row a page starts after, ADR-0044), `?thread=`. */
+function readIdQuery(url: URL, name: string): string | undefined {
+  const raw = url.searchParams.get(name);
+  return raw === null ? undefined : parseWith(idParam, raw, `query parameter "${name}"`);
 }
 
 function readFlag(url: URL, name: string): boolean {
@@ -42,7 +42,7 @@ export function createThreadsHandler(ctx: HandlerContext): RouteHandler {
     const all = readFlag(url, 'all'); // operators: everyone's threads, not the caller's own
     if (all && !caller.isOperator) throw new HttpError('FORBIDDEN', 'only an operator may list every thread');
     const limit = readLimit(url, defaultListSize, maxThreadItems);
-    const before = readBefore(url);
+    const before = readIdQuery(url, 'before');
     const { threads, next } = await listThreadsPage(ctx.rt.db, { ownerId: all ? null : caller.userId, before, limit });
     return jsonResponse({ threads, next });
   };
@@ -83,8 +83,8 @@ export function createThreadHandler(ctx: HandlerContext): RouteHandler {
 /**
  * GET /api/runs: runs newest first with status, lease holder, fence, attempts, lease expiry and
  * effect counts (all, in doubt). Operators see every run; other callers the runs of their own
- * threads (an operator's own with `?mine=1`). `?status=` and `?inDoubt=1` (only runs with an effect
- * in doubt) filter the list. `next` is the `?before=` of the next, older page (null on the last).
+ * threads (an operator's own with `?mine=1`). `?thread=` (one thread's runs), `?status=` and
+ * `?inDoubt=1` (only runs with an effect in doubt) filter the list. `next` is the `?before=` of the next, older page (null on the last).
  */
 export function createRunsHandler(ctx: HandlerContext): RouteHandler {
   return async (request) => {
@@ -96,8 +96,9 @@ export function createRunsHandler(ctx: HandlerContext): RouteHandler {
     const inDoubt = readFlag(url, 'inDoubt');
     const mine = readFlag(url, 'mine') || !caller.isOperator; // operators: only their own threads' runs
     const ownerId = mine ? caller.userId : null;
-    const before = readBefore(url);
-    const { runs, next } = await listRunsPage(ctx.rt.db, { ownerId, status, inDoubt, before, limit });
+    const before = readIdQuery(url, 'before');
+    const threadId = readIdQuery(url, 'thread');
+    const { runs, next } = await listRunsPage(ctx.rt.db, { ownerId, threadId, status, inDoubt, before, limit });
     return jsonResponse({ runs, next });
   };
 }

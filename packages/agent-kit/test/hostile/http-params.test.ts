@@ -10,6 +10,7 @@ import { maxStaleSeconds } from '../../src/event-log/read-status.js';
 import { maxThreadItems } from '../../src/event-log/read-threads.js';
 import { runStatuses } from '../../src/lease/run-row.js';
 import { matchPath, routes } from '../../src/http/routes.js';
+import { uuidPattern } from '../../src/store/db.js';
 import { notUuid } from './arbitraries.js';
 import {
   expectNothingWritten, expectRefusal, hostileRuns, operatorName, routeNamesIn, Tally, type HostileRequest, type Refusal,
@@ -187,6 +188,7 @@ describe('query parameters and cursors', () => {
       (v) => ['0', '1', 'true', 'false'].includes(v)],
     ['GET /api/runs', '?mine=', (v) => [`/api/runs?mine=${q(v)}`, {}],
       (v) => ['0', '1', 'true', 'false'].includes(v)],
+    ['GET /api/runs', '?thread=', (v) => [`/api/runs?thread=${q(v)}`, {}], (v) => uuidPattern.test(v)],
     // No generated value is one of alice's run or thread ids: every page cursor is refused.
     ['GET /api/runs', '?before=', (v) => [`/api/runs?before=${q(v)}`, {}], () => false],
     ['GET /api/threads', '?before=', (v) => [`/api/threads?before=${q(v)}`, {}], () => false],

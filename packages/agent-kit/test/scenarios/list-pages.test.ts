@@ -259,3 +259,66 @@ describe('listThreadsPage and GET /api/threads?before=', () => {
     }
   });
 });
+
+describe("one thread's runs: listRunsPage({ threadId }), agent-kit runs --thread, GET /api/runs?thread=", () => {
+  // Created here, after the tests above walked the fixture's list: cara's thread of three turns,
+  // the first completed, and a thread of hers with one turn beside it.
+  let thread = '';
+  let threadRuns: string[] = [];
+  let otherRun = '';
+  beforeAll(async () => {
+    const first = await startTurn(db, { ownerId: 'cara', text: 'first' });
+    thread = first.threadId;
+    await fakeRunSegment({ deltas: ['Done.'] })(
+      { db, model: 'test-model', tools: {}, config: configFromEnv({}) }, { runId: first.runId, owner: 'list-test' });
+    const second = await startTurn(db, { ownerId: 'cara', threadId: thread, text: 'second' });
+    const third = await startTurn(db, { ownerId: 'cara', threadId: thread, text: 'third' });
+    threadRuns = [third.runId, second.runId, first.runId];
+    ({ runId: otherRun } = await startTurn(db, { ownerId: 'cara', text: 'another thread' }));
+  });
+
+  it('lists the thread\'s runs newest first, in pages, with the other filters', async () => {
+    expect((await listRuns(db, { ownerId: null, threadId: thread, limit: 100 })).map((run) => run.id)).toEqual(threadRuns);
+    expect((await walk({ ownerId: null, threadId: thread, limit: 2 })).flat()).toEqual(threadRuns);
+    expect((await walk({ ownerId: 'cara', threadId: thread, limit: 1 })).flat()).toEqual(threadRuns);
+    expect((await listRuns(db, { ownerId: null, threadId: thread, status: 'completed', limit: 100 })).map((run) => run.id))
+      .toEqual([threadRuns[2]]);
+    // Another owner's scope holds none of them; nor does a thread that does not exist.
+    expect(await listRuns(db, { ownerId: 'ann', threadId: thread, limit: 100 })).toEqual([]);
+    expect(await listRuns(db, { ownerId: null, threadId: '00000000-0000-4000-8000-000000000000', limit: 100 })).toEqual([]);
+    const caras = (await listRuns(db, { ownerId: 'cara', limit: 100 })).map((run) => run.id);
+    expect(caras).toEqual([otherRun, ...threadRuns]);
+  });
+
+  it('agent-kit runs --thread prints them, keeps --thread in the next page\'s command, and refuses a malformed id', async () => {
+    const text = await formatRunsCommand(db, await parseRunsArgs(['--thread', thread, '--limit', '2']), new Date());
+    const lines = text.trimEnd().split('\n');
+    expect(lines.slice(1, -1).map((row) => row.split(/\s{2,}/)[0])).toEqual(threadRuns.slice(0, 2));
+    expect(lines.at(-1)).toBe(`older runs: agent-kit runs --thread ${thread} --limit 2 --before ${threadRuns[1]}`);
+    const next = await formatRunsCommand(db, await parseRunsArgs(lines.at(-1)!.slice('older runs: agent-kit runs '.length).split(' ')), new Date());
+    expect(next.trimEnd().split('\n').slice(1).map((row) => row.split(/\s{2,}/)[0])).toEqual([threadRuns[2]]);
+    const json = JSON.parse(await formatRunsCommand(db, { json: true, thread }, new Date())) as { id: string; threadId: string }[];
+    expect(json.map((run) => [run.id, run.threadId])).toEqual(threadRuns.map((id) => [id, thread]));
+    const nowhere = '00000000-0000-4000-8000-000000000000';
+    expect(await formatRunsCommand(db, { thread: nowhere }, new Date())).toBe(`no runs of thread ${nowhere}\n`);
+    expect(await formatRunsCommand(db, { thread, inDoubt: true }, new Date())).toBe(`no runs of thread ${thread} with effects in doubt\n`);
+    await expect(parseRunsArgs(['--thread', 'latest'])).rejects.toThrow(/--thread takes a thread id, got "latest"/);
+  });
+
+  it('GET /api/runs?thread= lists them for an operator and their owner, none for another user; a malformed id is a 400', async () => {
+    const ids = async (path: string, user: string, operator: boolean) => {
+      const response = await handlers.handle(makeRequest('GET', path, { user, operator }));
+      expect(response.status, path).toBe(200);
+      return ((await response.json()) as { runs: { id: string }[] }).runs.map((run) => run.id);
+    };
+    expect(await ids(`/api/runs?thread=${thread}`, 'ops', true)).toEqual(threadRuns);
+    expect(await ids(`/api/runs?thread=${thread}`, 'cara', false)).toEqual(threadRuns);
+    expect(await ids(`/api/runs?thread=${thread}&status=queued&limit=1`, 'cara', false)).toEqual([threadRuns[0]]);
+    expect(await ids(`/api/runs?thread=${thread}`, 'ann', false)).toEqual([]);
+    for (const bad of ['latest', '', `${thread}x`]) {
+      const response = await handlers.handle(makeRequest('GET', `/api/runs?thread=${bad}`, { user: 'ops', operator: true }));
+      expect(response.status, bad).toBe(400);
+      expect((await response.json()).error.message, bad).toMatch(/^invalid query parameter "thread"/);
+    }
+  });
+});

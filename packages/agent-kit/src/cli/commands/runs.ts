@@ -1,9 +1,10 @@
-// `agent-kit runs [--json] [--status S] [--in-doubt] [--limit N] [--before RUN]`: the run list an
-// operator reads, newest first, with who holds each lease, its fence and attempts, its lease
-// expiry, its effect count and how many of those are in doubt; --in-doubt lists only runs with
-// some. --before RUN lists the runs after RUN in that order: the next page. A table for people,
-// ending with the command for the next page when there is one; --json prints the same rows as
-// one JSON array for scripts (the last row's id is the next page's --before).
+// `agent-kit runs [--json] [--thread T] [--status S] [--in-doubt] [--limit N] [--before RUN]`: the
+// run list an operator reads, newest first, with who holds each lease, its fence and attempts, its
+// lease expiry, its effect count and how many of those are in doubt; --thread lists one thread's
+// runs (the thread a user reports, from its address), --in-doubt only runs with some. --before
+// RUN lists the runs after RUN in that order: the next page. A table for people, ending with the
+// command for the next page when there is one; --json prints the same rows as one JSON array for
+// scripts (the last row's id is the next page's --before).
 import { type Command, CommanderError } from 'commander';
 // Loaded at startup (SQL text only, no driver): --limit's bound is checked before the action.
 import { listRunsPage, maxRunListSize, type RunSummary } from '../../event-log/read-runs.js';
@@ -16,6 +17,8 @@ export interface RunsOptions {
   status?: string;
   /** Only runs with at least one effect in doubt. */
   inDoubt?: boolean;
+  /** A thread id: only its runs. */
+  thread?: string;
   limit?: number;
   /** A run id: list the runs after it (the next page). */
   before?: string;
@@ -30,6 +33,12 @@ export function register(program: Command) {
       if (!(runStatuses as readonly string[]).includes(value)) {
         throw new CommanderError(2, 'agent-kit.invalidArgument',
           `--status takes one of ${runStatuses.join(', ')}, got "${value}"`);
+      }
+      return value;
+    })
+    .option('--thread <thread>', "only this thread's runs", (value) => {
+      if (!uuidPattern.test(value)) {
+        throw new CommanderError(2, 'agent-kit.invalidArgument', `--thread takes a thread id, got "${value}"`);
       }
       return value;
     })
@@ -57,7 +66,7 @@ export function register(program: Command) {
 /** The command's whole output, for a store and a "now" (tests pass both). */
 export async function formatRunsCommand(db: Queryable, options: RunsOptions, now: Date): Promise<string> {
   const { runs, next } = await listRunsPage(db, {
-    ownerId: null, status: options.status, inDoubt: options.inDoubt, before: options.before,
+    ownerId: null, threadId: options.thread, status: options.status, inDoubt: options.inDoubt, before: options.before,
     limit: options.limit ?? 50,
   });
   if (options.json) return `${JSON.stringify(runs, null, 2)}\n`;
@@ -69,6 +78,7 @@ export async function formatRunsCommand(db: Queryable, options: RunsOptions, now
 /** The command line that lists the page after this one, with this one's filters. */
 function nextPageCommand(options: RunsOptions, next: string): string {
   const args = ['agent-kit runs'];
+  if (options.thread) args.push(`--thread ${options.thread}`);
   if (options.status) args.push(`--status ${options.status}`);
   if (options.inDoubt) args.push('--in-doubt');
   if (options.limit) args.push(`--limit ${options.limit}`);
@@ -79,8 +89,9 @@ function nextPageCommand(options: RunsOptions, next: string): string {
 /** What an empty list says; an empty in-doubt list is the answer an operator hopes for. */
 function noRunsLine(options: RunsOptions): string {
   const older = options.before ? 'older ' : '';
-  if (!options.inDoubt) return `no ${older}runs\n`;
-  return `no ${older}runs with effects in doubt${options.status ? ` (status ${options.status})` : ''}\n`;
+  const of = options.thread ? ` of thread ${options.thread}` : '';
+  if (!options.inDoubt) return `no ${older}runs${of}\n`;
+  return `no ${older}runs${of} with effects in doubt${options.status ? ` (status ${options.status})` : ''}\n`;
 }
 
 const runsHeader = [
