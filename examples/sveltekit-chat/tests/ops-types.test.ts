@@ -79,21 +79,25 @@ describe('effectResultText', () => {
 });
 
 describe('the page URL', () => {
-  it('keeps the filter, the page and the selection across a reload, and reads anything else as none', () => {
+  it('keeps the filters, the page and the selection across a reload, and reads anything else as none', () => {
     const runId = '0b7c3f4e-9d1a-4c55-8a8e-3f2d1c0b9a87';
     const before = '5d0e8c2a-1b3f-4a6d-9c7e-2f4a6b8d0c1e';
+    const thread = '7a1c9e2b-3d4f-4e6a-8b0c-1d2e3f4a5b6c';
     for (const selectedId of [null, runId]) {
-      for (const inDoubt of [false, true]) {
-        for (const page of [null, before]) {
-          const query = { selectedId, inDoubt, before: page };
-          expect(readOpsQuery(new URL(opsHref(query), 'http://app.test'))).toEqual(query);
+      for (const threadId of [null, thread]) {
+        for (const inDoubt of [false, true]) {
+          for (const page of [null, before]) {
+            const query = { selectedId, threadId, inDoubt, before: page };
+            expect(readOpsQuery(new URL(opsHref(query), 'http://app.test'))).toEqual(query);
+          }
         }
       }
     }
-    expect(opsHref({ selectedId: runId, inDoubt: true, before })).toBe(`/ops?inDoubt=1&before=${before}&run=${runId}`);
-    expect(opsHref({ selectedId: null, inDoubt: false, before: null })).toBe('/ops');
-    expect(readOpsQuery(new URL('http://app.test/ops?inDoubt=yes&before=')))
-      .toEqual({ selectedId: null, inDoubt: false, before: null });
+    expect(opsHref({ selectedId: runId, threadId: thread, inDoubt: true, before }))
+      .toBe(`/ops?thread=${thread}&inDoubt=1&before=${before}&run=${runId}`);
+    expect(opsHref({ selectedId: null, threadId: null, inDoubt: false, before: null })).toBe('/ops');
+    expect(readOpsQuery(new URL('http://app.test/ops?inDoubt=yes&before=&thread=latest')))
+      .toEqual({ selectedId: null, threadId: null, inDoubt: false, before: null });
   });
 });
 
@@ -124,27 +128,34 @@ describe('readOps', () => {
 
   it('asks for the page, the filter and fifty runs, and the status; hands on the next page\'s cursor', async () => {
     const { fetchFn, asked } = fakeFetch(200, { runs: [], next: before });
-    const data = await readOps(fetchFn, { selectedId: null, inDoubt: true, before });
+    const data = await readOps(fetchFn, { selectedId: null, threadId: null, inDoubt: true, before });
     expect(asked).toEqual([`/api/runs?limit=${opsPageSize}&inDoubt=1&before=${before}`, '/api/status']);
     expect(data).toEqual({ runs: [], next: before, selected: null, status: storeStatus });
+  });
+
+  it("asks for one thread's runs with the thread filter (ADR-0095)", async () => {
+    const thread = '7a1c9e2b-3d4f-4e6a-8b0c-1d2e3f4a5b6c';
+    const { fetchFn, asked } = fakeFetch(200, { runs: [], next: null });
+    await readOps(fetchFn, { selectedId: null, threadId: thread, inDoubt: false, before: null });
+    expect(asked[0]).toBe(`/api/runs?limit=${opsPageSize}&thread=${thread}`);
   });
 
   it('shows the runs without the status when the status cannot be read', async () => {
     for (const answer of [[503, { error: { code: 'STORE_UNAVAILABLE', message: 'x' } }] as [number, unknown], null]) {
       const data = await readOps(fakeFetch(200, { runs: [], next: null }, answer).fetchFn,
-        { selectedId: null, inDoubt: false, before: null });
+        { selectedId: null, threadId: null, inDoubt: false, before: null });
       expect(data).toEqual({ runs: [], next: null, selected: null, status: null });
     }
   });
 
   it('tells a refused page cursor from a list it cannot read', async () => {
     const refused = { error: { code: 'INVALID_ARGUMENT', message: '"before" names no run of this list' } };
-    await expect(readOps(fakeFetch(400, refused).fetchFn, { selectedId: null, inDoubt: false, before }))
+    await expect(readOps(fakeFetch(400, refused).fetchFn, { selectedId: null, threadId: null, inDoubt: false, before }))
       .rejects.toThrow(StaleRunsPageError);
-    const noPage = readOps(fakeFetch(400, refused).fetchFn, { selectedId: null, inDoubt: false, before: null });
+    const noPage = readOps(fakeFetch(400, refused).fetchFn, { selectedId: null, threadId: null, inDoubt: false, before: null });
     await expect(noPage).rejects.toThrow('/api/runs answered 400');
     await expect(noPage).rejects.not.toThrow(StaleRunsPageError);
-    await expect(readOps(fakeFetch(503, {}).fetchFn, { selectedId: null, inDoubt: false, before }))
+    await expect(readOps(fakeFetch(503, {}).fetchFn, { selectedId: null, threadId: null, inDoubt: false, before }))
       .rejects.toThrow('/api/runs answered 503');
   });
 });

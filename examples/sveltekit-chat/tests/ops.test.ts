@@ -3,7 +3,8 @@
 // waited out on the page (not the browser's error page), an unknown run says so, a finished
 // run's controls are disabled; with more runs and threads than a page holds, the operator page
 // and the chat's sidebar reach the older ones page by page; a run's timeline replays from the
-// run's first event; a regenerated reply's run and the run that replaced it say so.
+// run's first event; a regenerated reply's run and the run that replaced it say so; a run's
+// thread lists its runs alone.
 import crypto from 'node:crypto';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -261,6 +262,45 @@ describe.skipIf(!hasChromium)(`the operator page${hasChromium ? '' : ` (skipped:
     await open(page, `${server.baseUrl}/ops?run=${old}`);
     await expect(page.getByTestId('superseded').textContent()).resolves.toMatch(new RegExp(`regenerated as run ${again.slice(0, 8)}`));
     expect(await page.getByTestId('regenerates').count()).toBe(0);
+    await page.close();
+  });
+
+  it("lists one thread's runs from a run's detail (ADR-0095), kept by the poll and a reload, and all runs again", async () => {
+    const chat = await alice.newPage();
+    await open(chat, `${server.baseUrl}/`);
+    const threadId = await sendChat(chat, `a thread to look into ${Date.now()}`);
+    await waitForRunStatus(chat, 'completed');
+    await sendChat(chat, 'and its second turn');
+    await chat.locator('[data-testid="run"][data-status="completed"]').nth(1).waitFor();
+    const threadRuns = ((await (await chat.request.get(`${server.baseUrl}/api/threads/${threadId}`)).json()) as {
+      runs: { id: string }[];
+    }).runs.map((run) => run.id).reverse(); // the list's order: newest first
+    expect(threadRuns).toHaveLength(2);
+    await chat.close();
+
+    const page = await operator.newPage();
+    await open(page, `${server.baseUrl}/ops?run=${threadRuns[1]}`);
+    const listed = () => page.getByTestId('run-row').evaluateAll((rows) => rows.map((row) => row.getAttribute('data-run-id')));
+    expect((await listed()).length).toBeGreaterThan(2); // every run: other threads' too
+    await page.getByTestId('thread-runs').click();
+    await page.waitForURL((url) => url.searchParams.get('thread') === threadId && url.searchParams.get('run') === threadRuns[1]);
+    await expect.poll(listed).toEqual(threadRuns);
+    await expect(page.getByTestId('thread-filter').textContent()).resolves.toContain(threadId.slice(0, 13));
+    expect(await page.getByTestId('thread-runs').count()).toBe(0); // the table is that thread's already
+    // The table's poll reads the same filter.
+    const polls: string[] = [];
+    page.on('request', (request) => {
+      if (new URL(request.url()).pathname === '/api/runs') polls.push(request.url());
+    });
+    await expect.poll(() => polls.length, { timeout: 10_000 }).toBeGreaterThanOrEqual(2);
+    expect(polls.every((url) => new URL(url).searchParams.get('thread') === threadId), polls.join(' ')).toBe(true);
+    expect(await listed()).toEqual(threadRuns);
+    await page.reload();
+    expect(await listed()).toEqual(threadRuns);
+    await page.getByTestId('all-runs').click();
+    await page.waitForURL((url) => !url.searchParams.has('thread'));
+    await expect.poll(async () => (await listed()).length).toBeGreaterThan(2);
+    expect(await page.getByTestId('thread-filter').count()).toBe(0);
     await page.close();
   });
 });

@@ -129,18 +129,22 @@ export interface OpsData {
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
- * What the page's URL asks for: the selected run (?run=), whether to list only runs in doubt, and
- * the page of runs (?before=: the runs listed after that one; none, the newest).
+ * What the page's URL asks for: the selected run (?run=), whether to list only one thread's runs
+ * (?thread=, ADR-0095) and only runs in doubt, and the page of runs (?before=: the runs listed
+ * after that one; none, the newest).
  */
 export interface OpsQuery {
   selectedId: string | null;
+  threadId: string | null;
   inDoubt: boolean;
   before: string | null;
 }
 
 export function readOpsQuery(url: URL): OpsQuery {
+  const threadId = url.searchParams.get('thread');
   return {
     selectedId: url.searchParams.get('run'),
+    threadId: threadId && uuidPattern.test(threadId) ? threadId : null, // a mangled link lists every run
     inDoubt: url.searchParams.get('inDoubt') === '1',
     before: url.searchParams.get('before') || null,
   };
@@ -149,6 +153,7 @@ export function readOpsQuery(url: URL): OpsQuery {
 /** The page's URL for `query`: what a reload or a shared link opens again. */
 export function opsHref(query: OpsQuery): string {
   const params = new URLSearchParams();
+  if (query.threadId) params.set('thread', query.threadId);
   if (query.inDoubt) params.set('inDoubt', '1');
   if (query.before) params.set('before', query.before);
   if (query.selectedId) params.set('run', query.selectedId);
@@ -167,13 +172,14 @@ export class StaleRunsPageError extends Error {
 export const opsPageSize = 50;
 
 /**
- * A page of runs (only those with an effect in doubt, however old, with `inDoubt`; the newest,
- * or those after `before`) and the selected run, through `fetchFn` (SvelteKit's in a load, the
+ * A page of runs (only one thread's with `threadId`; only those with an effect in doubt, however
+ * old, with `inDoubt`; the newest, or those after `before`) and the selected run, through `fetchFn` (SvelteKit's in a load, the
  * browser's in the page's poll). Throws StaleRunsPageError for a `before` the API refuses, and
  * an Error when the list cannot be read.
  */
-export async function readOps(fetchFn: typeof fetch, { selectedId, inDoubt, before }: OpsQuery): Promise<OpsData> {
+export async function readOps(fetchFn: typeof fetch, { selectedId, threadId, inDoubt, before }: OpsQuery): Promise<OpsData> {
   const params = new URLSearchParams({ limit: String(opsPageSize) });
+  if (threadId) params.set('thread', threadId);
   if (inDoubt) params.set('inDoubt', '1');
   if (before) params.set('before', before);
   const [list, detail, statusResponse] = await Promise.all([

@@ -1,5 +1,5 @@
-// The operator page's data: a page of runs (the newest, or with ?before=RUN those after it) and,
-// with ?run=ID, that run in detail.
+// The operator page's data: a page of runs (the newest, or with ?before=RUN those after it; all,
+// or with ?thread=ID one thread's) and, with ?run=ID, that run in detail.
 // Only operators see it; for anyone else the page does not exist (404), like a foreign thread.
 import { error, redirect } from '@sveltejs/kit';
 import { requireUser } from '$lib/server/pages';
