@@ -173,9 +173,9 @@ export const opsPageSize = 50;
 
 /**
  * A page of runs (only one thread's with `threadId`; only those with an effect in doubt, however
- * old, with `inDoubt`; the newest, or those after `before`) and the selected run, through `fetchFn` (SvelteKit's in a load, the
- * browser's in the page's poll). Throws StaleRunsPageError for a `before` the API refuses, and
- * an Error when the list cannot be read.
+ * old, with `inDoubt`; the newest, or those after `before`) and the selected run, through
+ * `fetchFn` (SvelteKit's in a load, the browser's in the page's poll). Throws StaleRunsPageError
+ * for a `before` the API refuses, and an Error when the list cannot be read.
  */
 export async function readOps(fetchFn: typeof fetch, { selectedId, threadId, inDoubt, before }: OpsQuery): Promise<OpsData> {
   const params = new URLSearchParams({ limit: String(opsPageSize) });

@@ -84,7 +84,8 @@ export function createThreadHandler(ctx: HandlerContext): RouteHandler {
  * GET /api/runs: runs newest first with status, lease holder, fence, attempts, lease expiry and
  * effect counts (all, in doubt). Operators see every run; other callers the runs of their own
  * threads (an operator's own with `?mine=1`). `?thread=` (one thread's runs), `?status=` and
- * `?inDoubt=1` (only runs with an effect in doubt) filter the list. `next` is the `?before=` of the next, older page (null on the last).
+ * `?inDoubt=1` (only runs with an effect in doubt) filter the list. `next` is the `?before=` of
+ * the next, older page (null on the last).
  */
 export function createRunsHandler(ctx: HandlerContext): RouteHandler {
   return async (request) => {
