@@ -187,13 +187,13 @@ describe.skipIf(!hasChromium)(`a long thread${hasChromium ? '' : ` (skipped: ${s
   it("keeps following when a scroll that is not the reader's lands in the frame where the conversation grew", async () => {
     // The browser's scroll anchoring or a click scrolled into view moves the page by a few
     // pixels; measuring the reader's place from such a scroll, before the growth in the same
-    // frame was followed, read "scrolled up" and stopped following (a CI failure of the test
-    // above). Here both happen in one task: 200 px more conversation and a 2 px scroll.
+    // frame was followed, read "scrolled up" and stopped following (CI failures of the test
+    // with the taller thread list). Here both happen in one task: 200 px more conversation and
+    // a 2 px scroll.
     const { user: erin, page } = await openScrollingThread('erin');
     await page.evaluate(() => {
       const grown = document.createElement('div');
       grown.style.height = '200px';
-      grown.dataset.testid = 'grown';
       document.querySelector('[data-testid="transcript"]')!.append(grown);
       window.scrollBy(0, 2);
     });

@@ -177,7 +177,8 @@ async function queryRuns(db: Queryable, options: ListRunsOptions, limit: number)
   // One thread's runs are read by the thread's index and then sorted: as a filter on the list's
   // created_at order, the planner walked the table back to an old thread's runs (32 ms for a
   // thread of 10,000 among 110k runs; 4.6 ms read by the thread, ADR-0095). `offset 0` keeps the
-  // subquery apart so that it is read that way.
+  // subquery apart so that it is read that way; the thread is named again for the join, which
+  // the planner cannot see through that fence (else it scans every thread).
   let runs = 'agent_kit_runs r';
   let ofThread = '';
   if (options.threadId !== undefined) {
