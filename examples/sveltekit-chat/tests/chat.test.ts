@@ -240,17 +240,23 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await other.close();
   });
 
-  it('edits the last message: the reply to the new text takes the old one\'s place, after a reload too, and shows it on request', async () => {
-    const page = await alice.newPage();
+  /** A new thread's message, answered, then edited from the page: the edit's reply is under way. */
+  async function answerThenEdit(page: Page, prefix: string) {
     await open(page, `${server.baseUrl}/`);
-    const message = `edit me ${Date.now()}`;
-    await sendChat(page, message);
+    const message = `${prefix} ${Date.now()}`;
+    const threadId = await sendChat(page, message);
     await waitForRunStatus(page, 'completed');
     const first = await page.getByTestId('run').getAttribute('data-run-id');
     await page.getByRole('button', { name: 'Edit' }).click();
     const edited = `${message}, edited`;
     await page.getByRole('textbox', { name: 'Edit message' }).fill(edited);
     await page.getByTestId('edit-message').getByRole('button', { name: 'Send' }).click();
+    return { threadId, message, edited, first };
+  }
+
+  it('edits the last message: the reply to the new text takes the old one\'s place, after a reload too, and shows it on request', async () => {
+    const page = await alice.newPage();
+    const { message, edited, first } = await answerThenEdit(page, 'edit me');
     const replaced = async () => {
       await page.waitForFunction((old) => {
         const runs = document.querySelectorAll('[data-testid="run"]');
@@ -273,6 +279,47 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await replaced();
     await showEarlier();
     await page.close();
+  });
+
+  it('puts an earlier answer back: the message and reply it had return, in another tab and after a reload too, and the newer one can come back', async () => {
+    const page = await alice.newPage();
+    const { threadId, message, edited, first } = await answerThenEdit(page, 'restore me');
+    /** The tab shows one turn, of this run, ended, to this message: its run id. */
+    const showsTurn = async (tab: Page, asked: string, notRun: string | null) => {
+      await tab.waitForFunction(({ notRun, asked }) => {
+        const runs = document.querySelectorAll('[data-testid="run"]');
+        const users = document.querySelectorAll('[data-testid="user-message"]');
+        return runs.length === 1 && runs[0]!.getAttribute('data-run-id') !== notRun && runs[0]!.getAttribute('data-status') === 'completed'
+          && users.length === 1 && users[0]!.textContent === asked;
+      }, { notRun, asked }, { timeout: 20_000 });
+      expect((await lastRunText(tab)).trim()).toBe(expectedReply(asked));
+      return tab.getByTestId('run').getAttribute('data-run-id');
+    };
+    const editRun = await showsTurn(page, edited, first);
+    const other = await alice.newPage();
+    await open(other, `${server.baseUrl}/t/${threadId}`);
+    expect(await showsTurn(other, edited, null)).toBe(editRun);
+
+    // The first answer, put back: it is the thread's again, here, in the other tab, after a reload.
+    await page.getByTestId('show-earlier').click();
+    await page.getByTestId('use-answer').click();
+    expect(await showsTurn(page, message, editRun)).toBe(first);
+    expect(await showsTurn(other, message, editRun)).toBe(first);
+    await waitForAnnouncement(page, 'An earlier answer is back in the conversation.');
+    await reload(page);
+    expect(await showsTurn(page, message, editRun)).toBe(first);
+
+    // The answer it replaced is on offer in its place, and comes back the same way.
+    await other.getByTestId('show-earlier').click();
+    expect((await other.getByTestId('earlier-answer').locator('.text').textContent())?.trim()).toBe(expectedReply(edited));
+    await other.getByTestId('use-answer').click();
+    expect(await showsTurn(other, edited, first)).toBe(editRun);
+    expect(await showsTurn(page, edited, first)).toBe(editRun);
+    // And the conversation goes on from the answer in it.
+    const api = await page.request.get(`${server.baseUrl}/api/threads/${threadId}`);
+    expect((await api.json()).runs.map((run: { id: string }) => run.id)).toEqual([editRun]);
+    await page.close();
+    await other.close();
   });
 
   it("refuses another user's thread as not found, in the page and in the API", async () => {

@@ -136,3 +136,57 @@ describe('a thread with a regenerated reply', () => {
     }
   });
 });
+
+// An earlier answer restored (ADR-0096): b's reply, regenerated as e (which replaced b and c),
+// is put back; then the same with an edit (e answered the message edited).
+describe('a thread with a restored answer', () => {
+  const e = `${'e'.repeat(8)}-1111-4111-8111-111111111111`;
+  const specsWith = (edited: boolean): Spec[] => [
+    user(a, 'first'), queued(a, 1), started(a, 1), closed(a, 'A1'),
+    user(b, 'second'), queued(b, 2), started(b, 1), closed(b, 'B1'),
+    user(c, 'third'), queued(c, 3), started(c, 1), closed(c, 'C1'),
+    ['turn-regenerated', e, {
+      runId: e, regenerates: b, superseded: [b, c], messageId: edited ? 'm-edit' : 'm-second', text: edited ? 'second, edited' : 'second', edited,
+    }],
+    queued(e, 4), started(e, 1), delta(e, 'B2'), closed(e, 'B2'),
+    ['turn-restored', b, { runId: b, replaces: e, superseded: [e], messageId: 'm-second', text: 'second' }],
+  ];
+  const eventsOf = (specs: Spec[]): WireEvent[] => specs.map(([type, runId, data = {}], index) => ({
+    seq: index + 1, runId, fence: 0, type, data, createdAt: '2030-01-01T00:00:00Z',
+  }));
+  const play = (events: WireEvent[], fromSeq: number, throughSeq = events.length) => {
+    const view = emptyThreadView(fromSeq);
+    for (const event of events.slice(fromSeq - 1, throughSeq)) expect(applyEvent(view, event)).toBe(true);
+    return view;
+  };
+
+  for (const edited of [false, true]) {
+    const events = eventsOf(specsWith(edited));
+    const starts = events.filter((x) => x.type === 'message' || x.type === 'turn-regenerated').map((x) => x.seq);
+
+    it(`brings the answer back after the message it answered, the regeneration gone${edited ? ' (an edit)' : ''}`, () => {
+      const before = play(events, 1, events.length - 1);
+      expect(texts(before)).toEqual(['> first', 'a: A1', edited ? '> second, edited' : '> second', 'e: B2']);
+      const view = play(events, 1);
+      expect(texts(view)).toEqual(['> first', 'a: A1', '> second', 'b: B1']);
+      expect(view.items[2]).toMatchObject({ kind: 'user', messageId: 'm-second', runId: b });
+      expect(view.items[3]).toMatchObject({ kind: 'run', runId: b, restoredOver: e });
+      expect(view.superseded).toEqual([c, e]);
+      expect(view.stale).toBe(false);
+    });
+
+    it(`opened at its turn or before and joined with the turns before, it is the whole thread's view${edited ? ' (an edit)' : ''}`, () => {
+      for (const fromSeq of starts.slice(1, 2)) {
+        const view = play(events, fromSeq);
+        expect(texts(view).slice(-2), `opened at seq ${fromSeq}`).toEqual(['> second', 'b: B1']);
+        joinEarlier(view, play(events, 1, fromSeq - 1));
+        expect(view, `opened at seq ${fromSeq}`).toEqual(play(events, 1));
+      }
+    });
+
+    it(`opened after its turn, it is stale: the chat opens the thread again${edited ? ' (an edit)' : ''}`, () => {
+      for (const fromSeq of starts.slice(2)) expect(play(events, fromSeq).stale, `opened at seq ${fromSeq}`).toBe(true);
+    });
+  }
+});
+

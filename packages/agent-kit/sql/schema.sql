@@ -170,7 +170,7 @@ create table agent_kit_thread_events (
   constraint agent_kit_thread_events_run_id_fkey FOREIGN KEY (run_id) REFERENCES agent_kit_runs(id) ON DELETE CASCADE,
   constraint agent_kit_thread_events_thread_id_fkey FOREIGN KEY (thread_id) REFERENCES agent_kit_threads(id) ON DELETE CASCADE
 );
-CREATE INDEX agent_kit_thread_events__run_boundary_idx ON agent_kit_thread_events USING btree (run_id, seq) WHERE (type = ANY (ARRAY['message'::text, 'segment-started'::text, 'run-parked'::text, 'run-closed'::text, 'segment-failed'::text, 'turn-regenerated'::text]));
+CREATE INDEX agent_kit_thread_events__run_boundary_idx ON agent_kit_thread_events USING btree (run_id, seq) WHERE (type = ANY (ARRAY['message'::text, 'segment-started'::text, 'run-parked'::text, 'run-closed'::text, 'segment-failed'::text, 'turn-regenerated'::text, 'turn-restored'::text]));
 CREATE UNIQUE INDEX agent_kit_thread_events_pkey ON agent_kit_thread_events USING btree (thread_id, seq);
 
 -- table agent_kit_threads
@@ -304,6 +304,18 @@ begin
   perform 1 from agent_kit_threads t where t.id = new.thread_id for update;
   select coalesce(max(r.turn_no), 0) + 1 into new.turn_no from agent_kit_runs r where r.thread_id = new.thread_id;
   return new;
+end $function$
+
+-- function agent_kit__opening_message(p_run_id uuid)
+CREATE OR REPLACE FUNCTION agent_kit__opening_message(p_run_id uuid)
+ RETURNS uuid
+ LANGUAGE plpgsql
+ STABLE
+AS $function$
+begin
+  return (select (e.data->>'messageId')::uuid from agent_kit_thread_events e
+    where e.run_id = p_run_id and e.type in ('message', 'turn-regenerated')
+    order by e.seq limit 1);
 end $function$
 
 -- function agent_kit_append_event(p_run_id uuid, p_owner text, p_fence bigint, p_type text, p_data jsonb)
@@ -1143,6 +1155,99 @@ begin
     perform agent_kit__enqueue(p_run_id, agent_kit_now());
   end if;
   return v_run.status;
+end $function$
+
+-- function agent_kit_restore_turn(p_run_id uuid, p_owner_id text)
+CREATE OR REPLACE FUNCTION agent_kit_restore_turn(p_run_id uuid, p_owner_id text)
+ RETURNS TABLE(thread_id uuid, run_id uuid, message_id uuid, superseded uuid[], restored boolean)
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_run agent_kit_runs;
+  v_at agent_kit_runs;
+  v_open agent_kit_runs;
+  v_message agent_kit_messages;
+  v_current agent_kit_messages;
+  v_client_id text;
+  v_superseded uuid[];
+  v_steps int := 0;
+begin
+  if p_owner_id is null or p_owner_id = '' then
+    raise exception 'owner_id is required' using errcode = 'AK001';
+  end if;
+  select * into v_run from agent_kit_runs r where r.id = p_run_id;
+  if not found or not exists (
+      select 1 from agent_kit_threads t where t.id = v_run.thread_id and t.owner_id = p_owner_id) then
+    raise exception 'run % not found', p_run_id using errcode = 'AK002';
+  end if;
+  -- Lock order as agent_kit_start_turn's and agent_kit_regenerate_turn's: the active run, then
+  -- the thread row, which orders the changes to the thread's conversation.
+  perform 1 from agent_kit_runs r
+  where r.thread_id = v_run.thread_id and r.status in ('running', 'waiting_input', 'waiting_takeover')
+  for update;
+  perform 1 from agent_kit_threads t where t.id = v_run.thread_id for update;
+  select * into v_run from agent_kit_runs r where r.id = p_run_id;
+  if v_run.superseded_by is null then
+    return query select v_run.thread_id, v_run.id, agent_kit__opening_message(v_run.id), '{}'::uuid[], false;
+    return;
+  end if;
+
+  -- The run in its place now: follow superseded_by while each run took the place of the one
+  -- before (regenerated its reply, or was restored in its place).
+  v_at := v_run;
+  while v_at.superseded_by is not null loop
+    v_steps := v_steps + 1;
+    if v_steps > 10000 then
+      raise exception 'run %: no end to the runs that replaced it', p_run_id using errcode = 'AK004';
+    end if;
+    perform 1 from agent_kit_thread_events e
+    where e.run_id = v_at.superseded_by and e.type in ('turn-regenerated', 'turn-restored')
+      and coalesce(e.data->>'regenerates', e.data->>'replaces') = v_at.id::text;
+    if not found then
+      if v_at.id = v_run.id then
+        raise exception 'run % is not an earlier answer: it followed a reply that was replaced since (restoring that reply''s answer leaves the turns after it out)', p_run_id
+          using errcode = 'AK004';
+      end if;
+      raise exception 'run %''s place in the conversation was dropped since, when an earlier reply was regenerated', p_run_id
+        using errcode = 'AK004';
+    end if;
+    select * into v_at from agent_kit_runs r where r.id = v_at.superseded_by;
+  end loop;
+
+  select * into v_open from agent_kit_runs r
+  where r.thread_id = v_run.thread_id and r.superseded_by is null
+    and r.status not in ('completed', 'failed', 'aborted')
+  order by r.turn_no limit 1;
+  if found then
+    raise exception 'turn % of thread % is %: an answer is restored once every turn has ended',
+      v_open.turn_no, v_run.thread_id, v_open.status using errcode = 'AK004';
+  end if;
+
+  -- The opening messages: the restored run's comes back to it, under the client id of the one it
+  -- replaces (the same message, after plain regenerations).
+  select * into v_message from agent_kit_messages m where m.id = agent_kit__opening_message(v_run.id);
+  select * into v_current from agent_kit_messages m where m.id = agent_kit__opening_message(v_at.id);
+  if v_message.id is null then
+    raise exception 'run % has no opening message to restore', p_run_id using errcode = 'AK004';
+  end if;
+  if v_current.id is not null and v_current.id <> v_message.id and v_current.client_message_id is not null then
+    v_client_id := v_current.client_message_id;
+    update agent_kit_messages set client_message_id = null where id = v_current.id;
+  end if;
+  update agent_kit_messages set run_id = v_run.id, client_message_id = coalesce(v_client_id, client_message_id)
+  where id = v_message.id;
+
+  with replaced as (
+    update agent_kit_runs r set superseded_by = v_run.id, updated_at = now()
+    where r.thread_id = v_run.thread_id and r.turn_no >= v_at.turn_no and r.superseded_by is null
+    returning r.id, r.turn_no
+  )
+  select array_agg(id order by turn_no) into v_superseded from replaced;
+  update agent_kit_runs set superseded_by = null, updated_at = now() where id = v_run.id;
+  perform agent_kit__append_event(v_run.thread_id, v_run.id, 0, 'turn-restored', jsonb_build_object(
+    'runId', v_run.id, 'replaces', v_at.id, 'superseded', to_jsonb(v_superseded),
+    'messageId', v_message.id, 'text', v_message.content->>'text'));
+  return query select v_run.thread_id, v_run.id, v_message.id, v_superseded, true;
 end $function$
 
 -- function agent_kit_retry_step(p_run_id uuid, p_owner text, p_fence bigint, p_partial text, p_data jsonb)

@@ -4,8 +4,9 @@ export * from './config.js';
 export * from './store/index.js';
 export * from './lease/index.js';
 export {
-  startTurn, regenerateTurn, maxMessageChars, drainQueue, defaultDrainConcurrency, enqueueRun,
-  type StartTurnOptions, type StartTurnResult, type RegenerateTurnOptions, type RegenerateTurnResult, type DrainOptions, type DrainReport,
+  startTurn, regenerateTurn, restoreTurn, maxMessageChars, drainQueue, defaultDrainConcurrency, enqueueRun,
+  type StartTurnOptions, type StartTurnResult, type RegenerateTurnOptions, type RegenerateTurnResult,
+  type RestoreTurnOptions, type RestoreTurnResult, type DrainOptions, type DrainReport,
 } from './queue/index.js';
 export { reapExpiredRuns, type ReapOptions, type ReapReport } from './reaper/index.js';
 export { runWorker, type WorkerOptions } from './worker/index.js';

@@ -107,6 +107,8 @@ export interface RunItem {
   cutAtLimit: boolean;
   /** The run whose reply this one replaced (a regeneration, ADR-0091), and whether it edited the message. */
   regenerates: { runId: string; edited: boolean } | null;
+  /** The run this one's reply was put back in place of, when it was last restored (ADR-0096). */
+  restoredOver: string | null;
   /** The model's provider refused its request for now and the run waits to ask again (ADR-0057). */
   retrying: {
     retry: number; of: number; delayMs: number; statusCode: number | null;
@@ -137,14 +139,21 @@ export interface ThreadView {
   held: WireEvent | null;
   /**
    * The runs a regenerated reply replaced (ADR-0091), gone from the view: turns read later from
-   * earlier in the log (a page joined in front) leave them out too.
+   * earlier in the log (a page joined in front) leave them out too. A restored run leaves it.
    */
   superseded: string[];
+  /** The items of those runs, in the view's order, kept for a restore that brings one back (ADR-0096). */
+  hidden: Item[];
+  /**
+   * A restore brought back a run whose turn the view does not hold (it opened after it): the
+   * view can no longer show the conversation, and is opened again.
+   */
+  stale: boolean;
 }
 
 /** A view of the thread from `fromSeq` on (its start by default). */
 export function emptyThreadView(fromSeq = 1): ThreadView {
-  return { cursor: fromSeq - 1, items: [], fromSeq, aside: [], held: null, superseded: [] };
+  return { cursor: fromSeq - 1, items: [], fromSeq, aside: [], held: null, superseded: [], hidden: [], stale: false };
 }
 
 /** How many turns the chat opens a thread at, and how many more each "show earlier" reads. */
@@ -190,7 +199,7 @@ function ensureRun(view: ThreadView, runId: string): RunItem {
     thoughtMs: 0, lastEventAt: Number.NaN, thinkingSince: null, lastThoughtAt: Number.NaN,
     attempt: 0, fence: 0, resumedAfterCrash: false, pending: null, answered: [], tools: [], cancelRequested: false,
     takeoverRequested: false, inDoubt: [], closed: null, retrying: null, historyCut: null,
-    resultsLeftOut: null, resultsCutTo: null, cutAtLimit: false, regenerates: null,
+    resultsLeftOut: null, resultsCutTo: null, cutAtLimit: false, regenerates: null, restoredOver: null,
   };
   view.items.push(run);
   return run;
@@ -220,7 +229,8 @@ export function applyEvent(view: ThreadView, event: WireEvent): boolean {
  */
 function setAside(view: ThreadView, event: WireEvent, mayHold: boolean): boolean {
   const runId = eventRunId(event);
-  if (view.fromSeq <= 1 || !runId || event.type === 'run-queued' || event.type === 'turn-regenerated' || findRun(view, runId)) return false;
+  if (view.fromSeq <= 1 || !runId || event.type === 'run-queued' || event.type === 'turn-regenerated'
+    || event.type === 'turn-restored' || findRun(view, runId)) return false;
   if (mayHold && event.type === 'message' && str(event.data.role) === 'user') view.held = event;
   else view.aside.push(event);
   return true;
@@ -238,7 +248,12 @@ export function joinEarlier(view: ThreadView, earlier: ThreadView): void {
   if (earlier.held) earlier.aside.push(earlier.held);
   earlier.held = null;
   for (const event of view.aside) if (!setAside(earlier, event, false)) applyInOrder(earlier, event);
-  view.items.unshift(...earlier.items.filter((item) => !(item.runId && view.superseded.includes(item.runId))));
+  const gone = (item: Item) => item.runId !== null && view.superseded.includes(item.runId);
+  // (A message a regeneration took along is in the view already, made from its event.)
+  const shown = new Set(view.items.map((item) => (item.kind === 'user' ? item.messageId : null)));
+  const moved = (item: Item) => item.kind === 'user' && item.messageId !== null && shown.has(item.messageId);
+  view.hidden.unshift(...earlier.hidden, ...earlier.items.filter((item) => gone(item) && !moved(item)));
+  view.items.unshift(...earlier.items.filter((item) => !gone(item)));
   view.superseded = [...earlier.superseded, ...view.superseded];
   view.aside = earlier.aside;
   view.fromSeq = earlier.fromSeq;
@@ -256,6 +271,9 @@ function applyInOrder(view: ThreadView, event: WireEvent) {
       break;
     case 'turn-regenerated':
       if (runId) applyRegenerated(view, event, runId);
+      break;
+    case 'turn-restored':
+      if (runId) applyRestored(view, event, runId);
       break;
     case 'segment-started': {
       if (!runId) break;
@@ -347,9 +365,23 @@ function applyMessage(view: ThreadView, event: WireEvent, runId: string | null) 
  */
 function applyRegenerated(view: ThreadView, event: WireEvent, runId: string) {
   const { data } = event;
-  const gone = Array.isArray(data.superseded) ? data.superseded.filter((id): id is string => typeof id === 'string') : [];
-  view.superseded.push(...gone);
   const messageId = str(data.messageId) || null;
+  const kept = supersede(view, supersededOf(data), messageId, runId);
+  if (!kept) view.items.push({ kind: 'user', key: `msg-${messageId ?? event.seq}`, messageId, text: str(data.text), runId });
+  const regenerates = str(data.regenerates);
+  if (regenerates) ensureRun(view, runId).regenerates = { runId: regenerates, edited: data.edited === true };
+}
+
+function supersededOf(data: Record<string, unknown>): string[] {
+  return Array.isArray(data.superseded) ? data.superseded.filter((id): id is string => typeof id === 'string') : [];
+}
+
+/**
+ * The items of the runs `gone` leave for `hidden`, but the user message `messageId`, which is
+ * `runId`'s now: true when it was in the view.
+ */
+function supersede(view: ThreadView, gone: string[], messageId: string | null, runId: string): boolean {
+  view.superseded.push(...gone);
   let kept = false;
   view.items = view.items.filter((item) => {
     if (item.kind === 'user' && messageId !== null && item.messageId === messageId) {
@@ -357,11 +389,35 @@ function applyRegenerated(view: ThreadView, event: WireEvent, runId: string) {
       kept = true;
       return true;
     }
-    return !(item.runId && gone.includes(item.runId));
+    if (!(item.runId && gone.includes(item.runId))) return true;
+    view.hidden.push(item);
+    return false;
   });
-  if (!kept) view.items.push({ kind: 'user', key: `msg-${messageId ?? event.seq}`, messageId, text: str(data.text), runId });
-  const regenerates = str(data.regenerates);
-  if (regenerates) ensureRun(view, runId).regenerates = { runId: regenerates, edited: data.edited === true };
+  return kept;
+}
+
+/**
+ * An earlier answer put back (ADR-0096): the runs it replaced leave the view, and its turn comes
+ * back from `hidden` at the conversation's end (every turn after its place is gone), with the
+ * message it answers. A view that does not hold its turn is stale.
+ */
+function applyRestored(view: ThreadView, event: WireEvent, runId: string) {
+  const { data } = event;
+  const messageId = str(data.messageId) || null;
+  view.superseded = view.superseded.filter((id) => id !== runId);
+  const kept = supersede(view, supersededOf(data), messageId, runId);
+  const back = view.hidden.filter((item) => item.runId === runId || (!kept && item.kind === 'user' && item.messageId === messageId));
+  view.hidden = view.hidden.filter((item) => !back.includes(item));
+  const run = back.find((item): item is RunItem => item.kind === 'run');
+  if (!run || (!kept && !back.some((item) => item.kind === 'user' && item.messageId === messageId))) {
+    view.stale = true;
+    return;
+  }
+  // Its message first: a plain regeneration took it along, so it was hidden with another run.
+  back.sort((a, b) => (a.kind === 'user' && a.messageId === messageId ? -1 : b.kind === 'user' && b.messageId === messageId ? 1 : 0));
+  for (const item of back) item.runId = runId;
+  view.items.push(...back);
+  run.restoredOver = str(data.replaces) || null;
 }
 
 function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null) {
@@ -627,6 +683,7 @@ export function announceEvent(view: ThreadView, event: WireEvent): string | null
   if (event.type === 'text-delta' || event.type === 'reasoning-delta' || event.type === 'run-salvaged') return null;
   const run = findRun(view, eventRunId(event));
   if (!run) return null;
+  if (event.type === 'turn-restored') return 'An earlier answer is back in the conversation.';
   if (event.type === 'effect-resolved') {
     const effect = run.inDoubt.find((e) => e.key === str(event.data.key));
     return effect && effect.happened !== null ? effectSentence(effect.tool, 1, effect.happened) : null;

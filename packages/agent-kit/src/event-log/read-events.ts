@@ -125,11 +125,11 @@ export async function readEvents(db: Queryable, options: ReadEventsOptions): Pro
 }
 
 /**
- * The event types agent_kit_thread_events__run_boundary_idx holds per run (migrations 0020, 0035).
- * A run's first event is one of them: agent_kit_start_turn appends its message before anything
- * else, and agent_kit_regenerate_turn its turn-regenerated.
+ * The event types agent_kit_thread_events__run_boundary_idx holds per run (migrations 0020, 0035,
+ * 0037). A run's first event is one of them: agent_kit_start_turn appends its message before
+ * anything else, and agent_kit_regenerate_turn its turn-regenerated (a turn-restored is never first).
  */
-const boundaryTypes = `'message', 'segment-started', 'run-parked', 'run-closed', 'segment-failed', 'turn-regenerated'`;
+const boundaryTypes = `'message', 'segment-started', 'run-parked', 'run-closed', 'segment-failed', 'turn-regenerated', 'turn-restored'`;
 
 /**
  * The seq of the `message` event that carried a user message, or null if there is none. The chat

@@ -1,8 +1,9 @@
-// The run actions: answer a waiting run, cancel (a stored intent), and an operator's takeover,
-// release and verdict on an effect in doubt. Each is one SQL statement that decides under the
+// The run actions: answer a waiting run, cancel (a stored intent), restore an earlier answer, and
+// an operator's takeover, release and verdict on an effect in doubt. Each is one SQL statement that decides under the
 // row's lock; when the run is left queued, a background segment picks it up at once instead of
 // waiting for the drain.
 import { resolveEffect } from '../effect-ledger/index.js';
+import { restoreTurn } from '../queue/restore-turn.js';
 import type { Queryable } from '../store/db.js';
 import { requireCaller, requireOperator, requireRunAccess } from './auth.js';
 import type { HandlerContext, RouteHandler } from './context.js';
@@ -128,5 +129,21 @@ export function createRunResolveEffectHandler(ctx: HandlerContext): RouteHandler
     const body = await readJsonBody(request, resolveEffectBodySchema, ctx.maxBodyBytes);
     const effect = await resolveEffect(ctx.rt.db, { runId, ...body, by: caller.userId });
     return jsonResponse({ runId, key: effect.key, tool: effect.tool, status: effect.status, result: effect.result });
+  };
+}
+
+/**
+ * POST /api/runs/:id/restore: put an earlier answer (a reply a regeneration replaced) back in the
+ * conversation, ADR-0096. The run in its place and every turn after that one are superseded, and
+ * the thread gets a turn-restored event. `restored: false` when it was in the conversation
+ * already; 409 while a turn is under way, or for a run left out as a turn after a replaced reply.
+ */
+export function createRunRestoreHandler(ctx: HandlerContext): RouteHandler {
+  return async (request, params = {}) => {
+    const caller = await requireCaller(ctx.authenticate, request);
+    const runId = readIdParam(params, 'id');
+    const access = await requireRunAccess(ctx.rt.db, caller, runId);
+    const result = await restoreTurn(ctx.rt.db, { runId, ownerId: access.ownerId });
+    return jsonResponse(result);
   };
 }
