@@ -221,4 +221,39 @@ describe.skipIf(!hasChromium)(`a long thread${hasChromium ? '' : ` (skipped: ${s
     expect(await page.getByRole('alert').count()).toBe(0);
     await page.close();
   });
+
+  it('opens the thread again when another tab puts back an answer its view does not hold', async () => {
+    const gus = await signIn(browser, server.baseUrl, 'gus');
+    const first = await gus.request.post(`${server.baseUrl}/api/chat`, { data: { message: 'gus asks 1', clientMessageId: 'gus-1' } });
+    await first.body();
+    const thread = first.headers()['x-agent-kit-thread-id']!;
+    const firstRun = first.headers()['x-agent-kit-run-id']!;
+    // Its reply asked again: the first answer is an earlier answer, then the thread goes on.
+    const again = await gus.request.post(`${server.baseUrl}/api/chat`, {
+      data: { threadId: thread, message: 'gus asks 1', clientMessageId: 'gus-1', regenerate: true },
+    });
+    await again.body();
+    for (let turn = 2; turn <= turnsPerPage + 1; turn++) await postTurn(gus, server.baseUrl, `gus asks ${turn}`, thread);
+    const page = await gus.newPage();
+    await open(page, `${server.baseUrl}/t/${thread}`);
+    await page.getByTestId('transcript').getByText(`gus asks ${turnsPerPage + 1}`, { exact: true }).waitFor();
+    await waitForRunStatus(page, 'completed');
+    expect((await userMessages(page))[0]).toBe('gus asks 2'); // the first turn is before the view
+
+    // Another tab puts the first answer back: every turn after its place leaves the conversation.
+    const restored = await gus.request.post(`${server.baseUrl}/api/runs/${firstRun}/restore`);
+    expect(await restored.json()).toMatchObject({ runId: firstRun, restored: true });
+    await page.waitForFunction((run) => {
+      const runs = document.querySelectorAll('[data-testid="run"]');
+      return runs.length === 1 && runs[0]!.getAttribute('data-run-id') === run && runs[0]!.getAttribute('data-status') === 'completed';
+    }, firstRun);
+    expect(await userMessages(page)).toEqual(['gus asks 1']);
+    expect(await page.getByRole('button', { name: 'Show earlier messages' }).count()).toBe(0);
+    await waitForAnnouncement(page, 'An earlier answer is back in the conversation.');
+    // And it goes on live from there.
+    await postTurn(gus, server.baseUrl, 'gus asks on', thread);
+    await page.getByTestId('transcript').getByText('gus asks on', { exact: true }).waitFor();
+    expect(await userMessages(page)).toEqual(['gus asks 1', 'gus asks on']);
+    await gus.close();
+  });
 });

@@ -260,7 +260,7 @@ describe.skipIf(!hasChromium)(`the operator page${hasChromium ? '' : ` (skipped:
     await expect(page.getByTestId('regenerates').textContent())
       .resolves.toMatch(new RegExp(`Asks again the turn of run ${old.slice(0, 8)}, with the message edited`));
     await open(page, `${server.baseUrl}/ops?run=${old}`);
-    await expect(page.getByTestId('superseded').textContent()).resolves.toMatch(new RegExp(`regenerated as run ${again.slice(0, 8)}`));
+    await expect(page.getByTestId('superseded').textContent()).resolves.toMatch(new RegExp(`Replaced by run ${again.slice(0, 8)}`));
     expect(await page.getByTestId('regenerates').count()).toBe(0);
     await page.close();
   });

@@ -681,9 +681,10 @@ function waitsBehindAnother(view: ThreadView, run: RunItem): boolean {
  */
 export function announceEvent(view: ThreadView, event: WireEvent): string | null {
   if (event.type === 'text-delta' || event.type === 'reasoning-delta' || event.type === 'run-salvaged') return null;
+  // (Said also when the view did not hold the run: it opens the thread again, without a word.)
+  if (event.type === 'turn-restored') return 'An earlier answer is back in the conversation.';
   const run = findRun(view, eventRunId(event));
   if (!run) return null;
-  if (event.type === 'turn-restored') return 'An earlier answer is back in the conversation.';
   if (event.type === 'effect-resolved') {
     const effect = run.inDoubt.find((e) => e.key === str(event.data.key));
     return effect && effect.happened !== null ? effectSentence(effect.tool, 1, effect.happened) : null;

@@ -138,7 +138,7 @@ describe('agent-kit show', () => {
     const shown = await formatShowCommand(db, again.runId, {}, new Date());
     expect(shown).toContain(`  replaces  run ${first.runId} (its reply asked again, the message edited)`);
     expect(JSON.parse(await formatShowCommand(db, again.runId, { json: true }, new Date())).regenerates).toEqual({ runId: first.runId, edited: true });
-    expect(await formatShowCommand(db, first.runId, {}, new Date())).toContain(`  replaced  by run ${again.runId} (its reply was regenerated)`);
+    expect(await formatShowCommand(db, first.runId, {}, new Date())).toContain(`  replaced  by run ${again.runId} (out of the conversation: a reply asked again, or an earlier answer put back)`);
     expect(JSON.parse(await formatShowCommand(db, first.runId, { json: true }, new Date())).regenerates).toBeNull();
   });
 });

@@ -61,7 +61,7 @@ function runSection({ run, ownerId, effects, jobDueAt, usage, regenerates }: Run
   if (regenerates) {
     lines.push(`  replaces  run ${regenerates.runId} (its reply ${regenerates.edited ? 'asked again, the message edited' : 'asked again'})`);
   }
-  if (run.supersededBy) lines.push(`  replaced  by run ${run.supersededBy} (its reply was regenerated)`);
+  if (run.supersededBy) lines.push(`  replaced  by run ${run.supersededBy} (out of the conversation: a reply asked again, or an earlier answer put back)`);
   // A closed run's partial is history; while it is open it is what viewers see right now.
   if (run.partial && !isClosed(run.status)) lines.push(`  partial   ${preview(run.partial)}`);
   lines.push(...inDoubtLines(effects));
