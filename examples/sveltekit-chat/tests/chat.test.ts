@@ -626,8 +626,9 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await page.getByLabel('User name').fill('carol');
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.waitForURL(`${server.baseUrl}/`);
-    // Back with what they had written (it was gone).
-    await expect(page.getByRole('textbox', { name: 'Message' }).inputValue()).resolves.toBe('still there?');
+    // Back with what they had written (it was gone), once the page has hydrated: its load event
+    // can come before the app's modules mount it.
+    await expect.poll(() => page.getByRole('textbox', { name: 'Message' }).inputValue(), { timeout: 5_000 }).toBe('still there?');
     await carol.close();
   });
 
