@@ -53,6 +53,7 @@ function userRoutes(): [string, string, string, unknown?][] {
     ['POST /api/runs/:id/takeover', 'POST', `/api/runs/${runId}/takeover`, {}],
     ['POST /api/runs/:id/release', 'POST', `/api/runs/${f.alice.takenOver.runId}/release`, {}],
     ['POST /api/runs/:id/resolve-effect', 'POST', `/api/runs/${runId}/resolve-effect`, { key: 'k', happened: true }],
+    ['POST /api/runs/:id/restore', 'POST', `/api/runs/${runId}/restore`, {}],
     ['GET /api/status', 'GET', '/api/status'],
   ];
 }

@@ -57,6 +57,7 @@ const idRoutes: [string, string, (id: string) => string, unknown?][] = [
   ['POST /api/runs/:id/takeover', 'POST', (id) => `/api/runs/${id}/takeover`],
   ['POST /api/runs/:id/release', 'POST', (id) => `/api/runs/${id}/release`],
   ['POST /api/runs/:id/resolve-effect', 'POST', (id) => `/api/runs/${id}/resolve-effect`, { key: 'k', happened: true }],
+  ['POST /api/runs/:id/restore', 'POST', (id) => `/api/runs/${id}/restore`],
 ];
 
 describe('path parameters', () => {
