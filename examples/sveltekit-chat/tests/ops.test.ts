@@ -262,6 +262,16 @@ describe.skipIf(!hasChromium)(`the operator page${hasChromium ? '' : ` (skipped:
     await open(page, `${server.baseUrl}/ops?run=${old}`);
     await expect(page.getByTestId('superseded').textContent()).resolves.toMatch(new RegExp(`Replaced by run ${again.slice(0, 8)}`));
     expect(await page.getByTestId('regenerates').count()).toBe(0);
+    expect(await page.getByTestId('restored-over').count()).toBe(0);
+
+    // The old answer put back (ADR-0096): it says which run it took the place of, and is replaced no more.
+    const restored = await page.request.post(`${server.baseUrl}/api/runs/${old}/restore`);
+    expect(await restored.json()).toMatchObject({ runId: old, superseded: [again], restored: true });
+    await open(page, `${server.baseUrl}/ops?run=${old}`);
+    await expect(page.getByTestId('restored-over').textContent()).resolves.toMatch(new RegExp(`Put back in place of run ${again.slice(0, 8)}`));
+    expect(await page.getByTestId('superseded').count()).toBe(0);
+    await open(page, `${server.baseUrl}/ops?run=${again}`);
+    await expect(page.getByTestId('superseded').textContent()).resolves.toMatch(new RegExp(`Replaced by run ${old.slice(0, 8)}`));
     await page.close();
   });
 

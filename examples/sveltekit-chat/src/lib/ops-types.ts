@@ -65,6 +65,8 @@ export interface OpsRunDetail {
   firstSeq: number | null;
   /** The run whose reply this one replaced, for a regenerated run (ADR-0091); null otherwise. */
   regenerates?: { runId: string; edited: boolean } | null;
+  /** The run it was put back in place of, for an earlier answer restored (ADR-0096). */
+  restoredOver?: string | null;
   /** The tokens of the run's journalled model steps, added up (ADR-0065); null when none reported. */
   usage: { inputTokens?: number; outputTokens?: number; cacheReadTokens?: number; reasoningTokens?: number;
     modelSteps: number; reported: number } | null;

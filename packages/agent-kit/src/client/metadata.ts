@@ -14,6 +14,8 @@ export interface AgentKitMessageMetadata {
   seq?: number;
   /** A regenerated reply's: the run whose reply it replaced, and whether the message was edited (ADR-0093). */
   regenerates?: Regenerates;
+  /** A restored reply's, in a thread's read: the run it was last put back in place of (ADR-0096). */
+  restoredOver?: string;
 }
 
 /** The thread of a chat's replies: the last reply's `metadata.threadId`; none before the first. */

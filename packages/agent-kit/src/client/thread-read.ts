@@ -15,7 +15,7 @@ export interface ThreadRead {
    * The thread's runs (the read has them; `hasTurnUnderWay` looks at their status). A regenerated
    * run names the run whose reply it replaced (ADR-0091): its reply's metadata says so.
    */
-  runs?: ReadonlyArray<{ id?: string; status: string; regenerates?: Regenerates | null }>;
+  runs?: ReadonlyArray<{ id?: string; status: string; regenerates?: Regenerates | null; restoredOver?: string | null }>;
 }
 
 type ReadMessage = ThreadRead['messages'][number];
@@ -48,8 +48,11 @@ export function toUIMessages(read: ThreadRead): UIMessage[] {
   const placed = new Set<ReadMessage>();
   const shown: UIMessage[] = [];
   const awaited = awaitedReplies(read);
-  const replaced = new Map((read.runs ?? []).flatMap((run) => (run.id && run.regenerates ? [[run.id, run.regenerates] as const] : [])));
-  const regenerated = (runId: string) => (replaced.has(runId) ? { regenerates: replaced.get(runId)! } : {});
+  const runs = new Map((read.runs ?? []).flatMap((run) => (run.id ? [[run.id, run] as const] : [])));
+  const regenerated = (runId: string) => {
+    const run = runs.get(runId);
+    return { ...(run?.regenerates ? { regenerates: run.regenerates } : {}), ...(run?.restoredOver ? { restoredOver: run.restoredOver } : {}) };
+  };
   for (const m of inTurnOrder(read.messages)) {
     if (placed.has(m)) continue; // an answer, shown inside its reply
     placed.add(m);

@@ -6,7 +6,7 @@ import { toNumber } from '../store/db.js';
 import { toRun, type Run, type RunRow } from '../lease/run-row.js';
 import { afterCursor, toPage } from './pages.js';
 import { findRunFirstSeq, readRunSegments, type RunSegmentView } from './read-events.js';
-import { listRunMessages, readRegenerations, type MessageView, type Regenerated } from './read-threads.js';
+import { listRunMessages, readAnswerLinks, type MessageView, type Regenerated } from './read-threads.js';
 import { runUsage, type RunUsage } from './token-usage.js';
 
 export interface RunSummary {
@@ -69,6 +69,8 @@ export interface RunDetail {
    * whether the message was edited; null for any other run. (`run.supersededBy` is the other way.)
    */
   regenerates: Regenerated | null;
+  /** For a run put back in the conversation (ADR-0096), the run it was last put back in place of; else null. */
+  restoredOver: string | null;
 }
 
 /** Most rows one list returns. */
@@ -276,17 +278,17 @@ export async function readRunDetail(db: Queryable, runId: string): Promise<RunDe
   );
   const row = rows[0];
   if (!row) return null;
-  const [effects, steps, segments, messages, firstSeq, regenerates] = [
+  const [effects, steps, segments, messages, firstSeq, links] = [
     await listRunEffects(db, runId),
     await listRunSteps(db, runId),
     await readRunSegments(db, runId),
     await listRunMessages(db, runId),
     await findRunFirstSeq(db, runId),
-    (await readRegenerations(db, [runId])).get(runId) ?? null,
+    (await readAnswerLinks(db, [runId])).get(runId),
   ];
   const jobDueAt = row.job_due_at === null ? null : new Date(row.job_due_at);
   return {
     run: toRun(row), ownerId: row.thread_owner_id, effects, steps, segments, messages, firstSeq, jobDueAt, usage: runUsage(steps),
-    regenerates,
+    regenerates: links?.regenerates ?? null, restoredOver: links?.restoredOver ?? null,
   };
 }

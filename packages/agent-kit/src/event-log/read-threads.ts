@@ -177,7 +177,7 @@ export async function listThreadRuns(db: Queryable, threadId: string): Promise<T
      ) r order by turn_no`,
     [threadId, maxThreadItems],
   );
-  return withRegenerations(db, rows.map(toRun));
+  return withAnswerLinks(db, rows.map(toRun));
 }
 
 /** What a regenerated run replaced: the run whose reply it asked again, and whether it edited the message. */
@@ -186,23 +186,42 @@ export interface Regenerated {
   edited: boolean;
 }
 
-/** A run as a thread's read has it: a regenerated one names the run it replaced (ADR-0091), else null. */
-export type ThreadRun = Run & { regenerates: Regenerated | null };
-
-/** The runs these regenerated, by run id: their turn-regenerated events, in the run-boundary index. */
-export async function readRegenerations(db: Queryable, runIds: string[]): Promise<Map<string, Regenerated>> {
-  if (runIds.length === 0) return new Map();
-  const rows = await db.query<{ run_id: string; regenerates: string | null; edited: boolean | null }>(
-    `select run_id, data->>'regenerates' as regenerates, (data->>'edited')::boolean as edited from agent_kit_thread_events
-     where run_id = any(string_to_array($1, ',')::uuid[]) and type = 'turn-regenerated'`, [runIds.join(',')]);
-  return new Map(rows.filter((row) => row.regenerates)
-    .map((row) => [row.run_id, { runId: row.regenerates!, edited: row.edited === true }]));
+/** How a run came to hold its place in the conversation (ADR-0093, ADR-0096). */
+export interface AnswerLinks {
+  /** A regenerated run's: the run whose reply it replaced, and whether it edited the message; else null. */
+  regenerates: Regenerated | null;
+  /** A restored run's: the run it was last put back in place of; else null. */
+  restoredOver: string | null;
 }
 
-/** These runs, each with the run it regenerated (null for a run that regenerated none). */
-export async function withRegenerations(db: Queryable, runs: Run[]): Promise<ThreadRun[]> {
-  const regenerated = await readRegenerations(db, runs.map((run) => run.id));
-  return runs.map((run) => ({ ...run, regenerates: regenerated.get(run.id) ?? null }));
+/** A run as a thread's read has it, with its answer links. */
+export type ThreadRun = Run & AnswerLinks;
+
+/**
+ * The answer links of these runs, by run id: their turn-regenerated and turn-restored events, in
+ * the run-boundary index (a run without either has none in the map).
+ */
+export async function readAnswerLinks(db: Queryable, runIds: string[]): Promise<Map<string, AnswerLinks>> {
+  if (runIds.length === 0) return new Map();
+  const rows = await db.query<{ run_id: string; type: string; regenerates: string | null; replaces: string | null; edited: boolean | null }>(
+    `select run_id, type, data->>'regenerates' as regenerates, data->>'replaces' as replaces, (data->>'edited')::boolean as edited
+     from agent_kit_thread_events
+     where run_id = any(string_to_array($1, ',')::uuid[]) and type in ('turn-regenerated', 'turn-restored')
+     order by seq`, [runIds.join(',')]);
+  const links = new Map<string, AnswerLinks>();
+  for (const row of rows) {
+    const link = links.get(row.run_id) ?? { regenerates: null, restoredOver: null };
+    if (row.type === 'turn-regenerated' && row.regenerates) link.regenerates = { runId: row.regenerates, edited: row.edited === true };
+    if (row.type === 'turn-restored' && row.replaces) link.restoredOver = row.replaces; // the latest
+    links.set(row.run_id, link);
+  }
+  return links;
+}
+
+/** These runs, each with its answer links (nulls for a run that neither regenerated nor was restored). */
+export async function withAnswerLinks(db: Queryable, runs: Run[]): Promise<ThreadRun[]> {
+  const links = await readAnswerLinks(db, runs.map((run) => run.id));
+  return runs.map((run) => ({ ...run, regenerates: null, restoredOver: null, ...links.get(run.id) }));
 }
 
 /** The id of the thread's latest run, or null when it has none. */

@@ -22,7 +22,7 @@ import type { Db } from '../store/db.js';
 import { findMessageSeq, findRunFirstSeq, readRunBoundary, readRunSegments } from './read-events.js';
 import { listRuns } from './read-runs.js';
 import { readStoreStatus } from './read-status.js';
-import { listRunMessages, listThreads, readRegenerations } from './read-threads.js';
+import { listRunMessages, listThreads, readAnswerLinks } from './read-threads.js';
 import { readTurnPage } from './turn-window.js';
 
 const earlierEvents = 5_000;
@@ -89,8 +89,8 @@ describe('reads of one run on a long thread', () => {
     expect(boundary.value).toEqual({ status: 'completed', lastBoundarySeq: messageSeq + 5 });
     expectNoScan(boundary.plans);
 
-    // Which run each of a read's runs regenerated (ADR-0093): the boundary index, not the 5,000 deltas.
-    const regenerations = await plansOf((d) => readRegenerations(d, [first.runId, turn.runId]));
+    // Which run each of a read's runs regenerated or was restored over (ADR-0093, ADR-0096): the boundary index, not the 5,000 deltas.
+    const regenerations = await plansOf((d) => readAnswerLinks(d, [first.runId, turn.runId]));
     expect(regenerations.value.size).toBe(0);
     expectNoScan(regenerations.plans);
     expect(mostRowsOfANode(regenerations.plans)).toBeLessThan(10);

@@ -4,7 +4,7 @@
 import type { Queryable } from '../store/db.js';
 import { toRun, type RunRow } from '../lease/run-row.js';
 import { findRunFirstSeq, readLastSeq } from './read-events.js';
-import { toMessageView, withRegenerations, type MessageRow, type MessageView, type ThreadRun } from './read-threads.js';
+import { toMessageView, withAnswerLinks, type MessageRow, type MessageView, type ThreadRun } from './read-threads.js';
 
 /** Where a page of turns lies in the thread's event log. */
 export interface TurnWindow {
@@ -87,7 +87,7 @@ export async function readTurnWindow(
     throughSeq: options.beforeTurn === undefined ? null : await seqBeforeTurn(db, threadId, options.beforeTurn),
     earlier,
   };
-  return { window, runs: await withRegenerations(db, runs.map(toRun)) };
+  return { window, runs: await withAnswerLinks(db, runs.map(toRun)) };
 }
 
 /** The thread's first turn number (turn numbers start at 1, but a test or a tool may delete runs). */

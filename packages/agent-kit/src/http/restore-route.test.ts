@@ -4,6 +4,7 @@
 // only followed a replaced reply, 409; a malformed id, 400: each writing nothing.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countRows, makeRequest, openHttpTest, payload, readSse, type HttpTest } from '../../test/harness/http-harness.js';
+import { toUIMessages, type ThreadRead } from '../client/thread-read.js';
 import { startTurn } from '../queue/start-turn.js';
 
 let t: HttpTest;
@@ -45,7 +46,10 @@ describe('POST /api/runs/:id/restore', () => {
     expect(body).toMatchObject({ threadId, runId: runIds[1], superseded: [regenerated], restored: true });
 
     const read = await (await send('GET', `/api/threads/${threadId}`)).json();
-    expect(read.runs.map((r: { id: string }) => r.id)).toEqual(runIds);
+    expect(read.runs.map((r: { id: string; restoredOver: string | null }) => [r.id, r.restoredOver])).toEqual([[runIds[0], null], [runIds[1], regenerated]]);
+    // A useChat page opened from the read: the restored reply names the answer it replaced.
+    expect(toUIMessages(read as ThreadRead).at(-1)!.metadata).toMatchObject({ restoredOver: regenerated });
+    expect(toUIMessages(read as ThreadRead)[1]!.metadata).not.toHaveProperty('restoredOver');
     expect(read.messages.filter((m: { role: string }) => m.role === 'user').map((m: { clientMessageId: string; runId: string }) =>
       [m.clientMessageId, m.runId])).toEqual([['h1-1', runIds[0]], ['h1', runIds[1]]]);
     const replay = await send('GET', `/api/threads/${threadId}/events?after=${lastSeq}`);

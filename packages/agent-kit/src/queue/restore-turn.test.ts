@@ -7,8 +7,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestDb, onPostgres } from '../../test/harness/test-db.js';
 import { numberedRepliesModel, type PromptMessage } from '../../test/harness/steps-model.js';
 import { answeredThread, makeRuntime } from '../../test/harness/turn-kit.js';
+import { formatShowCommand } from '../cli/commands/show.js';
 import { ConflictError, InvalidArgumentError, NotFoundError } from '../errors.js';
 import { readEvents } from '../event-log/read-events.js';
+import { readRunDetail } from '../event-log/read-runs.js';
 import { listThreadMessages, listThreadRuns } from '../event-log/read-threads.js';
 import { readTurnPage } from '../event-log/turn-window.js';
 import type { Db } from '../store/db.js';
@@ -91,6 +93,12 @@ describe('restoreTurn', () => {
     const page = await readTurnPage(db, threadId, { turns: 50 });
     expect(page.runs.map((r) => r.id)).toEqual(runIds);
     expect(page.messages.at(-1)!.text).toBe(earlier);
+    // Each read names the answer it was put back in place of; the replaced run, what replaced it.
+    expect((await listThreadRuns(db, threadId)).map((r) => [r.regenerates, r.restoredOver])).toEqual([[null, null], [null, again]]);
+    expect(page.runs[1]).toMatchObject({ restoredOver: again });
+    expect(await readRunDetail(db, runIds[1]!)).toMatchObject({ restoredOver: again, regenerates: null, run: { supersededBy: null } });
+    expect(await readRunDetail(db, again)).toMatchObject({ restoredOver: null, regenerates: { runId: runIds[1] }, run: { supersededBy: runIds[1] } });
+    expect(await formatShowCommand(db, runIds[1]!, {}, new Date())).toContain(`  restored  in place of run ${again} (an earlier answer put back)`);
 
     // The conversation goes on from it: the next turn's model is given the restored answer.
     const next = await startTurn(db, { threadId, ownerId: 'ann', text: 'three' });

@@ -44,7 +44,7 @@ function preview(value: unknown, max = 80): string {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
-function runSection({ run, ownerId, effects, jobDueAt, usage, regenerates }: RunDetail, now: Date): string {
+function runSection({ run, ownerId, effects, jobDueAt, usage, regenerates, restoredOver }: RunDetail, now: Date): string {
   const lines = [
     `run ${run.id}`,
     `  thread    ${run.threadId} (owner ${ownerId}, turn ${run.turnNo})`,
@@ -61,6 +61,7 @@ function runSection({ run, ownerId, effects, jobDueAt, usage, regenerates }: Run
   if (regenerates) {
     lines.push(`  replaces  run ${regenerates.runId} (its reply ${regenerates.edited ? 'asked again, the message edited' : 'asked again'})`);
   }
+  if (restoredOver) lines.push(`  restored  in place of run ${restoredOver} (an earlier answer put back)`);
   if (run.supersededBy) lines.push(`  replaced  by run ${run.supersededBy} (out of the conversation: a reply asked again, or an earlier answer put back)`);
   // A closed run's partial is history; while it is open it is what viewers see right now.
   if (run.partial && !isClosed(run.status)) lines.push(`  partial   ${preview(run.partial)}`);
