@@ -3,6 +3,9 @@
 // lets a server wait for (or slice) the segments still running when it shuts down. A segment
 // that closes its run starts the thread's next queued turn (a message sent meanwhile) while the
 // invocation has time left, so on serverless a follow-up does not wait for the next cron drain.
+// A start asked while the run's segment is in flight runs once that one ends: the segment a chat
+// request starts for a turn queued behind another is refused its claim, and the close that hands
+// the turn over may come before that segment has ended; the turn then waited for a drain.
 import crypto from 'node:crypto';
 import { coerceError } from '../errors.js';
 import { findNextQueuedRun } from '../event-log/read-runs.js';
@@ -11,7 +14,7 @@ import type { Runtime, RunSegment, SegmentOutcome } from '../turn/types.js';
 
 /** The background segments of one set of handlers. */
 export interface SegmentRegistry {
-  /** Run a segment of `runId` unless this process already runs one. Never throws. */
+  /** Run a segment of `runId`, or another once the one this process runs ends. Never throws. */
   start(runId: string): void;
   /** Run ids with a segment in flight here. */
   active(): string[];
@@ -35,6 +38,8 @@ let ownerCounter = 0;
 
 export function createSegmentRegistry(options: SegmentRegistryOptions): SegmentRegistry {
   const inFlight = new Map<string, Promise<SegmentOutcome | undefined>>();
+  /** Runs asked to start while their segment was in flight, and the deadline each was asked with. */
+  const askedAgain = new Map<string, number>();
   const stopController = new AbortController();
   const log = options.rt.log;
 
@@ -62,16 +67,30 @@ export function createSegmentRegistry(options: SegmentRegistryOptions): SegmentR
     }
   }
 
+  /** Too little of the invocation is left to start a segment (a drain will run the turn). */
+  const tooLate = (deadlineMs: number) =>
+    deadlineMs - Date.now() < takeMarginMs(options.rt.config.invocationBudgetMs) || stopController.signal.aborted;
+
   /** Run the thread's next turn here, unless too little of the invocation is left (a drain will). */
   async function startNext(closedRunId: string, deadlineMs: number) {
-    if (deadlineMs - Date.now() < takeMarginMs(options.rt.config.invocationBudgetMs) || stopController.signal.aborted) return;
+    if (tooLate(deadlineMs)) return;
     const next = await findNextQueuedRun(options.rt.db, closedRunId);
     if (next) start(next, deadlineMs);
   }
 
   function start(runId: string, deadlineMs: number) {
-    if (inFlight.has(runId) || stopController.signal.aborted) return;
-    const promise = runOne(runId, deadlineMs).finally(() => inFlight.delete(runId));
+    if (stopController.signal.aborted) return;
+    if (inFlight.has(runId)) {
+      askedAgain.set(runId, Math.max(deadlineMs, askedAgain.get(runId) ?? 0));
+      return;
+    }
+    const promise = runOne(runId, deadlineMs).finally(() => {
+      inFlight.delete(runId);
+      const again = askedAgain.get(runId);
+      askedAgain.delete(runId);
+      // (A run that ended meanwhile is refused its claim: one query.)
+      if (again !== undefined && !tooLate(again)) start(runId, again);
+    });
     inFlight.set(runId, promise);
     options.waitUntil?.(promise);
   }
