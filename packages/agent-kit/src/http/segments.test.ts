@@ -27,7 +27,7 @@ function registry(outcomes: SegmentOutcome[]) {
 
 describe('the segment registry', () => {
   it('runs a segment again for a start asked while one was in flight, once however often it was asked', async () => {
-    const { segments, calls, release } = registry([{ kind: 'not-claimed', reason: 'another turn is under way' }]);
+    const { segments, calls, release } = registry([{ kind: 'not-claimed', reason: 'busy' }]);
     segments.start('run-2');
     segments.start('run-2'); // the turn before closed meanwhile and hands this one over
     segments.start('run-2');
