@@ -98,6 +98,42 @@ describe('the invariant checker', () => {
     expect(await kinds()).not.toContain('cancel-text');
   });
 
+  describe('the conversation (ADR-0091, ADR-0096)', () => {
+    /** The run answered, then its reply regenerated plainly: the opening message moves to the new run. */
+    async function regenerated(): Promise<string> {
+      const fence = await claim();
+      await db.query(`select agent_kit_close_run($1, 'completed', '{"text":"a reply"}', 'w1', $2)`, [runId, fence]);
+      const [message] = await db.query<{ id: string }>(`select id from agent_kit_messages where run_id = $1 and role = 'user'`, [runId]);
+      const [row] = await db.query<{ run_id: string }>(
+        `select run_id from agent_kit_regenerate_turn($1, 'u', $2, '0', null, $3)`, [threadId, message!.id, runId]);
+      return row!.run_id;
+    }
+    const conversation = async () => (await checker.check(await checker.snapshot()))
+      .filter((v) => v.kind === 'conversation').map((v) => v.detail);
+
+    it('finds nothing wrong with a regeneration and a restore made by their functions', async () => {
+      const next = await regenerated();
+      expect(await conversation()).toEqual([]);
+      await db.query(`update agent_kit_runs set status = 'completed', message_id = null where id = $1`, [next]);
+      await db.query(`select * from agent_kit_restore_turn($1, 'u')`, [runId]);
+      expect(await conversation()).toEqual([]);
+    });
+
+    it('flags a run put back without the opening message its regeneration took', async () => {
+      await regenerated();
+      await db.query('update agent_kit_runs set superseded_by = null where id = $1', [runId]);
+      expect(await conversation()).toEqual([expect.stringMatching(/^\S+ in the conversation, but its opening message \S+ is a user message of run /)]);
+    });
+
+    it('flags a run superseded before it ended, and links that go round in a circle', async () => {
+      const next = await regenerated();
+      await db.query('update agent_kit_runs set superseded_by = $1 where id = $2', [runId, next]);
+      const found = await conversation();
+      expect(found).toContainEqual(expect.stringMatching(/superseded by \S+ while queued$/));
+      expect(found).toContainEqual(expect.stringMatching(/superseded_by leads to no run in the conversation in 100 steps$/));
+    });
+  });
+
   it('flags an effect executed twice, and one executed without a ledger row', async () => {
     const fence = await claim();
     await db.query(`select * from agent_kit_record_effect($1, 'w1', $2, 'k1', 'started', 'record_effect')`, [runId, fence]);

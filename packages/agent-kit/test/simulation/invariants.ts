@@ -47,9 +47,15 @@ export const claimsTableSql = `create table if not exists sim_claims (
 
 // One statement, so the check costs one round trip per step. Each branch names a violation.
 const protocolViolationsSql = `
-with open_runs as (
+with recursive open_runs as (
   select id, thread_id, turn_no from agent_kit_runs
-  where status in ('queued', 'running', 'waiting_input', 'waiting_takeover'))
+  where status in ('queued', 'running', 'waiting_input', 'waiting_takeover')),
+-- Each superseded run, followed along superseded_by (bounded: a cycle would not end).
+chains (id, at, depth) as (
+  select r.id, r.superseded_by, 1 from agent_kit_runs r where r.superseded_by is not null
+  union all
+  select c.id, n.superseded_by, c.depth + 1 from chains c join agent_kit_runs n on n.id = c.at
+  where n.superseded_by is not null and c.depth < 100)
 select 'lease' as kind, id::text as run_id,
   format('status=%s owner=%s lease_expires_at=%s deadline_at=%s', status, owner, lease_expires_at, deadline_at) as detail
 from agent_kit_runs
@@ -143,6 +149,25 @@ left join lateral (select string_agg(e.data->>'text', '' order by e.seq) as text
     and e.seq > coalesce(s.seq, 0) and e.seq <= r.cancel_shown_seq) d on true
 where r.status = 'aborted' and r.cancel_shown_seq is not null and m.content->>'cancelled' = 'true'
   and m.content->>'text' <> coalesce(s.text, '') || coalesce(d.text, '')
+union all
+-- The conversation (ADR-0091, ADR-0096): only an ended run is superseded, by a run of its thread,
+-- along links that lead back to a run in the conversation; and each run in it opens with a user
+-- message of its own (a restore moves the message a regeneration took back to its run).
+select 'conversation', r.id::text, format('superseded by %s while %s', r.superseded_by, r.status)
+from agent_kit_runs r where r.superseded_by is not null and r.status not in ('completed', 'failed', 'aborted')
+union all
+select 'conversation', r.id::text, format('superseded by %s: %s', r.superseded_by,
+  case when s.id is null then 'no such run' when s.id = r.id then 'itself' else 'a run of another thread' end)
+from agent_kit_runs r left join agent_kit_runs s on s.id = r.superseded_by
+where r.superseded_by is not null and (s.id is null or s.id = r.id or s.thread_id <> r.thread_id)
+union all
+select 'conversation', c.id::text, format('superseded_by leads to no run in the conversation in %s steps', max(c.depth))
+from chains c group by c.id having max(c.depth) >= 100
+union all
+select 'conversation', r.id::text, format('in the conversation, but its opening message %s is %s',
+  agent_kit__opening_message(r.id), coalesce(format('a %s message of run %s', m.role, m.run_id), 'missing'))
+from agent_kit_runs r left join agent_kit_messages m on m.id = agent_kit__opening_message(r.id)
+where r.superseded_by is null and (m.id is null or m.run_id is distinct from r.id or m.role <> 'user')
 union all
 select 'crash-budget', e.run_id::text, format('segment-started of fence %s is attempt %s, above the crash budget %s',
   e.fence, e.data->>'attempt', $1::int)

@@ -50,6 +50,20 @@ export const mutations: Mutation[] = [
     from: 'r.owner = p_owner and r.fence = p_fence and ',
     to: '',
   },
+  {
+    name: 'restore-while-open',
+    description: 'an earlier answer is put back while a turn after it is still under way',
+    fn: 'agent_kit_restore_turn(uuid, text)',
+    from: "and r.status not in ('completed', 'failed', 'aborted')",
+    to: 'and false',
+  },
+  {
+    name: 'restore-message-left',
+    description: 'a restored run is put back without the opening message its regeneration took',
+    fn: 'agent_kit_restore_turn(uuid, text)',
+    from: 'update agent_kit_messages set run_id = v_run.id, ',
+    to: 'update agent_kit_messages set run_id = agent_kit_messages.run_id, ',
+  },
 ];
 
 export function mutationNamed(name: string): Mutation {

@@ -64,8 +64,15 @@ export class Simulation implements FaultSource {
   windDownCrons = 0;
   readonly threads: string[] = [];
   readonly answered: { runId: string; questionId: string }[] = [];
-  /** Regenerations made, as called (ADR-0092): the same call again must return the run it made. */
+  /**
+   * Regenerations made, as called (ADR-0092): the same call again must return the run it made
+   * (the latest, once a restore put the reply back and the call asked it anew).
+   */
   readonly regenerated: { threadId: string; message: string; text: string | null; replaces: string; runId: string }[] = [];
+  /** Runs a regeneration or a restore took the place of: the earlier answers a user may put back. */
+  readonly replaced: string[] = [];
+  /** Restores made (ADR-0096): the same call again must write nothing while the run is in place. */
+  readonly restored: string[] = [];
   /** Workers paused as zombies: the run and fence they held, and when they wake regardless. */
   readonly zombies = new Map<number, { runId: string; fence: number; untilMs: number }>();
   /** The newest op that zombieAtWrite has considered, and the runs it froze a worker of. */

@@ -114,7 +114,10 @@ async function regenerate(sim: Simulation, run: RunSnapshot): Promise<string> {
   const call = { threadId: run.threadId, message: first?.id ?? '', text, replaces: run.id };
   const result = await regenerateCall(sim, call);
   const created = /^→ "(.+) created"$/.exec(result.text)?.[1];
-  if (created) sim.regenerated.push({ ...call, runId: created });
+  if (created) {
+    sim.regenerated.push({ ...call, runId: created });
+    sim.replaced.push(run.id);
+  }
   return `${text ? 'edit and regenerate' : 'regenerate'} ${sim.names.of(run.id)} ${created ? `→ ${sim.names.of(created)}` : result.text}`;
 }
 
@@ -126,16 +129,79 @@ function regenerateCall(sim: Simulation, call: Omit<Simulation['regenerated'][nu
 /**
  * A regeneration made again (a lost response, or a second page asking the same reply again): it
  * must return the run the first call made and write nothing, or be refused once that reply was
- * replaced since (AK004). Another run is a violation.
+ * replaced since (AK004). Another run is a violation, but when the reply it replaced is back in
+ * the conversation (restored, ADR-0096): then the same call is asked of it anew, as a user's
+ * next click on "Regenerate" would be, and a new run answers it.
  */
 async function regenerateAgain(sim: Simulation): Promise<string> {
   const first = sim.user.pick(sim.regenerated);
   sim.count(sim.faults, 'regenerate-again');
+  const [replaces] = await sim.db.query<{ back: boolean }>(
+    'select superseded_by is null as back from agent_kit_runs where id = $1', [first.replaces]);
   const result = await regenerateCall(sim, first);
-  if (!result.code && result.text !== `→ "${first.runId} again"`) {
+  const created = /^→ "(.+) created"$/.exec(result.text)?.[1];
+  if (created && replaces!.back) {
+    // The call now stands for the new run, whichever of its records is made again next.
+    for (const call of sim.regenerated) if (sameCall(call, first)) call.runId = created;
+    sim.replaced.push(first.replaces);
+  } else if (!result.code && result.text !== `→ "${first.runId} again"`) {
     sim.violations.push({ kind: 'duplicate-regeneration', detail: `replacing ${first.replaces} again gave ${result.text}, not ${first.runId}` });
   }
-  return `regenerate ${sim.names.of(first.replaces)} again ${result.code ? result.text : `→ ${sim.names.of(first.runId)}`}`;
+  const outcome = result.code ? result.text : `→ ${sim.names.of(created ?? first.runId)}${created ? ' (the reply was back: asked anew)' : ''}`;
+  return `regenerate ${sim.names.of(first.replaces)} again ${outcome}`;
+}
+
+function sameCall(a: Simulation['regenerated'][number], b: Simulation['regenerated'][number]): boolean {
+  return a.threadId === b.threadId && a.message === b.message && a.text === b.text && a.replaces === b.replaces;
+}
+
+/**
+ * The user's "Use this answer" (ADR-0096): put a superseded run's reply back in the conversation.
+ * Mostly an answer a regeneration or a restore replaced; otherwise any superseded run, which is
+ * refused (AK004) when it only followed a replaced reply, as it is while a turn is under way.
+ */
+async function restore(sim: Simulation, runs: RunSnapshot[]): Promise<string> {
+  sim.count(sim.faults, 'restore');
+  const draw = sim.user.fork('restore');
+  const superseded = runs.filter((r) => r.superseded && isClosed(r.status));
+  const replaced = superseded.filter((r) => sim.replaced.includes(r.id));
+  const run = draw.pick(replaced.length && draw.chance(0.8) ? replaced : superseded);
+  const result = await restoreCall(sim, run.id);
+  if (result.replaced) sim.restored.push(run.id);
+  return `restore ${sim.names.of(run.id)} ${result.replaced ? `in place of ${sim.names.of(result.replaced)}` : result.text}`;
+}
+
+/**
+ * A restore, whose only refusal is a conflict (AK004): any other error is a violation. Returns the
+ * run it put the restored one back in place of, which becomes an earlier answer in its turn.
+ */
+async function restoreCall(sim: Simulation, runId: string): Promise<{ text: string; replaced?: string }> {
+  const result = await callSql(sim, `select case when r.restored then 'restored ' || r.superseded[1]::text else 'in place' end as outcome
+    from agent_kit_restore_turn($1, 'u') r`, [runId]);
+  if (result.code && result.code !== 'CONFLICT') sim.violations.push({ kind: 'restore-error', detail: `restoring ${runId} ${result.text}` });
+  const replaced = /^→ "restored ([0-9a-f-]{36})"$/.exec(result.text)?.[1];
+  if (replaced) sim.replaced.push(replaced);
+  return { text: result.text, replaced };
+}
+
+/**
+ * A restore made again (a lost response, a second tab): while the run is still in the conversation
+ * it is answered "in place" and writes nothing; once it was replaced since, it is restored again.
+ */
+async function restoreAgain(sim: Simulation): Promise<string> {
+  const runId = sim.user.pick(sim.restored);
+  sim.count(sim.faults, 'restore-again');
+  const state = () => sim.db.query<{ superseded: boolean; last_seq: string }>(
+    `select r.superseded_by is not null as superseded, t.last_seq::text as last_seq
+     from agent_kit_runs r join agent_kit_threads t on t.id = r.thread_id where r.id = $1`, [runId]);
+  const [before] = await state();
+  const result = await restoreCall(sim, runId);
+  const [after] = await state();
+  if (!before!.superseded && (result.text !== '→ "in place"' || after!.last_seq !== before!.last_seq)) {
+    sim.violations.push({ kind: 'duplicate-restore',
+      detail: `restoring ${runId} again while in place gave ${result.text}, last_seq ${before!.last_seq} → ${after!.last_seq}` });
+  }
+  return `restore ${sim.names.of(runId)} again ${result.replaced ? `in place of ${sim.names.of(result.replaced)}` : result.text}`;
 }
 
 export function userActions(sim: Simulation, runs: RunSnapshot[], chaos: number): Candidate[] {
@@ -161,5 +227,7 @@ export function userActions(sim: Simulation, runs: RunSnapshot[], chaos: number)
   const replies = runs.filter((r) => isClosed(r.status) && !r.superseded);
   if (replies.length) candidates.push([action('regenerate', () => regenerate(sim, sim.pick.pick(replies))), 0.03 * chaos]);
   if (sim.regenerated.length) candidates.push([action('regenerate-again', () => regenerateAgain(sim)), 0.03 * chaos]);
+  if (runs.some((r) => r.superseded && isClosed(r.status))) candidates.push([action('restore', () => restore(sim, runs)), 0.05 * chaos]);
+  if (sim.restored.length) candidates.push([action('restore-again', () => restoreAgain(sim)), 0.02 * chaos]);
   return candidates;
 }
