@@ -309,12 +309,17 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await reload(page);
     expect(await showsTurn(page, message, editRun)).toBe(first);
 
-    // The answer it replaced is on offer in its place, and comes back the same way.
+    // The answer it replaced is on offer in its place, to the edit it answered, and comes back the same way.
     await other.getByTestId('show-earlier').click();
-    expect((await other.getByTestId('earlier-answer').locator('.text').textContent())?.trim()).toBe(expectedReply(edited));
+    const earlier = (tab: Page) => tab.getByTestId('earlier-answer');
+    expect((await earlier(other).locator('.text').textContent())?.trim()).toBe(expectedReply(edited));
+    await expect(earlier(other).locator('.label').textContent()).resolves.toBe(`An earlier answer, replaced — to “${edited}”`);
     await other.getByTestId('use-answer').click();
     expect(await showsTurn(other, edited, first)).toBe(editRun);
     expect(await showsTurn(page, edited, first)).toBe(editRun);
+    await page.getByTestId('show-earlier').click();
+    await expect(earlier(page).locator('.label').textContent()).resolves.toBe(`An earlier answer, replaced — to “${message}”`);
+    expect((await earlier(page).locator('.text').textContent())?.trim()).toBe(expectedReply(message));
     // And the conversation goes on from the answer in it.
     const api = await page.request.get(`${server.baseUrl}/api/threads/${threadId}`);
     expect((await api.json()).runs.map((run: { id: string }) => run.id)).toEqual([editRun]);

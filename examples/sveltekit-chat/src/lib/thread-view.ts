@@ -406,15 +406,17 @@ function applyRestored(view: ThreadView, event: WireEvent, runId: string) {
   const messageId = str(data.messageId) || null;
   view.superseded = view.superseded.filter((id) => id !== runId);
   const kept = supersede(view, supersededOf(data), messageId, runId);
-  const back = view.hidden.filter((item) => item.runId === runId || (!kept && item.kind === 'user' && item.messageId === messageId));
+  const isMessage = (item: Item) => messageId !== null && item.kind === 'user' && item.messageId === messageId;
+  // Its message first, unless the view kept it: a plain regeneration took it along, so it was
+  // hidden with another run.
+  const message = kept ? [] : view.hidden.filter(isMessage);
+  const back = [...message, ...view.hidden.filter((item) => item.runId === runId && !isMessage(item))];
   view.hidden = view.hidden.filter((item) => !back.includes(item));
   const run = back.find((item): item is RunItem => item.kind === 'run');
-  if (!run || (!kept && !back.some((item) => item.kind === 'user' && item.messageId === messageId))) {
+  if (!run || (!kept && message.length === 0)) {
     view.stale = true;
     return;
   }
-  // Its message first: a plain regeneration took it along, so it was hidden with another run.
-  back.sort((a, b) => (a.kind === 'user' && a.messageId === messageId ? -1 : b.kind === 'user' && b.messageId === messageId ? 1 : 0));
   for (const item of back) item.runId = runId;
   view.items.push(...back);
   run.restoredOver = str(data.replaces) || null;

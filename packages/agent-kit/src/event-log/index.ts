@@ -10,7 +10,7 @@ export {
   followEvents, eventsChannel, type FollowEventsOptions, type EventFollower,
 } from './follow-events.js';
 export {
-  readThreadOwner, findLatestRunId, findCurrentRunId, listThreads, listThreadsPage, readThread, listThreadMessages, listRunMessages,
+  readThreadOwner, findLatestRunId, findCurrentRunId, listThreads, listThreadsPage, readThread, listThreadMessages, listRunMessages, readRunQuestion,
   listThreadRuns, maxThreadItems, type ThreadRun, type Regenerated, type ThreadSummary, type MessageView, type ListThreadsOptions,
   type ThreadsPage,
 } from './read-threads.js';

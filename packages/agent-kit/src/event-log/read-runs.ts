@@ -6,7 +6,7 @@ import { toNumber } from '../store/db.js';
 import { toRun, type Run, type RunRow } from '../lease/run-row.js';
 import { afterCursor, toPage } from './pages.js';
 import { findRunFirstSeq, readRunSegments, type RunSegmentView } from './read-events.js';
-import { listRunMessages, readAnswerLinks, type MessageView, type Regenerated } from './read-threads.js';
+import { listRunMessages, readAnswerLinks, readRunQuestion, type MessageView, type Regenerated } from './read-threads.js';
 import { runUsage, type RunUsage } from './token-usage.js';
 
 export interface RunSummary {
@@ -58,6 +58,12 @@ export interface RunDetail {
   steps: StepView[];
   segments: RunSegmentView[];
   messages: MessageView[];
+  /**
+   * The message the run answers: its first, or the edit its regeneration made (ADR-0091). It is
+   * among `messages` unless a regeneration took it along (`question.runId` is then the run that has
+   * it now); null for a run without one.
+   */
+  question: MessageView | null;
   /** The seq of the run's first event (its user message): a replay of the run starts there. */
   firstSeq: number | null;
   /** When the run's job is due (a drain may claim it from then), or null when it has none. */
@@ -278,17 +284,19 @@ export async function readRunDetail(db: Queryable, runId: string): Promise<RunDe
   );
   const row = rows[0];
   if (!row) return null;
-  const [effects, steps, segments, messages, firstSeq, links] = [
+  const [effects, steps, segments, messages, question, firstSeq, links] = [
     await listRunEffects(db, runId),
     await listRunSteps(db, runId),
     await readRunSegments(db, runId),
     await listRunMessages(db, runId),
+    await readRunQuestion(db, runId),
     await findRunFirstSeq(db, runId),
     (await readAnswerLinks(db, [runId])).get(runId),
   ];
   const jobDueAt = row.job_due_at === null ? null : new Date(row.job_due_at);
   return {
-    run: toRun(row), ownerId: row.thread_owner_id, effects, steps, segments, messages, firstSeq, jobDueAt, usage: runUsage(steps),
+    run: toRun(row), ownerId: row.thread_owner_id, effects, steps, segments, messages, question, firstSeq, jobDueAt,
+    usage: runUsage(steps),
     regenerates: links?.regenerates ?? null, restoredOver: links?.restoredOver ?? null,
   };
 }

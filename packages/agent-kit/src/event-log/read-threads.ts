@@ -169,6 +169,21 @@ export async function listRunMessages(db: Queryable, runId: string): Promise<Mes
   return rows.map(toMessageView);
 }
 
+/**
+ * The message a run answers, wherever it is now: the one the run was started with, or the edit
+ * its regeneration made (ADR-0091). A plain regeneration takes that message along to the new run
+ * and a restore brings it back (ADR-0096), so it is not always among the run's own messages.
+ * Null for a run with no such event (a row written by hand).
+ */
+export async function readRunQuestion(db: Queryable, runId: string): Promise<MessageView | null> {
+  const rows = await db.query<MessageRow>(
+    `select id, run_id, client_message_id, role, content, partial, created_at from agent_kit_messages
+     where id = agent_kit__opening_message($1)`,
+    [runId],
+  );
+  return rows[0] ? toMessageView(rows[0]) : null;
+}
+
 /** A thread's runs by turn (the newest maxThreadItems), but superseded turns (ADR-0091). */
 export async function listThreadRuns(db: Queryable, threadId: string): Promise<ThreadRun[]> {
   const rows = await db.query<RunRow>(

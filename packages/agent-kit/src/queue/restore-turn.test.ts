@@ -99,6 +99,10 @@ describe('restoreTurn', () => {
     expect(await readRunDetail(db, runIds[1]!)).toMatchObject({ restoredOver: again, regenerates: null, run: { supersededBy: null } });
     expect(await readRunDetail(db, again)).toMatchObject({ restoredOver: null, regenerates: { runId: runIds[1] }, run: { supersededBy: runIds[1] } });
     expect(await formatShowCommand(db, runIds[1]!, {}, new Date())).toContain(`  restored  in place of run ${again} (an earlier answer put back)`);
+    // Each names the message it answers: the replaced run's is back with the restored one.
+    expect((await readRunDetail(db, runIds[1]!))!.question).toMatchObject({ id: restored.messageId, runId: runIds[1], text: 'two' });
+    expect((await readRunDetail(db, again))!.question).toMatchObject({ id: restored.messageId, runId: runIds[1], text: 'two' });
+    expect(await formatShowCommand(db, again, {}, new Date())).toContain(`messages (2)\n  user (now with run ${runIds[1]}): two\n  assistant: `);
 
     // The conversation goes on from it: the next turn's model is given the restored answer.
     const next = await startTurn(db, { threadId, ownerId: 'ann', text: 'three' });

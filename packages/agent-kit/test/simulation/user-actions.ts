@@ -115,6 +115,8 @@ async function regenerate(sim: Simulation, run: RunSnapshot): Promise<string> {
   const result = await regenerateCall(sim, call);
   const created = /^→ "(.+) created"$/.exec(result.text)?.[1];
   if (created) {
+    // (A reply restored and asked again: the call made before with these values stands for this run now.)
+    for (const made of sim.regenerated) if (sameCall(made, call)) made.runId = created;
     sim.regenerated.push({ ...call, runId: created });
     sim.replaced.push(run.id);
   }
@@ -151,7 +153,9 @@ async function regenerateAgain(sim: Simulation): Promise<string> {
   return `regenerate ${sim.names.of(first.replaces)} again ${outcome}`;
 }
 
-function sameCall(a: Simulation['regenerated'][number], b: Simulation['regenerated'][number]): boolean {
+type RegenerateCall = Omit<Simulation['regenerated'][number], 'runId'>;
+
+function sameCall(a: RegenerateCall, b: RegenerateCall): boolean {
   return a.threadId === b.threadId && a.message === b.message && a.text === b.text && a.replaces === b.replaces;
 }
 

@@ -140,6 +140,12 @@ describe('agent-kit show', () => {
     expect(JSON.parse(await formatShowCommand(db, again.runId, { json: true }, new Date())).regenerates).toEqual({ runId: first.runId, edited: true });
     expect(await formatShowCommand(db, first.runId, {}, new Date())).toContain(`  replaced  by run ${again.runId} (out of the conversation: a reply asked again, or an earlier answer put back)`);
     expect(JSON.parse(await formatShowCommand(db, first.runId, { json: true }, new Date())).regenerates).toBeNull();
+    // Each answers its own message: the edit left the first one with its run.
+    expect(JSON.parse(await formatShowCommand(db, again.runId, { json: true }, new Date())).question)
+      .toMatchObject({ runId: again.runId, role: 'user', text: 'ask me twice, edited' });
+    expect(JSON.parse(await formatShowCommand(db, first.runId, { json: true }, new Date())).question)
+      .toMatchObject({ runId: first.runId, text: 'ask me twice', clientMessageId: null });
+    expect(await formatShowCommand(db, first.runId, {}, new Date())).not.toContain('now with run');
   });
 });
 

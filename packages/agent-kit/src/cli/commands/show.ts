@@ -153,7 +153,11 @@ function effectResult(result: unknown): string {
   return preview(`${String(verdict.by)} checked: ${verdict.happened ? 'happened' : 'did not happen'}${note}`, 60);
 }
 
-function messagesSection({ messages }: RunDetail): string {
-  return section('messages', messages.length, () =>
-    messages.map((m) => `${m.role}${m.partial ? ' (partial)' : ''}: ${preview(m.text, 100)}\n`).join(''));
+function messagesSection({ messages, question }: RunDetail): string {
+  // The message it answers, when a regeneration took it along to the run that answers it now.
+  const moved = question && !messages.some((m) => m.id === question.id) ? [question] : [];
+  return section('messages', moved.length + messages.length, () => [
+    ...moved.map((m) => `${m.role} (now with run ${m.runId ?? '-'}): ${preview(m.text, 100)}\n`),
+    ...messages.map((m) => `${m.role}${m.partial ? ' (partial)' : ''}: ${preview(m.text, 100)}\n`),
+  ].join(''));
 }
