@@ -10,6 +10,9 @@ import { RepliesSeen, uuidShaped } from './replies.js';
 
 export { hasTurnUnderWay, toUIMessages, type ThreadRead } from './thread-read.js';
 export { threadIdOf, type AgentKitMessageMetadata, type Regenerates } from './metadata.js';
+export {
+  watchThread, isNewToChat, showsConversation, conversationEventTypes, type WatchThreadOptions, type ThreadWatch, type ThreadChange,
+} from './watch-thread.js';
 
 export interface AgentKitTransportOptions {
   /** Where the routes are: '' (the default) for the page's own origin, else e.g. `https://chat.example.com`. */

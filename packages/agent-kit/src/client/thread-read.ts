@@ -5,7 +5,7 @@ import type { Regenerates } from './metadata.js';
 
 /** A thread as `GET /api/threads/:id` answers it, as far as `toUIMessages` reads it. */
 export interface ThreadRead {
-  thread: { id: string };
+  thread: { id: string; lastSeq?: number };
   messages: ReadonlyArray<{
     id: string; runId: string | null; clientMessageId?: string | null; role: string; text: string;
     /** A reply's `asked`: the questions its run asked, and the chat messages that answered them (ADR-0087). */

@@ -299,6 +299,26 @@ export async function checkBrowserChat({ project, env, runs, effectsOf }: Browse
     await until(async () => (await shown()).length === before + 4, 10_000, async () => `reopened: ${JSON.stringify(await shown())}`);
     expect((await shown()).slice(before)).toEqual(live);
 
+    // Another page on the thread (ADR-0097): its message shows here without a reload, and its
+    // reply streams here while it goes on, to the text stored.
+    const second = await context.newPage();
+    second.on('pageerror', (error) => errors.push(String(error)));
+    await second.goto(`${api}/?thread=${first.threadId}`);
+    await until(async () => (await shownOn(second)).length === before + 4, 10_000, async () => `second tab: ${JSON.stringify(await shownOn(second))}`);
+    const beforeSecond = (await shown()).length;
+    await askOn(second, 'Hello from another tab');
+    await until(async () => (await shown()).at(-2) === 'user: Hello from another tab', 20_000,
+      async () => `the first tab did not show the other's message: ${JSON.stringify(await shown())}`);
+    await replyShows(page);
+    expect((await lastRun()).status, 'the other tab\'s reply showed here while it went on').toBe('running');
+    await until(async () => (await lastRun()).status === 'completed', 30_000, () => 'the other tab\'s turn did not complete');
+    const fromSecond = await lastRun();
+    await until(async () => (await shown()).at(-1) === `assistant: ${fromSecond.text}`, 10_000,
+      async () => `shown: ${JSON.stringify(await shown())}, stored: ${fromSecond.text}`);
+    expect((await shown()).slice(beforeSecond)).toEqual(['user: Hello from another tab', `assistant: ${fromSecond.text}`]);
+    expect(await shownOn(second)).toEqual(await shown());
+    await second.close();
+
     // A question and an approval, answered the AI SDK's way: the reply goes on in the same message.
     await page.goto(`${api}/?answering`);
     for (const [text, button, effects] of [['Pick a colour #ask', 'Answer blue', 0], ['Pay the invoice #approve', 'Approve', 1]] as const) {
