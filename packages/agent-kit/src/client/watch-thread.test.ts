@@ -116,6 +116,30 @@ describe('watchThread', () => {
     }
   });
 
+  it('reads again after a failed request or a failed stream, from the last event it read', async () => {
+    const { threadId } = await sendElsewhere(handlers, undefined, 'fail first');
+    const owner = page(() => handlers);
+    let calls = 0;
+    const failing = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      calls += 1;
+      if (calls === 1) throw new TypeError('network down');
+      if (calls === 2) return new Response('busy', { status: 503 });
+      return owner.options.fetch(input, init);
+    }) as typeof globalThis.fetch;
+    const changes: ThreadChange[] = [];
+    const watch = watchThread({ threadId, after: 0, onChange: (c) => changes.push(c), retryMs: 20, ...owner.options, fetch: failing });
+    try {
+      await until(() => changes.length === 1);
+      const { runId } = await sendElsewhere(handlers, threadId, 'after the failures');
+      await until(() => changes.length === 2);
+      expect(changes.map((c) => c.type)).toEqual(['message', 'message']);
+      expect(changes[1]!.runId).toBe(runId);
+      expect(calls).toBe(3); // one stream since, still open
+    } finally {
+      watch.close();
+    }
+  });
+
   it("ends on a refusal (another user's thread), and close() stops it", async () => {
     const { threadId } = await sendElsewhere(handlers, undefined, 'not yours');
     const ended: number[] = [];

@@ -87,7 +87,7 @@ export function watchThread(options: WatchThreadOptions): ThreadWatch {
         }
       }
     } finally {
-      reader.releaseLock();
+      await reader.cancel().catch(() => undefined); // (a stream left on an error is not left open)
     }
     return seq > from ? 'read' : 'nothing';
   }
