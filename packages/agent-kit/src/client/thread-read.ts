@@ -49,14 +49,14 @@ export function toUIMessages(read: ThreadRead): UIMessage[] {
   const shown: UIMessage[] = [];
   const awaited = awaitedReplies(read);
   const runs = new Map((read.runs ?? []).flatMap((run) => (run.id ? [[run.id, run] as const] : [])));
-  const regenerated = (runId: string) => {
+  const answerLinks = (runId: string) => {
     const run = runs.get(runId);
     return { ...(run?.regenerates ? { regenerates: run.regenerates } : {}), ...(run?.restoredOver ? { restoredOver: run.restoredOver } : {}) };
   };
   for (const m of inTurnOrder(read.messages)) {
     if (placed.has(m)) continue; // an answer, shown inside its reply
     placed.add(m);
-    if (m.role === 'assistant' && m.runId) shown.push(...replyPieces(m, m.runId, byId, placed, { ...metadata, ...regenerated(m.runId) }));
+    if (m.role === 'assistant' && m.runId) shown.push(...replyPieces(m, m.runId, byId, placed, { ...metadata, ...answerLinks(m.runId) }));
     // (A user's message names its turn's run too: a regenerate names it as the reply it replaces, ADR-0092.)
     else shown.push({ id: uiIdOf(m), role: m.role === 'assistant' ? 'assistant' : 'user', parts: [{ type: 'text', text: m.text }],
       metadata: m.role === 'user' && m.runId ? { ...metadata, runId: m.runId } : metadata });

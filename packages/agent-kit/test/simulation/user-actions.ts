@@ -115,10 +115,8 @@ async function regenerate(sim: Simulation, run: RunSnapshot): Promise<string> {
   const result = await regenerateCall(sim, call);
   const created = /^→ "(.+) created"$/.exec(result.text)?.[1];
   if (created) {
-    // (A reply restored and asked again: the call made before with these values stands for this run now.)
-    for (const made of sim.regenerated) if (sameCall(made, call)) made.runId = created;
+    madeBy(sim, call, created);
     sim.regenerated.push({ ...call, runId: created });
-    sim.replaced.push(run.id);
   }
   return `${text ? 'edit and regenerate' : 'regenerate'} ${sim.names.of(run.id)} ${created ? `→ ${sim.names.of(created)}` : result.text}`;
 }
@@ -143,9 +141,7 @@ async function regenerateAgain(sim: Simulation): Promise<string> {
   const result = await regenerateCall(sim, first);
   const created = /^→ "(.+) created"$/.exec(result.text)?.[1];
   if (created && replaces!.back) {
-    // The call now stands for the new run, whichever of its records is made again next.
-    for (const call of sim.regenerated) if (sameCall(call, first)) call.runId = created;
-    sim.replaced.push(first.replaces);
+    madeBy(sim, first, created);
   } else if (!result.code && result.text !== `→ "${first.runId} again"`) {
     sim.violations.push({ kind: 'duplicate-regeneration', detail: `replacing ${first.replaces} again gave ${result.text}, not ${first.runId}` });
   }
@@ -153,10 +149,17 @@ async function regenerateAgain(sim: Simulation): Promise<string> {
   return `regenerate ${sim.names.of(first.replaces)} again ${outcome}`;
 }
 
-type RegenerateCall = Omit<Simulation['regenerated'][number], 'runId'>;
-
-function sameCall(a: RegenerateCall, b: RegenerateCall): boolean {
-  return a.threadId === b.threadId && a.message === b.message && a.text === b.text && a.replaces === b.replaces;
+/**
+ * A regeneration call made `runId`: every record of the same call stands for that run now (a call
+ * made before, once its reply was restored, asks it anew), and the reply it replaced is an earlier
+ * answer.
+ */
+function madeBy(sim: Simulation, call: Omit<Simulation['regenerated'][number], 'runId'>, runId: string): void {
+  for (const made of sim.regenerated) {
+    const same = made.threadId === call.threadId && made.message === call.message && made.text === call.text && made.replaces === call.replaces;
+    if (same) made.runId = runId;
+  }
+  sim.replaced.push(call.replaces);
 }
 
 /**
