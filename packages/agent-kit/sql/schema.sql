@@ -127,6 +127,7 @@ create table agent_kit_runs (
   last_error jsonb,
   cancel_shown_seq bigint,
   superseded_by uuid,
+  retry_due_at timestamp with time zone,
   constraint agent_kit_runs_pkey PRIMARY KEY (id),
   constraint agent_kit_runs_status_check CHECK (status = ANY (ARRAY['queued'::text, 'waiting_input'::text, 'waiting_takeover'::text, 'running'::text, 'completed'::text, 'failed'::text, 'aborted'::text])),
   constraint agent_kit_runs_superseded_by_fkey FOREIGN KEY (superseded_by) REFERENCES agent_kit_runs(id) ON DELETE SET NULL,
@@ -440,9 +441,10 @@ begin
     update agent_kit_runs r set
       status = 'running', owner = p_owner, fence = r.fence + 1, attempts = r.attempts + 1,
       deadline_at = v_now + p_budget, lease_expires_at = v_now + least(p_ttl, p_budget),
-      heartbeat_at = v_now, updated_at = now()
+      heartbeat_at = v_now, retry_due_at = null, updated_at = now()
     where r.id = p_run_id
-      and (r.status = 'queued'
+      and ((r.status = 'queued'
+          and (r.retry_due_at is null or r.retry_due_at <= v_now or r.cancel_requested_at is not null))
         or (r.status = 'running' and r.lease_expires_at <= v_now)
         or (r.status in ('waiting_input', 'waiting_takeover') and r.cancel_requested_at is not null))
       and not exists (
@@ -813,7 +815,8 @@ begin
   end if;
   update agent_kit_runs set
     status = v_status, owner = null, lease_expires_at = null, deadline_at = null,
-    takeover_requested_at = null, updated_at = now()
+    takeover_requested_at = null, updated_at = now(),
+    retry_due_at = case when v_status = 'queued' and v_due > agent_kit_now() then v_due end
   where id = p_run_id;
   v_seq := agent_kit__append_event(v_run.thread_id, p_run_id, p_fence, 'model-retry',
     coalesce(p_data, '{}') || jsonb_build_object('text', v_run.partial, 'dueAt', v_due));
@@ -1322,6 +1325,10 @@ begin
         select 1 from agent_kit_runs e
         where e.thread_id = v_run.thread_id and e.turn_no < v_run.turn_no
           and e.status in ('running', 'waiting_input', 'waiting_takeover')) then
+    if v_run.status = 'queued' and v_run.retry_due_at > agent_kit_now() and v_run.cancel_requested_at is null then
+      update agent_kit_jobs set due_at = v_run.retry_due_at where id = p_job_id;
+      return 'rescheduled';
+    end if;
     update agent_kit_jobs set due_at = agent_kit_now() where id = p_job_id;
     return 'due';
   end if;

@@ -88,7 +88,7 @@ export function createSegmentRegistry(options: SegmentRegistryOptions): SegmentR
       inFlight.delete(runId);
       const again = askedAgain.get(runId);
       askedAgain.delete(runId);
-      // (A run that ended meanwhile is refused its claim: one query.)
+      // (A run that ended meanwhile, or parked to wait out a model retry, is refused its claim: one query.)
       if (again !== undefined && !tooLate(again)) start(runId, again);
     });
     inFlight.set(runId, promise);

@@ -6,6 +6,7 @@ import { openTestDb, onPostgres } from '../../test/harness/test-db.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { Db } from '../store/db.js';
 import { advanceFakeNow } from '../store/clock.js';
+import { settleJob } from '../queue/jobs.js';
 import { startTurn } from '../queue/start-turn.js';
 import {
   appendEvent, beginSegment, claimRun, closeRun, mirrorPartial, parkForRetry, parkRun, renewLease, retryStep, type Lease,
@@ -159,6 +160,48 @@ describe('a model retry parked for a wait too long for its segment', () => {
     expect(await runState(taken.runId)).toMatchObject({ status: 'waiting_takeover', due_in_s: null });
     await expect(db.query(`select agent_kit_park_for_retry($1, 'w', 1, interval '-1 second', '{}')`, [taken.runId]))
       .rejects.toBeInstanceOf(InvalidArgumentError);
+  });
+
+  it('is not claimed by id before it is due: a retried request does not ask the provider early', async () => {
+    const { runId } = await newRun();
+    await parkForRetry(db, await claimed(runId, 'w1'), 30_000, { retry: 1 });
+    expect(await claimRun(db, { runId, owner: 'w2', leaseTtlMs: 30_000 })).toEqual({ claimed: false, reason: 'not-due' });
+    expect(await runState(runId)).toMatchObject({ status: 'queued', owner: null, attempts: 1 }); // the job is still there
+    expect((await runState(runId)).due_in_s).toBeGreaterThan(25);
+    await advanceFakeNow(db, 30_000);
+    const again = await claimed(runId, 'w2');
+    expect(again).toMatchObject({ fence: 2, attempts: 2 });
+    expect(await runState(runId)).toMatchObject({ status: 'running', due_in_s: null });
+  });
+
+  it('is claimed at once to close it after a cancel', async () => {
+    const { runId } = await newRun();
+    await parkForRetry(db, await claimed(runId, 'w1'), 30_000, { retry: 1 });
+    await db.query('select agent_kit_request_cancel($1)', [runId]);
+    expect(await claimed(runId, 'w2')).toMatchObject({ fence: 2 }); // its segment closes it, asking no model
+  });
+
+  it("still waits after an operator took it over and released it: a job due before its run is settled to the run's time", async () => {
+    const { runId } = await newRun();
+    await parkForRetry(db, await claimed(runId, 'w1'), 30_000, { retry: 1 });
+    expect((await db.query<{ s: string }>(`select agent_kit_takeover_run($1, 'op') as s`, [runId]))[0]!.s).toBe('waiting_takeover');
+    expect((await db.query<{ s: string }>('select agent_kit_release_run($1) as s', [runId]))[0]!.s).toBe('queued');
+    expect((await runState(runId)).due_in_s).toBeLessThanOrEqual(0); // the release made its job due now
+    expect(await claimRun(db, { runId, owner: 'w2', leaseTtlMs: 30_000 })).toEqual({ claimed: false, reason: 'not-due' });
+    const [job] = await db.query<{ id: number }>('select id from agent_kit_jobs where run_id = $1', [runId]);
+    expect(await settleJob(db, Number(job!.id))).toBe('rescheduled');
+    expect((await runState(runId)).due_in_s).toBeGreaterThan(25); // due with the run: no drain takes it again meanwhile
+    await advanceFakeNow(db, 30_000);
+    expect(await claimed(runId, 'w2')).toMatchObject({ fence: 2 });
+    expect((await db.query<{ retry_due_at: Date | null }>('select retry_due_at from agent_kit_runs where id = $1', [runId]))[0])
+      .toEqual({ retry_due_at: null });
+  });
+
+  it("leaves a fresh turn's claim alone: its job waits only so that the request that made it claims first", async () => {
+    const { runId } = await startTurn(db, { ownerId: 'user-1', text: 'hello', jobDelayMs: 60_000 });
+    expect(await runState(runId)).toMatchObject({ status: 'queued', attempts: 0 });
+    expect((await runState(runId)).due_in_s).toBeGreaterThan(50);
+    expect(await claimed(runId, 'w1')).toMatchObject({ fence: 1, attempts: 1 });
   });
 });
 

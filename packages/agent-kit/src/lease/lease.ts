@@ -21,7 +21,14 @@ export interface Lease {
 
 export type ClaimResult =
   | { claimed: true; lease: Lease; run: Run }
-  | { claimed: false; reason: 'missing' | 'closed' | 'busy' | 'waiting' | 'blocked' };
+  | { claimed: false; reason: NotClaimedReason };
+
+/**
+ * Why a claim by id took nothing: no such run, it ended, another segment holds it, it waits for an
+ * answer or an operator, an earlier turn of its thread is open, or it waits out a model retry
+ * (its job comes due when the provider said to come back; migration 0038).
+ */
+export type NotClaimedReason = 'missing' | 'closed' | 'busy' | 'waiting' | 'blocked' | 'not-due';
 
 export type Interrupt = 'cancel' | 'takeover' | null;
 
@@ -86,9 +93,10 @@ export async function claimResult(db: Queryable, options: ClaimOptions, row: Run
 }
 
 async function whyNotClaimed(db: Queryable, runId: string) {
-  const rows = await db.query<{ status: string; blocked: boolean }>(
+  const rows = await db.query<{ status: string; blocked: boolean; not_due: boolean }>(
     // Two lookups, one per partial index (queued turns, the active run), as the claim checks it.
     `select r.status,
+       r.status = 'queued' and r.retry_due_at > agent_kit_now() and r.cancel_requested_at is null as not_due,
        exists (select 1 from agent_kit_runs e where e.thread_id = r.thread_id
          and e.turn_no < r.turn_no and e.status = 'queued')
        or exists (select 1 from agent_kit_runs e where e.thread_id = r.thread_id
@@ -101,6 +109,7 @@ async function whyNotClaimed(db: Queryable, runId: string) {
   if (isClosed(row.status as Run['status'])) return 'closed' as const;
   if (row.status === 'running') return 'busy' as const;
   if (row.blocked) return 'blocked' as const;
+  if (row.not_due) return 'not-due' as const;
   return 'waiting' as const;
 }
 

@@ -26,6 +26,7 @@ export interface RunRow {
   taken_over_by: string | null;
   last_error: Record<string, unknown> | null;
   superseded_by?: string | null;
+  retry_due_at?: Date | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -49,6 +50,8 @@ export interface Run {
   takenOverBy: string | null;
   /** The run that regenerated this turn's reply, replacing it (ADR-0091); null while it is part of the thread. */
   supersededBy: string | null;
+  /** Parked for a model retry (ADR-0098): no claim takes it before then, unless to cancel it. */
+  retryDueAt: Date | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -72,6 +75,7 @@ export function toRun(row: RunRow): Run {
     takeoverRequestedAt: row.takeover_requested_at,
     takenOverBy: row.taken_over_by,
     supersededBy: row.superseded_by ?? null,
+    retryDueAt: row.retry_due_at ?? null,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };

@@ -12,6 +12,7 @@ import { openTestDb } from '../../test/harness/test-db.js';
 import { makeRuntime } from '../../test/harness/turn-kit.js';
 import { resolveModel, type LanguageModelV3 } from '../model/index.js';
 import { startTurn } from '../queue/start-turn.js';
+import { advanceFakeNow } from '../store/clock.js';
 import type { Db } from '../store/db.js';
 import { isRetryableModelError, maxRetryAfterMs, retryDelayMs, streamError } from './model-retry.js';
 import { newOwner } from './runtime.js';
@@ -289,8 +290,14 @@ describe('a segment whose model request is refused for now', () => {
     const rt = makeRuntime(db, { model, config: { invocationBudgetMs: 20_000, maxRunAttempts: 3 } });
     const { runId } = await startTurn(db, { ownerId: 'alice', text: 'always busy' });
     const outcomes = [];
-    for (let i = 0; i < 4; i++) outcomes.push((await runSegment(rt, { runId, owner: newOwner('retry') })).kind);
-    expect(outcomes).toEqual(['parked', 'parked', 'parked', 'closed']);
+    for (let i = 0; i < 4; i++) {
+      outcomes.push((await runSegment(rt, { runId, owner: newOwner('retry') })).kind);
+      // Asked again before the provider's time (a retried request), the run is left to its job.
+      const early = await runSegment(rt, { runId, owner: newOwner('early') });
+      outcomes.push(early.kind === 'not-claimed' ? early.reason : early.kind);
+      await advanceFakeNow(db, 30_000);
+    }
+    expect(outcomes).toEqual(['parked', 'not-due', 'parked', 'not-due', 'parked', 'not-due', 'closed', 'closed']);
     expect(calls()).toBe(3);
     const [run] = await db.query<{ status: string }>('select status from agent_kit_runs where id = $1', [runId]);
     expect(run!.status).toBe('aborted'); // salvaged, as a crash loop is

@@ -4,7 +4,7 @@ import type { LanguageModel } from 'ai';
 import type { AgentKitConfig } from '../config.js';
 import type { Db } from '../store/db.js';
 import type { AgentTool } from '../model/index.js';
-import type { CloseStatus, ParkStatus } from '../lease/lease.js';
+import type { CloseStatus, NotClaimedReason, ParkStatus } from '../lease/lease.js';
 import type { ClaimedSegment } from './segment-claim.js';
 import type { TurnSettings } from './settings.js';
 
@@ -65,8 +65,8 @@ export interface SegmentOptions {
 }
 
 export type SegmentOutcome =
-  /** The run could not be claimed: someone else holds it, it waits, or it is closed. */
-  | { kind: 'not-claimed'; reason: 'missing' | 'closed' | 'busy' | 'waiting' | 'blocked' }
+  /** The run could not be claimed: someone else holds it, it waits (for an answer, an earlier turn or a model retry's time), or it is closed. */
+  | { kind: 'not-claimed'; reason: NotClaimedReason }
   /** The segment closed the run with its final message. */
   | { kind: 'closed'; status: CloseStatus; messageId: string; fence: number }
   /** A voluntary hand-off: a question, an operator takeover, or a slice end (queued). */

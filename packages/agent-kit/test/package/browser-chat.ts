@@ -192,6 +192,15 @@ export interface BrowserChatCheck {
 
 const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
+/** Make `page` hidden or visible to its scripts, as a tab put behind another and brought back. */
+async function setHidden(page: Page, hidden: boolean): Promise<void> {
+  await page.evaluate((h) => {
+    Object.defineProperty(document, 'hidden', { configurable: true, get: () => h });
+    Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => (h ? 'hidden' : 'visible') });
+    document.dispatchEvent(new Event('visibilitychange'));
+  }, hidden);
+}
+
 /**
  * Serves the pages, opens them in headless Chromium and checks what a user of the guide's chat
  * sees: a reply streams to its end and is the stored one; a reload mid-reply reopens the thread
@@ -201,7 +210,8 @@ const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
  * Stop cancels the run and keeps the text the page showed, on the API's origin and from another
  * origin through CORS; and where each stream lasts a second, a reply of four shows whole (the
  * transport reads on), also one an operator holds for a while and releases; and a reply whose
- * connection drops midway, twice, shows whole.
+ * connection drops midway, twice, shows whole. Another tab's turn shows live, except while the page
+ * is hidden: then it holds no stream, and catches up once shown.
  */
 export async function checkBrowserChat({ project, env, runs, effectsOf }: BrowserChatCheck): Promise<void> {
   if (!fs.existsSync(chromiumPath)) throw new Error(`no Chromium at ${chromiumPath}: apt-get install -y chromium`);
@@ -317,6 +327,27 @@ export async function checkBrowserChat({ project, env, runs, effectsOf }: Browse
       async () => `shown: ${JSON.stringify(await shown())}, stored: ${fromSecond.text}`);
     expect((await shown()).slice(beforeSecond)).toEqual(['user: Hello from another tab', `assistant: ${fromSecond.text}`]);
     expect(await shownOn(second)).toEqual(await shown());
+
+    // Hidden, the first tab holds no stream of the thread's events (the other tab's turn does not
+    // show there); shown again, it reads on from where it stopped and catches up.
+    const eventRequests: string[] = [];
+    page.on('request', (request) => {
+      if (request.url().includes(`/api/threads/${first.threadId}/events`)) eventRequests.push(request.url());
+    });
+    await setHidden(page, true);
+    const whileHidden = await shown();
+    await askOn(second, 'Sent while the first tab was hidden');
+    await until(async () => (await lastRun()).status === 'completed', 30_000, () => 'the turn sent while hidden did not complete');
+    const hiddenTurn = await lastRun();
+    await until(async () => (await shownOn(second)).at(-1) === `assistant: ${hiddenTurn.text}`, 10_000, () => 'the sending tab did not show its reply');
+    await new Promise((resolve) => setTimeout(resolve, 1_000)); // time a live stream would have shown it in
+    expect(await shown(), 'a hidden tab showed a turn: its watch was still open').toEqual(whileHidden);
+    expect(eventRequests, 'a hidden tab read the thread\'s events').toEqual([]);
+    await setHidden(page, false);
+    await until(async () => (await shown()).at(-1) === `assistant: ${hiddenTurn.text}`, 20_000,
+      async () => `shown again, the first tab did not catch up: ${JSON.stringify(await shown())}`);
+    expect((await shown()).slice(whileHidden.length)).toEqual(['user: Sent while the first tab was hidden', `assistant: ${hiddenTurn.text}`]);
+    expect(eventRequests.length, 'shown again, it follows the thread again').toBeGreaterThan(0);
     await second.close();
 
     // A question and an approval, answered the AI SDK's way: the reply goes on in the same message.
