@@ -3,10 +3,11 @@
 // effect an operator resolved shows the verdict in words; the URL keeps the filter, the page of
 // runs and the selection; the read tells a refused page cursor from a list it cannot read, and
 // the store's status line counts what is in flight, and another says when a drain and a reaper
-// last looked; a run's tokens read in words.
+// last looked; a run's tokens read in words; the lease cell says a lease's time left, or when a run
+// waiting out a model retry may run again.
 import { describe, expect, it } from 'vitest';
 import {
-  effectResultText, effectsCell, opsHref, opsPageSize, readOps, readOpsQuery, StaleRunsPageError, statusLine,
+  effectResultText, effectsCell, leaseCell, opsHref, opsPageSize, readOps, readOpsQuery, StaleRunsPageError, statusLine,
   passesLine, tokensCell, usageText, type OpsStatus,
 } from '../src/lib/ops-types';
 
@@ -52,6 +53,22 @@ describe('usageText', () => {
     expect(usageText({ inputTokens: 1234, outputTokens: 56, modelSteps: 2, reported: 2 })).toBe('1,234 tokens in · 56 out');
     expect(usageText({ inputTokens: 1234, outputTokens: 56, cacheReadTokens: 1000, reasoningTokens: 20, modelSteps: 3, reported: 2 }))
       .toBe('1,234 tokens in (1,000 cached) · 56 out (20 reasoning) · 1 model step unreported');
+  });
+});
+
+describe('leaseCell', () => {
+  const now = Date.parse('2026-12-06T09:00:00Z');
+  const at = (offsetMs: number) => new Date(now + offsetMs).toISOString();
+  it("gives a running run's time left on its lease, or how long ago it expired", () => {
+    expect(leaseCell({ status: 'running', leaseExpiresAt: at(12_300), retryDueAt: null }, now)).toEqual({ text: 'in 12.3 s', expired: false });
+    expect(leaseCell({ status: 'running', leaseExpiresAt: at(-4_000), retryDueAt: null }, now)).toEqual({ text: 'expired 4.0 s ago', expired: true });
+  });
+
+  it('gives a queued run waiting out a model retry the time left on its wait, and nothing once it is over (ADR-0098)', () => {
+    expect(leaseCell({ status: 'queued', leaseExpiresAt: null, retryDueAt: at(27_000) }, now)).toEqual({ text: 'retry in 27.0 s', expired: false });
+    expect(leaseCell({ status: 'queued', leaseExpiresAt: null, retryDueAt: at(-1_000) }, now)).toBeNull();
+    expect(leaseCell({ status: 'queued', leaseExpiresAt: null, retryDueAt: null }, now)).toBeNull();
+    expect(leaseCell({ status: 'completed', leaseExpiresAt: null, retryDueAt: null }, now)).toBeNull();
   });
 });
 

@@ -11,12 +11,30 @@ export interface OpsRun {
   fence: number;
   attempts: number;
   leaseExpiresAt: string | null;
+  /** Queued to wait out a model provider's Retry-After: no claim takes it before then (ADR-0098). */
+  retryDueAt: string | null;
   effects: number;
   /** Of those, effects whose outcome nobody knows (a payment that may or may not have gone out). */
   inDoubt: number;
   /** The tokens in and out its model steps reported (ADR-0065); null when none did. */
   usage: { inputTokens: number; outputTokens: number } | null;
   updatedAt: string;
+}
+
+/**
+ * The runs table's lease cell at the server's `nowMs`: a running run's time left on its lease (or
+ * how long ago it expired), a queued run's wait for a model retry; null for neither.
+ */
+export function leaseCell(
+  run: Pick<OpsRun, 'status' | 'leaseExpiresAt' | 'retryDueAt'>, nowMs: number,
+): { text: string; expired: boolean } | null {
+  const seconds = (ms: number) => `${Math.abs(ms / 1000).toFixed(1)} s`;
+  if (run.status === 'running' && run.leaseExpiresAt) {
+    const leftMs = Date.parse(run.leaseExpiresAt) - nowMs;
+    return leftMs > 0 ? { text: `in ${seconds(leftMs)}`, expired: false } : { text: `expired ${seconds(leftMs)} ago`, expired: true };
+  }
+  const waitMs = run.status === 'queued' && run.retryDueAt ? Date.parse(run.retryDueAt) - nowMs : 0;
+  return waitMs > 0 ? { text: `retry in ${seconds(waitMs)}`, expired: false } : null;
 }
 
 /** The runs table's tokens cell: "1,234 / 56" (in / out), or a dash when none were reported. */

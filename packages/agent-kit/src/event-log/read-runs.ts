@@ -20,6 +20,8 @@ export interface RunSummary {
   fence: number;
   attempts: number;
   leaseExpiresAt: Date | null;
+  /** Queued to wait out a model provider's Retry-After: no claim takes it before then (ADR-0098). */
+  retryDueAt: Date | null;
   effects: number;
   /** Effects in doubt: nobody knows whether they happened (see the operating guide). */
   inDoubt: number;
@@ -124,6 +126,7 @@ interface RunSummaryRow {
   fence: number | string;
   attempts: number;
   lease_expires_at: Date | null;
+  retry_due_at: Date | null;
   effects: number | string;
   in_doubt: number | string;
   usage: { input: number | string | null; output: number | string | null; reported: number | string } | null;
@@ -198,7 +201,7 @@ async function queryRuns(db: Queryable, options: ListRunsOptions, limit: number)
   const page = await afterCursor(runList, options, params, async (id) => (await readRunAccess(db, id))?.ownerId ?? null);
   const rows = await db.query<RunSummaryRow>(
     `select r.id, r.thread_id, t.owner_id, r.turn_no, r.status, r.owner, r.fence, r.attempts,
-            r.lease_expires_at, r.created_at, r.updated_at,
+            r.lease_expires_at, r.retry_due_at, r.created_at, r.updated_at,
             -- Subqueries in the select list run for the listed rows only, after the sort and
             -- limit; each reads the run's effects by run (the key, or the in-doubt index).
             (select count(*) from agent_kit_effects e where e.run_id = r.id) as effects,
@@ -225,6 +228,7 @@ async function queryRuns(db: Queryable, options: ListRunsOptions, limit: number)
     fence: toNumber(row.fence),
     attempts: toNumber(row.attempts),
     leaseExpiresAt: row.lease_expires_at ? new Date(row.lease_expires_at) : null,
+    retryDueAt: row.retry_due_at ? new Date(row.retry_due_at) : null,
     effects: toNumber(row.effects),
     inDoubt: toNumber(row.in_doubt),
     usage: row.usage && toNumber(row.usage.reported) > 0

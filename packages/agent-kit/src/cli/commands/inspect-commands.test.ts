@@ -81,6 +81,16 @@ describe('agent-kit show', () => {
     expect(later).toContain('  job       due since 5s\n'); // waiting for a drain
     const json = JSON.parse(await formatShowCommand(db, parked.runId, { json: true }, new Date()));
     expect(json.segments).toMatchObject([{ endedAs: 'queued', retryDueAt: expect.any(String) }]); // the status stays a status
+    const dueMs = Date.parse(json.segments[0].retryDueAt);
+    expect(Date.parse(json.run.retryDueAt)).toBe(dueMs);
+    // The run list says when it may be claimed again (ADR-0098), and nothing once that time passed.
+    const listed = async (at: number) => (await formatRunsCommand(db, {}, new Date(at))).split('\n')
+      .find((line) => line.startsWith(parked.runId))!.split(/\s{2,}/);
+    expect((await listed(now + 3_000))[6]).toBe('retry in 27s');
+    expect((await listed(now + 35_000))[6]).toBe('-');
+    const [row] = JSON.parse(await formatRunsCommand(db, { json: true, status: 'queued' }, new Date()))
+      .filter((r: { id: string }) => r.id === parked.runId);
+    expect(Date.parse(row.retryDueAt)).toBe(dueMs);
   });
 
   it('adds up the tokens its model steps used, as the model reported them (ADR-0065)', async () => {

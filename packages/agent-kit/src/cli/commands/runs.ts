@@ -107,13 +107,20 @@ function runRow(run: RunSummary, now: Date): string[] {
     String(run.fence),
     String(run.attempts),
     run.owner ?? '-',
-    run.leaseExpiresAt ? describeExpiry(run.leaseExpiresAt, now) : '-',
+    leaseCell(run, now),
     String(run.effects),
     run.inDoubt > 0 ? String(run.inDoubt) : '-', // a number stands out in a column of dashes
     run.usage ? `${run.usage.inputTokens.toLocaleString('en-US')}/${run.usage.outputTokens.toLocaleString('en-US')}` : '-',
     `${formatDuration(now.getTime() - run.updatedAt.getTime())} ago`,
     run.ownerId,
   ];
+}
+
+/** The lease's expiry; for a run waiting out a model retry (ADR-0098), when it may be claimed. */
+function leaseCell(run: RunSummary, now: Date): string {
+  if (run.leaseExpiresAt) return describeExpiry(run.leaseExpiresAt, now);
+  if (run.status === 'queued' && run.retryDueAt && run.retryDueAt > now) return `retry in ${formatDuration(run.retryDueAt.getTime() - now.getTime())}`;
+  return '-';
 }
 
 /** "expires in 12s" or "expired 3m ago" (lease time is the database's; close enough for people). */
