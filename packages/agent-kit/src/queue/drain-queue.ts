@@ -46,9 +46,9 @@ export interface DrainReport {
   parked: number;
   lost: number;
   stopped: number;
-  /** Jobs whose run could not be claimed (busy, closed, missing, waiting, blocked). */
+  /** Jobs whose run could not be claimed (busy, closed, missing, waiting, blocked, not due). */
   notClaimed: number;
-  /** Of those: jobs deleted (closed, waiting, blocked run) and jobs moved to a lease expiry. */
+  /** Of those: jobs deleted (closed, waiting, blocked run) and jobs moved to a lease expiry or a model retry's time. */
   dropped: number;
   rescheduled: number;
   /** Segments or takes that threw; each is logged with its run. */

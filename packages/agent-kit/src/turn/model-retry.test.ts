@@ -11,6 +11,7 @@ import { messageText, shownText, streamedText } from '../../test/harness/run-tex
 import { openTestDb } from '../../test/harness/test-db.js';
 import { makeRuntime } from '../../test/harness/turn-kit.js';
 import { resolveModel, type LanguageModelV3 } from '../model/index.js';
+import { drainQueue } from '../queue/drain-queue.js';
 import { startTurn } from '../queue/start-turn.js';
 import { advanceFakeNow } from '../store/clock.js';
 import type { Db } from '../store/db.js';
@@ -305,6 +306,31 @@ describe('a segment whose model request is refused for now', () => {
       `select data->>'reason' as reason from agent_kit_thread_events where run_id = $1 and type = 'run-salvaged'`, [runId]);
     expect(salvaged!.reason).toBe(
       "the run's segments died or were refused by the model's provider 3 times in a row (AGENT_KIT_MAX_RUN_ATTEMPTS=3)");
+  });
+
+  it("after an operator's release during the wait, a drain leaves the run to the provider's time, its job moved there", async () => {
+    const own = await openTestDb(); // a queue of this run alone
+    try {
+      const { model, calls } = refusingModel(1, () => refusal(429, { 'retry-after': '30' }));
+      const rt = makeRuntime(own, { model, config: { invocationBudgetMs: 20_000 } });
+      const { runId } = await startTurn(own, { ownerId: 'alice', text: 'held, then released' });
+      expect(await runSegment(rt, { runId, owner: newOwner('retry') })).toMatchObject({ kind: 'parked', status: 'queued' });
+      await own.query(`select agent_kit_takeover_run($1, 'op')`, [runId]);
+      await own.query('select agent_kit_release_run($1)', [runId]); // its job is due now
+      const early = await drainQueue(rt, { budgetMs: 4_000 });
+      expect(calls()).toBe(1);
+      expect(early).toMatchObject({ claimed: 0, notClaimed: 1, rescheduled: 1, errors: 0 });
+      const [job] = await own.query<{ due_in_s: number }>(
+        'select extract(epoch from due_at - agent_kit_now())::float8 as due_in_s from agent_kit_jobs where run_id = $1', [runId]);
+      expect(job!.due_in_s).toBeGreaterThan(20);
+      expect(await drainQueue(rt, { budgetMs: 4_000 })).toMatchObject({ taken: 0 }); // nothing due: no spin
+      await advanceFakeNow(own, 30_000);
+      expect(await drainQueue(rt, { budgetMs: 4_000 })).toMatchObject({ claimed: 1, closed: 1 });
+      expect(calls()).toBe(2);
+      expect(await messageText(own, runId)).toBe('Here it is.');
+    } finally {
+      await own.close();
+    }
   });
 
   it('a cancel requested while it waits closes the run, without waiting out the delay', async () => {
