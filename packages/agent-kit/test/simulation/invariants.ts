@@ -28,6 +28,8 @@ export interface RunSnapshot {
   messageText: string | null;
   /** A regenerated reply replaced this run's turn (ADR-0091). */
   superseded?: boolean;
+  /** Parked to wait out a model retry until then (ADR-0098). */
+  retryDueAt?: Date | null;
 }
 
 /**
@@ -198,7 +200,8 @@ where c.attempts > $1::int and e.type <> 'run-salvaged' and not (e.type = 'run-c
 const snapshotSql = `
 select r.id, r.thread_id, r.turn_no, r.status, r.owner, r.fence, r.attempts, r.partial, r.waiting_for,
   r.cancel_requested_at is not null as cancel, r.takeover_requested_at is not null as takeover,
-  r.lease_expires_at, r.message_id, m.content->>'text' as message_text, r.superseded_by is not null as superseded
+  r.lease_expires_at, r.message_id, m.content->>'text' as message_text, r.superseded_by is not null as superseded,
+  r.retry_due_at
 from agent_kit_runs r left join agent_kit_messages m on m.id = r.message_id`;
 
 export class InvariantChecker {
@@ -222,6 +225,7 @@ export class InvariantChecker {
       attempts: Number(row.attempts), partial: row.partial, waitingFor: row.waiting_for, cancel: row.cancel,
       takeover: row.takeover, leaseExpiresAt: row.lease_expires_at ? new Date(row.lease_expires_at) : null,
       messageId: row.message_id, messageText: row.message_text, superseded: row.superseded === true,
+      retryDueAt: row.retry_due_at ? new Date(row.retry_due_at) : null,
     }));
   }
 

@@ -44,6 +44,13 @@ export const mutations: Mutation[] = [
     to: "r.status = 'running'",
   },
   {
+    name: 'claim-before-retry',
+    description: 'a claim takes a run parked for a model retry before the provider said to come back',
+    fn: 'agent_kit_claim_run(uuid, text, interval, interval)',
+    from: /and \(r\.retry_due_at is null or r\.retry_due_at <= v_now or r\.cancel_requested_at is not null\)/g,
+    to: 'and true',
+  },
+  {
     name: 'step-unguarded',
     description: 'journal steps are recorded without checking owner and fence',
     fn: 'agent_kit_commit_step(uuid, text, bigint, integer, text, jsonb, text, jsonb, text, text, text, jsonb, text, jsonb, text, text, jsonb)',

@@ -161,7 +161,10 @@ export class Simulation implements FaultSource {
     }
   }
 
-  /** Invariant 1, at the claim: it took a closed run, or a lease that had not expired. */
+  /**
+   * Invariant 1, at the claim: it took a closed run, or a lease that had not expired, or a run
+   * waiting out a model retry before its time with no cancel to close it (ADR-0098).
+   */
   private checkClaim(runId: string, fence: number): void {
     const before = this.runs.find((r) => r.id === runId);
     if (!before) return;
@@ -173,6 +176,13 @@ export class Simulation implements FaultSource {
       this.violations.push({
         kind: 'claim-live-lease',
         detail: `${runId} claimed at fence ${fence} while fence ${before.fence} held a lease until t+${expiresMs - this.scheduler.nowMs}ms from now`,
+      });
+    }
+    const retryMs = before.retryDueAt?.getTime();
+    if (before.status === 'queued' && !before.cancel && retryMs !== undefined && retryMs > this.scheduler.nowMs) {
+      this.violations.push({
+        kind: 'claim-before-retry',
+        detail: `${runId} claimed at fence ${fence} ${retryMs - this.scheduler.nowMs}ms before its model retry was due`,
       });
     }
   }

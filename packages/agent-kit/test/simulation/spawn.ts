@@ -84,11 +84,12 @@ export async function runReaperNow(sim: Simulation): Promise<string> {
 
 /**
  * A second segment for a run that may already be running: a retried chat request, a worker woken
- * by NOTIFY, a job delivered twice. The claim must let at most one of them hold the run.
+ * by NOTIFY, a job delivered twice. The claim must let at most one of them hold the run, and none
+ * take a run waiting out a model retry before its time (ADR-0098).
  */
-export function duplicateSegment(sim: Simulation, run: RunSnapshot): Promise<string> {
+export function duplicateSegment(sim: Simulation, run: RunSnapshot, fault = 'duplicate-segment'): Promise<string> {
   const { invocationBudgetMs: budgetMs, leaseTtlMs } = sim.profile;
-  sim.count(sim.faults, 'duplicate-segment');
+  sim.count(sim.faults, fault);
   const worker = spawnWorker(sim, 'request', (w, rt) => runSegment(rt, { runId: run.id, owner: w.name, budgetMs, leaseTtlMs }));
   return settled(sim, `spawn ${worker.name}: a second segment for ${sim.names.of(run.id)} (${run.status})`);
 }

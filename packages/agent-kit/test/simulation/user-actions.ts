@@ -1,6 +1,6 @@
 // The user's and the operator's side of a schedule, through the public SQL functions the HTTP
 // routes call: answers (by the input route or a chat message; again, early, to a wrong question),
-// cancels, takeovers and releases. A refused call is an answer, not a crash; a second answer that
+// cancels, takeovers and releases, and a chat request sent again while its turn waits out a retry. A refused call is an answer, not a crash; a second answer that
 // is accepted is a violation.
 import { startTurn } from '../../src/queue/start-turn.js';
 import { hashFnv1a } from '../../src/model/scripted-reply.js';
@@ -227,6 +227,11 @@ export function userActions(sim: Simulation, runs: RunSnapshot[], chaos: number)
     candidates.push([action('duplicate-segment', () => duplicateSegment(sim, sim.pick.pick(open))), 0.25 * chaos]);
     candidates.push([action('cancel', () => operator(sim, 'cancel', sim.pick.pick(open))), 0.04 * chaos]);
     candidates.push([action('takeover', () => operator(sim, 'takeover', sim.pick.pick(open))), 0.06 * chaos]);
+  }
+  // A chat request sent again while its turn waits out the model provider's Retry-After.
+  const retrying = runs.filter((r) => r.status === 'queued' && !r.cancel && (r.retryDueAt?.getTime() ?? 0) > sim.scheduler.nowMs);
+  if (retrying.length) {
+    candidates.push([action('ask-during-retry', () => duplicateSegment(sim, sim.pick.pick(retrying), 'ask-during-retry')), 4]);
   }
   for (const run of runs.filter((r) => r.status === 'waiting_takeover' || (r.status === 'running' && r.takeover)).slice(0, 2)) {
     candidates.push([action('release', () => operator(sim, 'release', run)), 0.8]);

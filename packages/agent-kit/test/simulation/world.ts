@@ -47,7 +47,7 @@ export function simulatedModel(inner: LanguageModelV3, profile: Profile, faults:
         async pull(controller) {
           if (fault.kind !== 'none' && parts === fault.afterParts) {
             if (fault.kind === 'error') {
-              controller.error(fault.afterParts % 2 === 0 ? simulatedOverload() : new Error('simulated provider error mid-stream'));
+              controller.error(fault.afterParts % 2 === 0 ? simulatedOverload(fault.afterParts) : new Error('simulated provider error mid-stream'));
               return;
             }
             // A hung provider: nothing more until the engine gives up on it (stall or deadline).
@@ -75,10 +75,14 @@ export function simulatedModel(inner: LanguageModelV3, profile: Profile, faults:
   };
 }
 
-function simulatedOverload(): APICallError {
+/**
+ * An overload the provider asks to be retried after 200 ms, or (one in two) after 5 s: a wait too
+ * long for most segments, so the run parks until then (ADR-0062, ADR-0098).
+ */
+function simulatedOverload(afterParts: number): APICallError {
   return new APICallError({
     message: 'simulated overload', url: 'sim://model', requestBodyValues: {}, statusCode: 529, isRetryable: true,
-    responseHeaders: { 'retry-after-ms': '200' },
+    responseHeaders: { 'retry-after-ms': afterParts % 4 === 0 ? '5000' : '200' },
   });
 }
 
