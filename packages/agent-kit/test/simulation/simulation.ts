@@ -68,7 +68,8 @@ export class Simulation implements FaultSource {
    * Regenerations made, as called (ADR-0092): the same call again must return the run it made
    * (the latest, once a restore put the reply back and the call asked it anew).
    */
-  readonly regenerated: { threadId: string; message: string; text: string | null; replaces: string; runId: string }[] = [];
+  /** Regeneration calls made, each with the newest run it made and every run it made (shared by records of one call). */
+  readonly regenerated: { threadId: string; message: string; text: string | null; replaces: string; runId: string; made: string[] }[] = [];
   /** Runs a regeneration or a restore took the place of: the earlier answers a user may put back. */
   readonly replaced: string[] = [];
   /** Restores made (ADR-0096): the same call again must write nothing while the run is in place. */

@@ -114,36 +114,39 @@ async function regenerate(sim: Simulation, run: RunSnapshot): Promise<string> {
   const call = { threadId: run.threadId, message: first?.id ?? '', text, replaces: run.id };
   const result = await regenerateCall(sim, call);
   const created = /^→ "(.+) created"$/.exec(result.text)?.[1];
-  if (created) {
-    madeBy(sim, call, created);
-    sim.regenerated.push({ ...call, runId: created });
-  }
+  if (created) sim.regenerated.push({ ...call, runId: created, made: madeBy(sim, call, created) });
   return `${text ? 'edit and regenerate' : 'regenerate'} ${sim.names.of(run.id)} ${created ? `→ ${sim.names.of(created)}` : result.text}`;
 }
 
-function regenerateCall(sim: Simulation, call: Omit<Simulation['regenerated'][number], 'runId'>) {
+type RegenerationCall = Omit<Simulation['regenerated'][number], 'runId' | 'made'>;
+
+function regenerateCall(sim: Simulation, call: RegenerationCall) {
   return callSql(sim, `select r.run_id::text || case when r.created then ' created' else ' again' end as run
     from agent_kit_regenerate_turn($1, 'u', $2, '0', $3, $4) r`, [call.threadId, call.message, call.text, call.replaces]);
 }
 
 /**
  * A regeneration made again (a lost response, or a second page asking the same reply again): it
- * must return the run the first call made and write nothing, or be refused once that reply was
- * replaced since (AK004). Another run is a violation, but when the reply it replaced is back in
- * the conversation (restored, ADR-0096): then the same call is asked of it anew, as a user's
- * next click on "Regenerate" would be, and a new run answers it.
+ * must return the run in the replaced reply's place, when this call made it, and write nothing,
+ * or be refused (AK004) when another run holds that place. Usually that is the run the call made;
+ * after restores it may be an earlier run of the same call, put back in that place (ADR-0096).
+ * Another run is a violation, but when the reply it replaced is back in the conversation
+ * (restored): then the same call is asked of it anew, as a user's next click on "Regenerate"
+ * would be, and a new run answers it.
  */
 async function regenerateAgain(sim: Simulation): Promise<string> {
   const first = sim.user.pick(sim.regenerated);
   sim.count(sim.faults, 'regenerate-again');
-  const [replaces] = await sim.db.query<{ back: boolean }>(
-    'select superseded_by is null as back from agent_kit_runs where id = $1', [first.replaces]);
+  const [replaces] = await sim.db.query<{ place: string | null }>(
+    'select superseded_by::text as place from agent_kit_runs where id = $1', [first.replaces]);
+  const place = replaces!.place;
   const result = await regenerateCall(sim, first);
   const created = /^→ "(.+) created"$/.exec(result.text)?.[1];
-  if (created && replaces!.back) {
+  if (created && place === null) {
     madeBy(sim, first, created);
-  } else if (!result.code && result.text !== `→ "${first.runId} again"`) {
-    sim.violations.push({ kind: 'duplicate-regeneration', detail: `replacing ${first.replaces} again gave ${result.text}, not ${first.runId}` });
+  } else if (!result.code && !(place !== null && first.made.includes(place) && result.text === `→ "${place} again"`)) {
+    sim.violations.push({ kind: 'duplicate-regeneration',
+      detail: `replacing ${first.replaces} again gave ${result.text}; its place holds ${place}, the call made ${first.made.join(', ')}` });
   }
   const outcome = result.code ? result.text : `→ ${sim.names.of(created ?? first.runId)}${created ? ' (the reply was back: asked anew)' : ''}`;
   return `regenerate ${sim.names.of(first.replaces)} again ${outcome}`;
@@ -151,15 +154,20 @@ async function regenerateAgain(sim: Simulation): Promise<string> {
 
 /**
  * A regeneration call made `runId`: every record of the same call stands for that run now (a call
- * made before, once its reply was restored, asks it anew), and the reply it replaced is an earlier
- * answer.
+ * made before, once its reply was restored, asks it anew) and shares the list of the runs it made,
+ * and the reply it replaced is an earlier answer. Returns that list.
  */
-function madeBy(sim: Simulation, call: Omit<Simulation['regenerated'][number], 'runId'>, runId: string): void {
-  for (const made of sim.regenerated) {
-    const same = made.threadId === call.threadId && made.message === call.message && made.text === call.text && made.replaces === call.replaces;
-    if (same) made.runId = runId;
+function madeBy(sim: Simulation, call: RegenerationCall, runId: string): string[] {
+  const same = sim.regenerated.filter((made) =>
+    made.threadId === call.threadId && made.message === call.message && made.text === call.text && made.replaces === call.replaces);
+  const made = same[0]?.made ?? [];
+  made.push(runId);
+  for (const record of same) {
+    record.runId = runId;
+    record.made = made;
   }
   sim.replaced.push(call.replaces);
+  return made;
 }
 
 /**
