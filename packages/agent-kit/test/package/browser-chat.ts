@@ -240,6 +240,12 @@ export async function checkBrowserChat({ project, env, runs, effectsOf }: Browse
       await on.locator('input').press('Enter');
     };
     const ask = (text: string) => askOn(page, text);
+    /** Until a run newer than the `before` first ones is the last and has completed: the run a send made. */
+    const newRunCompletes = async (before: number, what: string) => {
+      await until(async () => (await runs()).length > before && (await lastRun()).status === 'completed', 30_000,
+        async () => `${what} did not complete: ${JSON.stringify((await runs()).slice(before))}`);
+      return lastRun();
+    };
     /** Until the last paragraph of `on` shows a reply of more than three words. */
     const replyShows = (on: Page) => until(async () => {
       const last = (await shownOn(on)).at(-1) ?? '';
@@ -336,10 +342,11 @@ export async function checkBrowserChat({ project, env, runs, effectsOf }: Browse
     });
     await setHidden(page, true);
     const whileHidden = await shown();
+    const runsBeforeHidden = (await runs()).length; // the last run is completed already: wait for the new one
     await askOn(second, 'Sent while the first tab was hidden');
-    await until(async () => (await lastRun()).status === 'completed', 30_000, () => 'the turn sent while hidden did not complete');
-    const hiddenTurn = await lastRun();
-    await until(async () => (await shownOn(second)).at(-1) === `assistant: ${hiddenTurn.text}`, 10_000, () => 'the sending tab did not show its reply');
+    const hiddenTurn = await newRunCompletes(runsBeforeHidden, 'the turn sent while hidden');
+    await until(async () => (await shownOn(second)).at(-1) === `assistant: ${hiddenTurn.text}`, 10_000,
+      async () => `the sending tab did not show its reply: ${JSON.stringify(await shownOn(second))}, stored: ${hiddenTurn.text}`);
     await new Promise((resolve) => setTimeout(resolve, 1_000)); // time a live stream would have shown it in
     expect(await shown(), 'a hidden tab showed a turn: its watch was still open').toEqual(whileHidden);
     expect(eventRequests, 'a hidden tab read the thread\'s events').toEqual([]);
@@ -375,9 +382,9 @@ export async function checkBrowserChat({ project, env, runs, effectsOf }: Browse
     longer.on('pageerror', (error) => errors.push(String(error)));
     await longer.goto(`${shortStreams}/`);
     const readsBefore = stderr.length;
+    const runsBeforeLonger = (await runs()).length;
     await askOn(longer, 'A reply longer than its streams');
-    await until(async () => (await lastRun()).status === 'completed', 30_000, () => 'the longer turn did not complete');
-    const longRun = await lastRun();
+    const longRun = await newRunCompletes(runsBeforeLonger, 'the longer turn');
     await until(async () => (await shownOn(longer)).at(-1) === `assistant: ${longRun.text}`, 10_000,
       async () => `shown: ${JSON.stringify(await shownOn(longer))}, stored: ${longRun.text}`);
     const readsOn = stderr.slice(readsBefore).split('\n').filter((line) =>
@@ -414,9 +421,7 @@ export async function checkBrowserChat({ project, env, runs, effectsOf }: Browse
     const cutFrom = stderr.length;
     const runsBefore = (await runs()).length;
     await askOn(cut, 'A reply whose connection drops twice');
-    await until(async () => (await runs()).length > runsBefore && (await lastRun()).status === 'completed', 30_000,
-      () => 'the cut turn did not complete');
-    const cutRun = await lastRun();
+    const cutRun = await newRunCompletes(runsBefore, 'the cut turn');
     await until(async () => (await shownOn(cut)).at(-1) === `assistant: ${cutRun.text}`, 10_000,
       async () => `shown: ${JSON.stringify(await shownOn(cut))}, stored: ${cutRun.text}`);
     expect((await shownOn(cut)).filter((line) => line.startsWith('assistant: '))).toHaveLength(1);

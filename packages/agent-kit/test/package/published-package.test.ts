@@ -390,8 +390,8 @@ describe.runIf(onPostgres)('the published package', () => {
       expect((await runs()).map((r) => r.status)).toEqual(['completed', 'completed', 'aborted', 'completed', 'completed', 'completed', 'completed', 'completed', 'aborted', 'completed', 'completed', 'completed']);
     } finally {
       await client.end();
+      await newRuns(); // the browser's runs are this test's, not the next one's, even when it fails
     }
-    await newRuns(); // the browser's runs are this test's, not the next one's
   }, 240_000);
 
   it('runs the agent-kit command from the installed bin, on the server and on the embedded store', async () => {
