@@ -5,7 +5,7 @@
 import type { UIMessage, UIMessageChunk } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestChat, readThread as readThreadOf, transportTo, until } from '../../test/harness/chat-kit.js';
-import { headerAuth } from '../../test/harness/http-harness.js';
+import { base, headerAuth } from '../../test/harness/http-harness.js';
 import { stepsModel } from '../../test/harness/steps-model.js';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { effectsFile, makeRuntime } from '../../test/harness/turn-kit.js';
@@ -13,7 +13,7 @@ import { textOf } from '../../test/harness/ui-messages.js';
 import { createHandlers, type Handlers } from '../http/handlers.js';
 import type { Db } from '../store/db.js';
 import { goesOnAfter } from './answers.js';
-import { threadIdOf, toUIMessages } from './index.js';
+import { isNewToChat, threadIdOf, toUIMessages, watchThread, type ThreadChange } from './index.js';
 
 const transfer = { amount: 5, to: 'Ann' };
 let db: Db;
@@ -136,6 +136,33 @@ describe('a question answered by typing a message', () => {
     ]);
     const data = reopened[1]!.parts.filter((p) => p.type === 'data-agent-kit-input').map((p) => (p as { data: object }).data);
     expect(data).toMatchObject([{ answer: 'green' }, { approved: false }]);
+  });
+
+  it("is no news to the chat that typed it, and news to another chat showing the question (ADR-0097)", async () => {
+    const chat = new TestChat({ transport });
+    await chat.sendMessage({ text: 'Paint it, then pay Cy' });
+    await answered(chat);
+    const threadId = threadIdOf(chat.messages)!;
+    // Another page opens the thread: the question waiting, its reply streams in as far as it goes (resume).
+    const other = new TestChat({ id: threadId, messages: toUIMessages(await readThreadOf(handlers, threadId)), transport });
+    await other.resumeStream();
+    await answered(other);
+    const changes: ThreadChange[] = [];
+    const watch = watchThread({
+      threadId, after: (await readThreadOf(handlers, threadId)).thread.lastSeq!, onChange: (change) => changes.push(change),
+      origin: base, headers: { 'x-user': 'fay' }, fetch: (input, init) => handlers.handle(new Request(input as string, init)),
+    });
+    try {
+      await chat.sendMessage({ text: 'blue' }); // the question's answer, typed here
+      await answered(chat);
+      await until(() => changes.some((change) => change.type === 'message'));
+      const typed = changes.filter((change) => change.type === 'message');
+      expect(typed.map((change) => [change.runId, change.data.text])).toEqual([[chat.messages[1]!.id, 'blue']]);
+      expect(isNewToChat(chat.messages, typed[0]!)).toBe(false); // it shows the rest of the reply, after the answer
+      expect(isNewToChat(other.messages, typed[0]!)).toBe(true); // it shows the question still waiting
+    } finally {
+      watch.close();
+    }
   });
 });
 

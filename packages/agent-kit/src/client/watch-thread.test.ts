@@ -68,6 +68,18 @@ describe('isNewToChat', () => {
     expect(isNewToChat(chat, change('message', 'u1'))).toBe(true); // a user message's id is not a reply's
     expect(isNewToChat(chat, change('message', null))).toBe(false);
   });
+
+  it('judges a reply split by a typed answer by its last piece (ADR-0087)', () => {
+    const piece = (id: string, status: string, seq: number): UIMessage => ({ id, role: 'assistant', parts: [], metadata: { runId: 'r2', status, seq } });
+    const asked: UIMessage[] = [{ id: 'u1', role: 'user', parts: [] }, reply('r2', 'waiting_input')];
+    const answered = [...asked, { id: 'u2', role: 'user', parts: [], metadata: { runId: 'r2' } } as UIMessage];
+    // Its own answer (seq 9), the rest of the reply streamed past it: no news.
+    expect(isNewToChat([...answered, piece('r2:u2', 'completed', 14)], change('message', 'r2'))).toBe(false);
+    // The rest asked again (seq 14) and another page answered that (seq 15): news.
+    expect(isNewToChat([...answered, piece('r2:u2', 'waiting_input', 14)], change('message', 'r2', 15))).toBe(true);
+    // Its answer's stream failed before the rest showed: the reply still waits as shown, so news.
+    expect(isNewToChat(answered, change('message', 'r2'))).toBe(true);
+  });
 });
 
 describe('watchThread', () => {

@@ -125,13 +125,17 @@ export function watchThread(options: WatchThreadOptions): ThreadWatch {
  * Whether a change is news to the chat: a run it shows no reply of (another page's message, a
  * regeneration, a restore), or a message to a reply it shows waiting for an answer that came
  * after the last event the reply's stream went through (another page answered it). The chat's
- * own turns are not: it shows their replies, streamed past the messages that began them.
+ * own turns are not: it shows their replies, streamed past the messages that began them. Nor is
+ * its own answer typed to a question: the rest of the reply it shows, in a message of its own
+ * after the answer (ADR-0087), streamed past it.
  */
 export function isNewToChat(messages: readonly UIMessage[], change: ThreadChange): boolean {
   if (change.runId === null) return false;
-  const reply = messages.find((message) => message.role === 'assistant' && message.id === change.runId);
-  if (!reply) return true;
-  const { status, seq } = (reply.metadata ?? {}) as Partial<AgentKitMessageMetadata>;
+  if (!messages.some((message) => message.role === 'assistant' && message.id === change.runId)) return true;
+  // The reply as far as the chat shows it: its last piece (a typed answer starts another).
+  const last = messages.findLast((message) => message.role === 'assistant'
+    && (message.id === change.runId || (message.metadata as Partial<AgentKitMessageMetadata> | undefined)?.runId === change.runId))!;
+  const { status, seq } = (last.metadata ?? {}) as Partial<AgentKitMessageMetadata>;
   return change.type === 'message' && status === 'waiting_input' && change.seq > (seq ?? 0);
 }
 

@@ -304,11 +304,16 @@ export async function checkBrowserChat({ project, env, runs, effectsOf }: Browse
     await ask('Pick a colour #ask');
     await until(async () => (await shown()).at(-1) === `assistant: ${scriptedAskQuestion}`, 20_000,
       async () => `the question did not show: ${JSON.stringify(await shown())}`);
+    const answerFrom = stderr.length;
     await ask('blue');
     await until(async () => (await lastRun()).status === 'completed', 30_000, () => 'the answered turn did not complete');
     const typed = await lastRun();
     await until(async () => (await shown()).at(-1) === `assistant: ${typed.text}`, 10_000,
       async () => `shown: ${JSON.stringify(await shown())}, stored: ${typed.text}`);
+    // Its own typed answer is no news to the chat (ADR-0097): the thread is not read again for it.
+    await new Promise((resolve) => setTimeout(resolve, 1_000)); // time the watch's change would have brought a read in
+    expect(stderr.slice(answerFrom).split('\n'), 'the chat read the thread again after its own typed answer')
+      .not.toContain(`GET /api/threads/${first.threadId}`);
     const live = (await shown()).slice(before);
     expect(live).toEqual(['user: Pick a colour #ask', `assistant: ${scriptedAskQuestion}`, 'user: blue', `assistant: ${typed.text}`]);
     await page.goto(`${api}/?thread=${first.threadId}`);
