@@ -10,6 +10,7 @@ import path from 'node:path';
 import { chromium, type Page } from 'playwright-core';
 import { expect } from 'vitest';
 import { scriptedAskQuestion } from '../../src/model/index.js';
+import { setHidden } from '../harness/page-visibility.js';
 
 /** The user of the browser's requests: a cookie on the API's origin, a header from the other. */
 export const browserUser = 'browser-bo';
@@ -191,15 +192,6 @@ export interface BrowserChatCheck {
 }
 
 const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-
-/** Make `page` hidden or visible to its scripts, as a tab put behind another and brought back. */
-async function setHidden(page: Page, hidden: boolean): Promise<void> {
-  await page.evaluate((h) => {
-    Object.defineProperty(document, 'hidden', { configurable: true, get: () => h });
-    Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => (h ? 'hidden' : 'visible') });
-    document.dispatchEvent(new Event('visibilitychange'));
-  }, hidden);
-}
 
 /**
  * Serves the pages, opens them in headless Chromium and checks what a user of the guide's chat
