@@ -65,10 +65,10 @@ export class Simulation implements FaultSource {
   readonly threads: string[] = [];
   readonly answered: { runId: string; questionId: string }[] = [];
   /**
-   * Regenerations made, as called (ADR-0092): the same call again must return the run it made
-   * (the latest, once a restore put the reply back and the call asked it anew).
+   * Regeneration calls made, as called (ADR-0092), each with the newest run it made and every run
+   * it made (one list, shared by the records of one call): the same call again must return the
+   * run in the replaced reply's place when the call made it (ADR-0096).
    */
-  /** Regeneration calls made, each with the newest run it made and every run it made (shared by records of one call). */
   readonly regenerated: { threadId: string; message: string; text: string | null; replaces: string; runId: string; made: string[] }[] = [];
   /** Runs a regeneration or a restore took the place of: the earlier answers a user may put back. */
   readonly replaced: string[] = [];

@@ -1,7 +1,7 @@
 // The user's and the operator's side of a schedule, through the public SQL functions the HTTP
 // routes call: answers (by the input route or a chat message; again, early, to a wrong question),
-// cancels, takeovers and releases, and a chat request sent again while its turn waits out a retry. A refused call is an answer, not a crash; a second answer that
-// is accepted is a violation.
+// cancels, takeovers and releases, and a chat request sent again while its turn waits out a
+// retry. A refused call is an answer, not a crash; a second answer that is accepted is a violation.
 import { startTurn } from '../../src/queue/start-turn.js';
 import { hashFnv1a } from '../../src/model/scripted-reply.js';
 import { isClosed, type RunSnapshot } from './invariants.js';
