@@ -689,7 +689,7 @@ begin
     return false;
   end if;
   v_seq := agent_kit__append_event(v_thread_id, p_run_id, p_fence, 'segment-failed',
-    jsonb_build_object('runId', p_run_id, 'fence', p_fence, 'attempt', v_attempts, 'error', p_error));
+    jsonb_build_object('runId', p_run_id, 'fence', p_fence, 'attempt', v_attempts, 'error', p_error - 'stack'));
   return true;
 end $function$
 

@@ -122,10 +122,18 @@ function explainTls(error: Error, code: string): StoreTlsError | undefined {
   return new StoreTlsError(`${advice} (${error.message}); ${tlsGuide}`, { cause: error });
 }
 
-/** Normalise anything thrown into an Error, mapping database errors to our classes. */
+/** Anything thrown, as an Error and otherwise as it was: for what the app's code threw. */
+export function asError(raw: unknown): Error {
+  return raw instanceof Error ? raw : new Error(String(raw));
+}
+
+/**
+ * Normalise anything a database driver threw into an Error, mapping database errors to our
+ * classes. Not for what the app's code threw: its ECONNREFUSED is its own service's, not the store's.
+ */
 export function coerceError(raw: unknown): Error {
   if (raw instanceof AgentKitError) return raw;
-  const error = raw instanceof Error ? raw : new Error(String(raw));
+  const error = asError(raw);
   const code = (raw as { code?: unknown } | null)?.code;
   const tls = explainTls(error, typeof code === 'string' ? code : '');
   if (tls) return tls;
@@ -149,9 +157,9 @@ export function assert(condition: unknown, message: string): asserts condition {
   if (!condition) throw new AgentKitBug(`invariant violated: ${message}`);
 }
 
-/** The stored shape of a failure. */
+/** The stored shape of a failure (the drivers have mapped the store's own errors already). */
 export function serializeError(raw: unknown): { name: string; code?: string; message: string; stack?: string } {
-  const error = coerceError(raw);
+  const error = asError(raw);
   const code = (error as { code?: unknown }).code;
   return {
     name: storableText(error.name), code: typeof code === 'string' ? storableText(code) : undefined,

@@ -1,7 +1,7 @@
 // The turn engine: one segment of a run, under a fenced lease. It claims the run, reconciles what
 // a dead segment left, rebuilds the conversation from the step journal, and runs steps until the
 // turn ends, waits, slices at its deadline, or loses the lease — writing nothing after a loss.
-import { assert, coerceError, StoreUnavailableError } from '../errors.js';
+import { asError, assert, StoreUnavailableError } from '../errors.js';
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
@@ -58,8 +58,10 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
   try {
     return await driveSegment(segment, claim.begun);
   } catch (raw) {
-    const error = coerceError(raw);
-    rt.log?.({ msg: 'segment error', runId: lease.runId, fence: lease.fence, error: error.message });
+    // The store's errors come mapped by its driver; anything else was thrown by the app's code (its
+    // instructions, say), and a network code in it is about the app's own service, not the store.
+    const error = asError(raw);
+    rt.log?.({ msg: 'segment error', runId: lease.runId, fence: lease.fence, error: error.message, stack: error.stack });
     if (error instanceof StoreUnavailableError) return await afterStoreError(segment, error);
     await failSegment(segment, error).catch(() => {});
     return { kind: 'stopped', fence: lease.fence, reason: error.message };
