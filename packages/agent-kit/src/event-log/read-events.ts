@@ -202,12 +202,16 @@ export interface RunSegmentView {
   startedAt: Date;
   /**
    * How it ended: the park or close status, `failed` (gave its lease up), `superseded` (another
-   * segment started without it ending), or null while it is live.
+   * segment started without it ending), `lost` (the run was closed without it: the reaper
+   * salvaged the run after its lease ran out), or null while it is live (or its lease ran out and
+   * nothing has happened to the run since).
    */
   endedAs: string | null;
   endedSeq: number | null;
   /** Parked until a model retry's wait ends, too long for the segment (ADR-0062): when. */
   retryDueAt?: string;
+  /** Why a `failed` segment failed: its error's name and message (ADR-0100: no stack). */
+  error?: string;
 }
 
 // Segment boundaries are few per run (one start and at most one end per claim): bounded. They
@@ -239,11 +243,23 @@ export async function readRunSegments(db: Queryable, runId: string): Promise<Run
     } else if (current && current.endedAs === null && event.fence === current.fence) {
       const failed = event.type === 'segment-failed';
       current.endedAs = failed ? 'failed' : String(event.data.status ?? event.type);
+      if (failed) current.error = describeFailure(event.data.error);
       if (event.type === 'run-parked' && typeof event.data.dueAt === 'string') current.retryDueAt = event.data.dueAt;
+      current.endedSeq = event.seq;
+    } else if (current && current.endedAs === null && event.type === 'run-closed') {
+      // A close under another fence without a segment of its own: the reaper's salvage.
+      current.endedAs = 'lost';
       current.endedSeq = event.seq;
     }
   }
   return segments;
+}
+
+/** "Name: message" of a segment-failed event's error. */
+function describeFailure(error: unknown): string {
+  const { name, message } = (typeof error === 'object' && error !== null ? error : {}) as { name?: unknown; message?: unknown };
+  const said = typeof message === 'string' ? message : 'no message';
+  return typeof name === 'string' && name !== '' && name !== 'Error' ? `${name}: ${said}` : said;
 }
 
 /** The seq of the thread's last event: 0 when it has none (or there is no such thread). */

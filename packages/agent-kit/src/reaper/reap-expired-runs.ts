@@ -208,7 +208,8 @@ async function giveUpRun(
   report.reconciled += settled.completed;
   report.inDoubt += settled.inDoubt;
   if (settled.unsettled > 0) return false; // the salvage lease expires; the next pass takes it again
-  const reason = `the run's segments died ${taken.attempts} times in a row (AGENT_KIT_MAX_RUN_ATTEMPTS=${rt.config.maxRunAttempts})`;
+  const times = taken.attempts === 1 ? 'once' : `${taken.attempts} times in a row`;
+  const reason = `the run's segments died or failed ${times} (AGENT_KIT_MAX_RUN_ATTEMPTS=${rt.config.maxRunAttempts})`;
   const messageId = await salvageRun(rt.db, lease, taken.partial, reason, await askedOfRun(rt.db, taken.id, rt.tools));
   if (messageId !== null) report.salvaged++;
   rt.log?.({ msg: 'reap: salvaged', runId: taken.id, fence: taken.fence, attempt: taken.attempts, closed: messageId !== null });

@@ -6,12 +6,15 @@ import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { testRuntime } from '../../../test/chaos/null-turn.js';
 import { fakeRunSegment } from '../../../test/harness/fake-segment.js';
 import { effectsFile, makeRuntime } from '../../../test/harness/turn-kit.js';
 import { adminQuery, onPostgres, openTestDb, templateName, urlForDatabase } from '../../../test/harness/test-db.js';
 import { configFromEnv } from '../../config.js';
 import { readEvents } from '../../event-log/read-events.js';
 import { regenerateTurn } from '../../queue/regenerate-turn.js';
+import { reapExpiredRuns } from '../../reaper/reap-expired-runs.js';
+import { advanceFakeNow, clearFakeNow } from '../../store/clock.js';
 import { startTurn } from '../../queue/start-turn.js';
 import { runSegment } from '../../turn/run-segment.js';
 import { newOwner } from '../../turn/runtime.js';
@@ -91,6 +94,43 @@ describe('agent-kit show', () => {
     const [row] = JSON.parse(await formatRunsCommand(db, { json: true, status: 'queued' }, new Date()))
       .filter((r: { id: string }) => r.id === parked.runId);
     expect(Date.parse(row.retryDueAt)).toBe(dueMs);
+  });
+
+  it("says why a segment failed, that a live one's lease ran out, and which one the reaper salvaged the run after", async () => {
+    const dying = await startTurn(db, { ownerId: 'dora', text: 'fails, then dies' });
+    const begin = async (owner: string) => {
+      const [claim] = await db.query<{ fence: number }>(
+        `select fence from agent_kit_claim_run($1, $2, interval '5 seconds')`, [dying.runId, owner]);
+      await db.query(`select agent_kit_begin_segment($1, $2, $3, '')`, [dying.runId, owner, claim!.fence]);
+      return claim!.fence;
+    };
+    const first = await begin('cli-test-f1');
+    const error = { name: 'StepPastBudgetError', message: 'the model step ran past the 1 s budget', stack: 'StepPastBudgetError: …\n    at step' };
+    await db.query('select agent_kit_fail_segment($1, $2, $3, $4::jsonb)', [dying.runId, 'cli-test-f1', first, JSON.stringify(error)]);
+    await begin('cli-test-f2');
+    const segmentRows = (text: string) => text.split('\n').filter((line) => / cli-test-f\d /.test(line)).map((l) => l.trim().split(/\s{2,}/));
+    try {
+      const later = new Date((await advanceFakeNow(db, 6_000)).getTime() + 100);
+      expect(segmentRows(await formatShowCommand(db, dying.runId, {}, later)).map((row) => row.slice(-1))).toEqual([
+        ['failed: StepPastBudgetError: the model step ran past the 1 s budget'],
+        ['lease expired (dead or frozen: the reaper hands the run on)'],
+      ]);
+      expect(await reapExpiredRuns(testRuntime(db, { maxRunAttempts: 2 }))).toMatchObject({ salvaged: 1 });
+    } finally {
+      await clearFakeNow(db);
+    }
+    const text = await formatShowCommand(db, dying.runId, {}, new Date());
+    expect(text).toMatch(/status\s+aborted\s+fence 3\s+attempts 2\n/);
+    expect(segmentRows(text).map((row) => row.slice(-1))).toEqual([
+      ['failed: StepPastBudgetError: the model step ran past the 1 s budget'],
+      ['lost (its lease ran out; the reaper salvaged the run)'],
+    ]);
+    const json = JSON.parse(await formatShowCommand(db, dying.runId, { json: true }, new Date()));
+    expect(json.segments).toMatchObject([
+      { fence: 1, endedAs: 'failed', error: 'StepPastBudgetError: the model step ran past the 1 s budget' },
+      { fence: 2, endedAs: 'lost', endedSeq: expect.any(Number) },
+    ]);
+    expect(JSON.stringify(json)).not.toContain('at step'); // the stack stays in last_error
   });
 
   it('adds up the tokens its model steps used, as the model reported them (ADR-0065)', async () => {

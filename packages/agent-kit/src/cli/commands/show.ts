@@ -33,7 +33,7 @@ export async function formatShowCommand(
   if (!detail) throw new NotFoundError(`run ${runId} not found`);
   if (options.json) return `${JSON.stringify(detail, null, 2)}\n`;
   const sections = [
-    runSection(detail, now), segmentsSection(detail), stepsSection(detail), effectsSection(detail),
+    runSection(detail, now), segmentsSection(detail, now), stepsSection(detail), effectsSection(detail),
     messagesSection(detail),
   ];
   return sections.join('\n');
@@ -106,14 +106,22 @@ function indent(text: string): string {
   return text.split('\n').map((line) => (line ? `  ${line}` : line)).join('\n');
 }
 
-function segmentsSection({ segments }: RunDetail): string {
+function segmentsSection({ segments, run }: RunDetail, now: Date): string {
   return section('segments', segments.length, () => formatTable(
     ['FENCE', 'ATTEMPT', 'OWNER', 'STARTED', 'ENDED AS'],
     segments.map((s) => [
-      String(s.fence), String(s.attempt ?? '-'), s.owner ?? '-', s.startedAt.toISOString(),
-      `${s.endedAs ?? 'running'}${s.retryDueAt ? ' (model retry)' : ''}`,
+      String(s.fence), String(s.attempt ?? '-'), s.owner ?? '-', s.startedAt.toISOString(), endedAs(s, run, now),
     ]),
   ));
+}
+
+/** How a segment ended, why it failed, or that it still holds the run (or held it until its lease ran out). */
+function endedAs(s: RunDetail['segments'][number], run: RunDetail['run'], now: Date): string {
+  if (s.endedAs === 'failed') return `failed: ${preview(s.error ?? '', 70)}`;
+  if (s.endedAs === 'lost') return 'lost (its lease ran out; the reaper salvaged the run)';
+  if (s.endedAs !== null) return `${s.endedAs}${s.retryDueAt ? ' (model retry)' : ''}`;
+  const expired = run.status === 'running' && s.fence === run.fence && run.leaseExpiresAt !== null && run.leaseExpiresAt <= now;
+  return expired ? 'lease expired (dead or frozen: the reaper hands the run on)' : 'running';
 }
 
 function stepsSection({ steps }: RunDetail): string {
