@@ -140,15 +140,15 @@ function storeCases(): CliCase[] {
   const thread = store.alice.threadId;
   const empty = /non-empty/;
   const tooLong = /32001 characters; the limit is 32000/;
-  const notFound = new RegExp(`thread (${unknownId}|${thread}) not found`);
+  const notFound = new RegExp(`thread ${unknownId} not found`);
   const textCases = (command: string): CliCase[] => [
     { what: 'empty text', args: [command, ''], says: empty },
     { what: 'blank text', args: [command, ' \n\t '], says: empty },
     { what: 'text over 32 000 chars', args: [command, 'x'.repeat(32_001)], says: tooLong },
     { what: 'text over 32 000 chars (3-byte)', args: [command, '字'.repeat(32_001)], says: tooLong },
     { what: '--thread unknown', args: [command, 'hi', '--thread', unknownId], says: notFound },
-    { what: '--thread of another owner', args: [command, 'hi', '--thread', thread], says: notFound },
-    { what: '--thread of another owner, --owner bob', says: notFound,
+    // (Without --owner the command adds the turn as the thread's owner: no hostile input.)
+    { what: '--thread of another owner, --owner bob', says: /thread \S+ is alice's, not bob's: leave --owner out, or pass --owner alice$/,
       args: [command, 'hi', '--thread', thread, '--owner', 'bob'] },
     { what: 'empty --owner', args: [command, 'hi', '--owner', ''], says: /owner/ },
   ];

@@ -153,6 +153,27 @@ describe('agent-kit chat', () => {
     expect(lines.at(-1)).toMatch(/^error: run \S+ is queued, due (in \d+(ms|s)|now): `agent-kit drain` or a worker continues it$/);
   });
 
+  it("continues a user's thread as its owner: the answer command it prints works as printed", async () => {
+    // alice's question; the command prints how to answer it, with no --owner.
+    const asked = await cli(['chat', 'plan a trip #ask', '--owner', 'alice']);
+    expect(asked.code, asked.stderr).toBe(0);
+    const command = /answer with `agent-kit chat "<answer>" --thread ([0-9a-f-]{36})`/.exec(asked.stderr);
+    expect(command, asked.stderr).not.toBeNull();
+    const threadId = command![1]!;
+    const answered = await cli(['chat', 'blue', '--thread', threadId]); // (was: thread … not found)
+    expect(answered.code, answered.stderr).toBe(0);
+    expect(answered.stdout.trim().split(' ').length).toBeGreaterThan(3);
+    // enqueue the same way; another --owner is refused, saying whose the thread is.
+    const queued = await cli(['enqueue', 'and a hotel', '--thread', threadId]);
+    expect(queued.code, queued.stderr).toBe(0);
+    const before = await store.snapshot();
+    const bob = await cli(['enqueue', 'mine now', '--thread', threadId, '--owner', 'bob']);
+    expect([bob.code, bob.stderr.trim()]).toEqual([1, `agent-kit: thread ${threadId} is alice's, not bob's: leave --owner out, or pass --owner alice`]);
+    expect(await store.snapshot()).toEqual(before);
+    const owners = JSON.parse((await cli(['runs', '--thread', threadId, '--json'])).stdout) as { ownerId: string; status: string }[];
+    expect(owners.map((r) => [r.ownerId, r.status])).toEqual([['alice', 'queued'], ['alice', 'completed']]);
+  });
+
   it('refuses a malformed --thread as a usage error, writing nothing', async () => {
     const before = await store.snapshot();
     const result = await cli(['chat', 'hi', '--thread', 'nope']);

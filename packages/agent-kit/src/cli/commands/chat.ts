@@ -6,7 +6,7 @@ import type { EventFollower, ThreadEvent } from '../../event-log/index.js';
 import { runFailureText } from '../../event-log/run-failure.js';
 import type { Queryable } from '../../store/db.js';
 import type { SegmentOutcome } from '../../turn/types.js';
-import { defaultCliOwner } from './enqueue.js';
+import { cliTurnOwner, ownerOption } from './enqueue.js';
 import { formatDuration } from './runs.js';
 import { stdoutClosed, uuidArgument } from '../main.js';
 import { withRuntime } from './with-runtime.js';
@@ -17,19 +17,20 @@ export function register(program: Command) {
     .description('run one turn here and stream its reply to stdout')
     .argument('<text>', 'the user message')
     .option('--thread <id>', 'continue this thread (default: a new thread)', uuidArgument('--thread'))
-    .option('--owner <user>', 'the thread owner', defaultCliOwner)
-    .action(async (text: string, options: { thread?: string; owner: string }) => {
+    .option(...ownerOption)
+    .action(async (text: string, options: { thread?: string; owner?: string }) => {
       const [{ followEvents, readLastSeq }, { defaultHeadStartMs, startTurn }, { newOwner, runSegment }] = await Promise.all([
         import('../../event-log/index.js'), import('../../queue/start-turn.js'), import('../../turn/index.js'),
       ]);
       // No log lines: stdout is the reply and stderr the few notes a person needs.
       await withRuntime(async (rt) => {
         const stop = stopOnInterrupt(); // (before the run is named: an interrupt from then on is the turn's)
+        const ownerId = await cliTurnOwner(rt.db, options);
         const afterSeq = options.thread ? await readLastSeq(rt.db, options.thread) : 0;
         const turn = await startTurn(rt.db, {
           // As the chat request does: a worker beside this process (woken by the job's NOTIFY)
           // takes the turn only if this process dies before claiming it.
-          threadId: options.thread, ownerId: options.owner, text, jobDelayMs: defaultHeadStartMs,
+          threadId: options.thread, ownerId, text, jobDelayMs: defaultHeadStartMs,
         });
         process.stderr.write(`thread ${turn.threadId} · run ${turn.runId}\n`);
         const follower = followEvents(rt.db, {
