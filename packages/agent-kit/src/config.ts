@@ -3,6 +3,9 @@
 import { z } from 'zod';
 import { InvalidArgumentError } from './errors.js';
 
+/** The shortest cron secret taken (CRON_SECRET, or createHandlers' cronSecret). */
+export const minCronSecretChars = 16;
+
 export interface AgentKitConfig {
   /** postgres://… ; absent = the embedded store in `dataDir`. */
   databaseUrl?: string;
@@ -57,7 +60,7 @@ const envSchema = z.object({
     .min(4_096, 'must be at least 4096 bytes').max(100_000_000, 'must be at most 100000000 bytes (100 MB)').optional(),
   // Compared with what a scheduler sends after Bearer, trimmed: stray spaces or a newline from a
   // secrets file would otherwise never match. Short secrets are guessable.
-  CRON_SECRET: z.string().trim().min(16, 'must be at least 16 characters (e.g. `openssl rand -hex 32`)').optional(),
+  CRON_SECRET: z.string().trim().min(minCronSecretChars, `must be at least ${minCronSecretChars} characters (e.g. \`openssl rand -hex 32\`)`).optional(),
 });
 
 const secretNames = new Set(['CRON_SECRET', 'DATABASE_URL']);

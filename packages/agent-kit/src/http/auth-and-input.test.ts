@@ -118,6 +118,43 @@ describe('authentication and ownership', () => {
     expect(await statusOf(waiting.runId)).toBe('waiting_input');
   });
 
+  it('refuses a form or a text body on the routes that take none, so an HTML form on another page cannot send them', async () => {
+    const before = await countRows(t.db);
+    const routes = ['takeover', 'release', 'restore', 'cancel'].map((name) => `/api/runs/${waiting.runId}/${name}`);
+    for (const path of routes) {
+      const bodies: [string, string][] = [['application/x-www-form-urlencoded', 'a=1'], ['text/plain', '{}'], ['multipart/form-data; boundary=x', '--x--']];
+      for (const [type, raw] of bodies) {
+        const response = await send('POST', path, { user: 'ops', operator: true, raw, headers: { 'content-type': type } });
+        expect(response.status, `${path} as ${type}`).toBe(415);
+      }
+      const unknown = await send('POST', path, { user: 'ops', operator: true, body: { force: true } });
+      expect(unknown.status, `${path} with an unknown field`).toBe(400);
+    }
+    expect(await countRows(t.db)).toEqual(before);
+    expect(await statusOf(waiting.runId)).toBe('waiting_input');
+    // No body, or {} as JSON, as before.
+    expect((await send('POST', routes[0]!, { user: 'ops', operator: true })).status).toBe(200);
+    expect((await send('POST', routes[1]!, { user: 'ops', operator: true, body: {} })).status).toBe(200);
+    expect(await statusOf(waiting.runId)).toBe('waiting_input');
+  });
+
+  it('takes only true from authenticate() as an operator: any other isOperator is the app\'s bug, a 500', async () => {
+    const logged: Record<string, unknown>[] = [];
+    const asked = (isOperator: unknown) => createHandlers({
+      rt: { ...t.rt, log: (entry) => { logged.push(entry); } },
+      authenticate: async () => ({ userId: 'mallory', isOperator } as never),
+    }).handle(makeRequest('GET', '/api/threads?all=1'));
+    for (const isOperator of ['false', 'true', 1, null]) {
+      const response = await asked(isOperator);
+      expect(response.status, String(isOperator)).toBe(500);
+      expect(JSON.stringify(await response.json())).not.toContain('isOperator'); // (the log says it)
+    }
+    expect(logged.map((e) => e.error)).toContain('authenticate() returned isOperator "false"; it must be true or false');
+    expect((await asked(false)).status).toBe(403);
+    expect((await asked(undefined)).status).toBe(403);
+    expect((await asked(true)).status).toBe(200);
+  });
+
   it("only an operator may read the store's status; a bad ?stale= is a 400", async () => {
     const before = await countRows(t.db);
     expect((await send('GET', '/api/status', { user: 'alice' })).status).toBe(403);
@@ -269,6 +306,13 @@ describe('cron routes', () => {
     expect(await reap.json()).toEqual({ reap: { scanned: 0 } });
     expect(calls).toEqual([['drain', { budgetMs: 10_000 }], ['reap']]);
 
+    // A secret the app passes itself is held to CRON_SECRET's rule.
+    for (const short of ['hunter2', '', ' '.repeat(20), 'x'.repeat(15)]) {
+      expect(() => createHandlers({ rt: t.rt, authenticate: headerAuth, cronSecret: short }), JSON.stringify(short))
+        .toThrow(/^cronSecret must be at least 16 characters/);
+    }
+    expect(() => createHandlers({ rt: { ...t.rt, config: { ...t.rt.config, cronSecret: 'short' } }, authenticate: headerAuth }))
+      .toThrow(/^cronSecret must be at least 16 characters/);
     const off = createHandlers({ rt: { ...t.rt, config: { ...t.rt.config, cronSecret: undefined } }, authenticate: headerAuth });
     const response = await off.handle(makeRequest('POST', '/api/cron/drain', { headers: { authorization: 'Bearer anything' } }));
     expect(response.status).toBe(503);

@@ -23,7 +23,12 @@ export async function requireCaller(authenticate: Authenticate, request: Request
   if (!caller || typeof caller.userId !== 'string' || caller.userId === '') {
     throw new HttpError('UNAUTHENTICATED', 'sign in to use this route');
   }
-  return caller;
+  // Only `true` makes an operator: a string "false" from a header or a claim must not (a 500,
+  // and the log names the app's bug).
+  if (caller.isOperator !== undefined && typeof caller.isOperator !== 'boolean') {
+    throw new TypeError(`authenticate() returned isOperator ${JSON.stringify(caller.isOperator)}; it must be true or false`);
+  }
+  return { ...caller, isOperator: caller.isOperator === true };
 }
 
 function canSee(caller: Caller, ownerId: string) {

@@ -1,5 +1,7 @@
 // What every route handler shares: the runtime, authentication, the background segments and
 // the limits, resolved once from createHandlers' dependencies.
+import { minCronSecretChars } from '../config.js';
+import { InvalidArgumentError } from '../errors.js';
 import { defaultHeadStartMs } from '../queue/start-turn.js';
 import type { Runtime, RunSegment } from '../turn/types.js';
 import type { Authenticate } from './auth.js';
@@ -72,6 +74,11 @@ async function loadReapExpiredRuns(): Promise<ReapExpiredRuns> {
 
 export function createContext(deps: HandlerDeps): HandlerContext {
   const { rt } = deps;
+  const cronSecret = deps.cronSecret ?? rt.config.cronSecret;
+  // The same rule as CRON_SECRET's, for a secret the app passes itself.
+  if (cronSecret !== undefined && (typeof cronSecret !== 'string' || cronSecret.trim().length < minCronSecretChars)) {
+    throw new InvalidArgumentError(`cronSecret must be at least ${minCronSecretChars} characters (e.g. \`openssl rand -hex 32\`), or left out to turn the cron routes off`);
+  }
   return {
     rt,
     authenticate: deps.authenticate,
@@ -80,7 +87,7 @@ export function createContext(deps: HandlerDeps): HandlerContext {
       loadRunSegment: deps.runSegment ? async () => deps.runSegment! : loadRunSegment,
       waitUntil: deps.waitUntil,
     }),
-    cronSecret: deps.cronSecret ?? rt.config.cronSecret,
+    cronSecret,
     drainQueue: deps.drainQueue ? async () => deps.drainQueue! : loadDrainQueue,
     reapExpiredRuns: deps.reapExpiredRuns ? async () => deps.reapExpiredRuns! : loadReapExpiredRuns,
     chatJobDelayMs: deps.chatJobDelayMs ?? defaultHeadStartMs,

@@ -160,6 +160,13 @@ export const cancelBodySchema = z.object({
   shownSeq: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
 }).strict();
 
+/**
+ * The body of a route that takes none (takeover, release, restore): left out, or `{}` as JSON.
+ * A form's body (or any other non-JSON one) is refused like everywhere else, so a page on another
+ * origin cannot send one of these with a plain HTML form (ADR-0101).
+ */
+export const noBodySchema = z.object({}).strict();
+
 /** A JSON body that may be left out: none (no content type and no bytes) is `{}`. */
 export async function readOptionalJsonBody<T>(request: Request, schema: z.ZodType<T>, maxBytes: number): Promise<T> {
   const none = request.body === null || request.headers.get('content-length') === '0';

@@ -9,7 +9,7 @@ import { requireCaller, requireOperator, requireRunAccess } from './auth.js';
 import type { HandlerContext, RouteHandler } from './context.js';
 import { HttpError, jsonResponse } from './http-error.js';
 import {
-  cancelBodySchema, inputBodySchema, readIdParam, readJsonBody, readOptionalJsonBody, resolveEffectBodySchema, type InputBody,
+  cancelBodySchema, inputBodySchema, noBodySchema, readIdParam, readJsonBody, readOptionalJsonBody, resolveEffectBodySchema, type InputBody,
 } from './request.js';
 import { notifyRunThread } from '../store/notify-thread.js';
 import type { RunAccess } from '../event-log/read-runs.js';
@@ -93,6 +93,7 @@ export function createRunTakeoverHandler(ctx: HandlerContext): RouteHandler {
   return async (request, params = {}) => {
     const caller = await requireCaller(ctx.authenticate, request);
     const runId = readIdParam(params, 'id');
+    await readOptionalJsonBody(request, noBodySchema, ctx.maxBodyBytes);
     await requireRunAccess(ctx.rt.db, caller, runId);
     requireOperator(caller);
     const status = await callStatusFunction(ctx.rt.db, 'select agent_kit_takeover_run($1, $2) as status', [
@@ -107,6 +108,7 @@ export function createRunReleaseHandler(ctx: HandlerContext): RouteHandler {
   return async (request, params = {}) => {
     const caller = await requireCaller(ctx.authenticate, request);
     const runId = readIdParam(params, 'id');
+    await readOptionalJsonBody(request, noBodySchema, ctx.maxBodyBytes);
     await requireRunAccess(ctx.rt.db, caller, runId);
     requireOperator(caller);
     const status = await callStatusFunction(ctx.rt.db, 'select agent_kit_release_run($1) as status', [runId]);
@@ -142,6 +144,7 @@ export function createRunRestoreHandler(ctx: HandlerContext): RouteHandler {
   return async (request, params = {}) => {
     const caller = await requireCaller(ctx.authenticate, request);
     const runId = readIdParam(params, 'id');
+    await readOptionalJsonBody(request, noBodySchema, ctx.maxBodyBytes);
     const access = await requireRunAccess(ctx.rt.db, caller, runId);
     const result = await restoreTurn(ctx.rt.db, { runId, ownerId: access.ownerId });
     return jsonResponse(result);
