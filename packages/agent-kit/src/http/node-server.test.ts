@@ -159,3 +159,22 @@ it('routes by the request target alone: a Host header never picks the path, a ba
   expect((await ask(`http://evil.example${thread}`, 'localhost')).status).toBe(200);
   expect((await ask('http://evil.example/api/nothing', 'localhost')).status).toBe(404);
 });
+
+it('takes a POST without a body as curl -X POST sends it (no Content-Length), and refuses bytes without a content type', async () => {
+  const queued = async () => (await t.db.query<{ run_id: string }>(`select run_id from agent_kit_start_turn(null, 'alice', 'stop me')`))[0]!.run_id;
+  const post = (path: string, ...more: string[]) =>
+    raw([`POST ${path} HTTP/1.1`, 'Host: localhost', 'x-user: alice', 'x-operator: 1', 'Connection: close', ...more]);
+  // (was a 415 through this adapter: it handed every POST a body stream, empty or not)
+  for (const headers of [[], ['Content-Length: 0']]) {
+    const cancel = await post(`/api/runs/${await queued()}/cancel`, ...headers);
+    expect(cancel.status, cancel.body).toBe(202);
+    const takeover = await post(`/api/runs/${await queued()}/takeover`, ...headers);
+    expect(takeover.status, takeover.body).toBe(200);
+  }
+  const sent = await raw([`POST /api/runs/${await queued()}/cancel HTTP/1.1`, 'Host: localhost', 'x-user: alice',
+    'Connection: close', 'Content-Length: 10', '', 'shownSeq=1']);
+  expect(sent.status).toBe(415);
+  expect(JSON.parse(sent.body).error.message)
+    .toBe('send the body as application/json (content-type: application/json); it came without a content type');
+  await t.handlers.segments.settle();
+});

@@ -35,7 +35,9 @@ async function serve(
     res.end(JSON.stringify({ error: { code: 'INVALID_ARGUMENT', message: 'the request\'s Host header or target is not a host and a path' } }));
     return;
   }
-  const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
+  // A request has a body only when it says so (RFC 9112 §6.3): `curl -X POST` sends neither header.
+  const hasBody = req.method !== 'GET' && req.method !== 'HEAD'
+    && (req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] ?? '0') !== '0');
   const request = new Request(url, {
     method: req.method,
     headers,

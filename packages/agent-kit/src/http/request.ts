@@ -11,17 +11,28 @@ export const defaultMaxBodyBytes = 64 * 1024;
 export async function readBodyText(request: Request, maxBytes: number): Promise<string> {
   const type = request.headers.get('content-type') ?? '';
   if (!/^application\/json\s*(;|$)/i.test(type)) {
-    throw new HttpError('UNSUPPORTED_MEDIA_TYPE',
-      `send the body as application/json, not "${type || 'nothing'}"`);
+    throw new HttpError('UNSUPPORTED_MEDIA_TYPE', type ? `send the body as application/json, not "${type}"` : withoutType);
   }
   // JSON is UTF-8 (RFC 8259): a body declared in another charset would be read wrong, not as sent.
   const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(type)?.[1];
   if (charset !== undefined && !/^utf-?8$/i.test(charset)) {
     throw new HttpError('UNSUPPORTED_MEDIA_TYPE', `send the body as UTF-8 JSON, not charset "${charset}"`);
   }
+  const bytes = await readBodyBytes(request, maxBytes);
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw new HttpError('INVALID_ARGUMENT', 'the body is not valid UTF-8');
+  }
+}
+
+const withoutType = 'send the body as application/json (content-type: application/json); it came without a content type';
+
+/** The body's bytes, refusing more than `maxBytes` (413) as they arrive. */
+async function readBodyBytes(request: Request, maxBytes: number): Promise<Buffer> {
   const declared = Number(request.headers.get('content-length') ?? NaN);
   if (declared > maxBytes) throw tooLarge(maxBytes);
-  if (!request.body) return '';
+  if (!request.body) return Buffer.alloc(0);
   const reader = request.body.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;
@@ -35,11 +46,7 @@ export async function readBodyText(request: Request, maxBytes: number): Promise<
     }
     chunks.push(value);
   }
-  try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks));
-  } catch {
-    throw new HttpError('INVALID_ARGUMENT', 'the body is not valid UTF-8');
-  }
+  return Buffer.concat(chunks);
 }
 
 function tooLarge(maxBytes: number) {
@@ -167,9 +174,12 @@ export const cancelBodySchema = z.object({
  */
 export const noBodySchema = z.object({}).strict();
 
-/** A JSON body that may be left out: none (no content type and no bytes) is `{}`. */
+/**
+ * A JSON body that may be left out: none (no content type and no bytes) is `{}`. The bytes are
+ * counted, not the headers: a server may hand over an empty stream for a body-less request.
+ */
 export async function readOptionalJsonBody<T>(request: Request, schema: z.ZodType<T>, maxBytes: number): Promise<T> {
-  const none = request.body === null || request.headers.get('content-length') === '0';
-  if (none && !request.headers.get('content-type')) return parseWith(schema, {}, 'body');
-  return readJsonBody(request, schema, maxBytes);
+  if (request.headers.get('content-type')) return readJsonBody(request, schema, maxBytes);
+  if ((await readBodyBytes(request, maxBytes)).byteLength === 0) return parseWith(schema, {}, 'body');
+  throw new HttpError('UNSUPPORTED_MEDIA_TYPE', withoutType);
 }
