@@ -1,8 +1,10 @@
 // `agent-kit status --check` as a monitor runs it, the built CLI on both stores: exit 0 while
 // nothing waits past --stale, exit 1 (the status on stdout, one line on stderr) once something
 // does, and the store untouched either way.
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildCli, openCliStore, packageDir, run, type CliStore } from '../../../test/hostile/cli-kit.js';
+import { describeStore } from './status.js';
 
 let bin: string;
 let store: CliStore;
@@ -21,7 +23,12 @@ describe('agent-kit status --check', () => {
     const before = await store.snapshot();
     const fresh = await status('--check');
     expect([fresh.code, fresh.stderr]).toEqual([0, '']);
-    expect(fresh.stdout).toMatch(/^runs {6}1 queued, 0 running, 0 waiting for input, 0 waiting for takeover\n/);
+    // Which store it read comes first: a monitor without DATABASE_URL reads an embedded one.
+    const where = store.env.DATABASE_URL
+      ? `postgres, ${new URL(store.env.DATABASE_URL).host}${new URL(store.env.DATABASE_URL).pathname}`
+      : `embedded, ${store.env.AGENT_KIT_DATA_DIR} (DATABASE_URL is not set)`;
+    expect(fresh.stdout.split('\n')[0]).toBe(`store     ${where}`);
+    expect(fresh.stdout).toMatch(/\nruns {6}1 queued, 0 running, 0 waiting for input, 0 waiting for takeover\n/);
     expect(fresh.stdout).toMatch(/\njobs {6}1 job due, the oldest for \d+(\.\d)? s\n/);
     expect(fresh.stdout).toMatch(/\nnothing needs attention\n$/);
 
@@ -35,7 +42,18 @@ describe('agent-kit status --check', () => {
 
     const json = await status('--json', '--stale', '1');
     expect(json.code).toBe(0); // without --check, the status is an answer, not a verdict
-    expect(JSON.parse(json.stdout)).toMatchObject({ runs: { queued: 1 }, dueJobs: { count: 1 }, alerts: [{ kind: 'drain-behind' }] });
+    expect(JSON.parse(json.stdout)).toMatchObject({ store: where, runs: { queued: 1 }, dueJobs: { count: 1 }, alerts: [{ kind: 'drain-behind' }] });
     expect(await store.snapshot()).toEqual(before);
   }, 120_000);
+});
+
+describe('describeStore', () => {
+  it("names DATABASE_URL's server and database, never its user or password, or the embedded store's folder", () => {
+    expect(describeStore({ databaseUrl: 'postgres://app:s3cret@db.example.com:6543/chat?sslmode=require' }, '.agent-kit'))
+      .toBe('postgres, db.example.com:6543/chat');
+    expect(describeStore({ databaseUrl: 'postgresql:///chat?host=/var/run/postgresql' }, '.agent-kit')).toBe('postgres, local socket/chat');
+    expect(describeStore({ databaseUrl: 'not a url' }, '.agent-kit')).toBe('postgres');
+    expect(describeStore({}, '.agent-kit')).toBe(`embedded, ${path.resolve('.agent-kit')} (DATABASE_URL is not set)`);
+    expect(describeStore({ dataDir: 'memory' }, '.agent-kit')).toBe('embedded, in memory (DATABASE_URL is not set)');
+  });
 });

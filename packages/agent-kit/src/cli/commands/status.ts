@@ -2,7 +2,9 @@
 // a person? The runs in flight by status, the reaper's backlog (expired leases), the drains'
 // backlog (due jobs), the effects in doubt, and what to do about each that has waited too long.
 // With --check it exits 1 when anything needs attention, for a monitor or a cron health check.
+import path from 'node:path';
 import { type Command, CommanderError } from 'commander';
+import type { AgentKitConfig } from '../../config.js';
 import { defaultStaleMs, maxStaleSeconds, parseStaleSeconds, readStoreStatus, statusAlerts, type LastPass, type StatusAlert, type StoreStatus } from '../../event-log/read-status.js';
 import type { Queryable } from '../../store/db.js';
 import { withDb } from '../main.js';
@@ -13,6 +15,25 @@ export interface StatusOptions {
   check?: boolean;
   /** Seconds an expired lease or a due job may wait before it needs attention. */
   stale?: number;
+  /** Which store was read (describeStore), said first: a monitor without DATABASE_URL reads an empty embedded one. */
+  store?: string;
+}
+
+/**
+ * The store a command reads, for people: the server and database of DATABASE_URL (never its
+ * user or password), or the embedded store's folder.
+ */
+export function describeStore(config: Pick<AgentKitConfig, 'databaseUrl' | 'dataDir'>, defaultDataDir: string): string {
+  if (!config.databaseUrl) {
+    const dir = config.dataDir ?? defaultDataDir;
+    return `embedded, ${dir === 'memory' ? 'in memory' : path.resolve(dir)} (DATABASE_URL is not set)`;
+  }
+  try {
+    const url = new URL(config.databaseUrl);
+    return `postgres, ${url.host || 'local socket'}${url.pathname}`;
+  } catch {
+    return 'postgres';
+  }
 }
 
 export function register(program: Command) {
@@ -30,7 +51,9 @@ export function register(program: Command) {
         return seconds;
       })
     .action(async (options: StatusOptions) => {
-      const { text, alerts } = await withDb((db) => formatStatusCommand(db, options));
+      const [{ configFromEnv }, { defaultDataDir }] = await Promise.all([import('../../config.js'), import('../../store/open.js')]);
+      const store = describeStore(configFromEnv(), defaultDataDir);
+      const { text, alerts } = await withDb((db) => formatStatusCommand(db, { ...options, store }));
       process.stdout.write(text);
       if (options.check && alerts.length > 0) {
         const what = alerts.length === 1 ? '1 thing needs' : `${alerts.length} things need`;
@@ -43,8 +66,9 @@ export function register(program: Command) {
 export async function formatStatusCommand(db: Queryable, options: StatusOptions): Promise<{ text: string; alerts: StatusAlert[] }> {
   const status = await readStoreStatus(db);
   const alerts = statusAlerts(status, (options.stale ?? defaultStaleMs / 1000) * 1000);
-  if (options.json) return { text: `${JSON.stringify({ ...status, alerts }, null, 2)}\n`, alerts };
-  return { text: formatStatus(status, alerts), alerts };
+  const store = options.store === undefined ? {} : { store: options.store };
+  if (options.json) return { text: `${JSON.stringify({ ...store, ...status, alerts }, null, 2)}\n`, alerts };
+  return { text: (options.store === undefined ? '' : `store     ${options.store}\n`) + formatStatus(status, alerts), alerts };
 }
 
 const num = (n: number) => n.toLocaleString('en-US');
