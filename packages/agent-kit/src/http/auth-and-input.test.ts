@@ -262,6 +262,13 @@ describe('input validation', () => {
       expect(error.message, `${method} ${path}`).toMatch(/^invalid (path parameter|query parameter|body)\b/);
       expect(error.message.match(/parameter "/g)?.length ?? 0, error.message).toBeLessThanOrEqual(1);
     }
+    // A limit says its range, whatever is wrong with it (a negative one was "not a whole number").
+    for (const limit of ['-1', '0', '1.5', '1001']) {
+      const response = await send('GET', `/api/runs?limit=${limit}`, { user: 'alice' });
+      expect((await response.json()).error.message, limit).toMatch(/^invalid query parameter "limit": .*\b(1 to 1000|at most 1000|>=1|too small|too big)/i);
+    }
+    expect((await (await send('GET', '/api/runs?limit=-1', { user: 'alice' })).json()).error.message)
+      .toBe('invalid query parameter "limit": must be a whole number from 1 to 1000');
     const lastEventId = await send('GET', `/api/threads/${alice.threadId}/events`, { user: 'alice', headers: { 'last-event-id': 'x' } });
     expect(lastEventId.status).toBe(400);
     expect(await countRows(t.db)).toEqual(before);

@@ -103,7 +103,7 @@ export function readLimit(url: URL, fallback: number, max: number): number {
   const raw = url.searchParams.get('limit');
   if (raw === null) return fallback;
   // Digits only: `0x10`, `1e2` and `1.0` are numbers to JavaScript, not a count a caller meant.
-  return parseWith(z.string().regex(/^[0-9]{1,9}$/, 'must be a whole number').transform(Number).pipe(z.number().int().min(1).max(max)),
+  return parseWith(z.string().regex(/^[0-9]{1,9}$/, `must be a whole number from 1 to ${max}`).transform(Number).pipe(z.number().int().min(1).max(max)),
     raw, 'query parameter "limit"');
 }
 

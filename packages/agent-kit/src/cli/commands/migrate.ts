@@ -21,10 +21,10 @@ export function register(program: Command) {
       const pad = (v: number) => String(v).padStart(4, '0');
       console.log(
         result.applied.length
-          ? `applied ${result.applied.map(pad).join(', ')}; schema at ${result.version}`
+          ? `applied ${result.applied.map(pad).join(', ')}; schema at ${pad(result.version)}`
           : options.to !== undefined && options.to < result.version
-            ? `nothing to apply; schema at ${result.version}, already past --to ${options.to} (migrations are never undone)`
-            : `nothing to apply; schema at ${result.version}`,
+            ? `nothing to apply; schema at ${pad(result.version)}, already past --to ${options.to} (migrations are never undone)`
+            : `nothing to apply; schema at ${pad(result.version)}`,
       );
     });
 }
