@@ -12,6 +12,7 @@ import { effectsFile, makeRuntime } from '../../../test/harness/turn-kit.js';
 import { adminQuery, onPostgres, openTestDb, templateName, urlForDatabase } from '../../../test/harness/test-db.js';
 import { configFromEnv } from '../../config.js';
 import { readEvents } from '../../event-log/read-events.js';
+import { scriptedAskQuestion } from '../../model/index.js';
 import { regenerateTurn } from '../../queue/regenerate-turn.js';
 import { reapExpiredRuns } from '../../reaper/reap-expired-runs.js';
 import { advanceFakeNow, clearFakeNow } from '../../store/clock.js';
@@ -22,6 +23,7 @@ import { openPgDb } from '../../store/pg-driver.js';
 import type { Db } from '../../store/db.js';
 import { printEvents } from './events.js';
 import { formatRunsCommand } from './runs.js';
+import { formatResolveEffectCommand } from './resolve-effect.js';
 import { formatShowCommand } from './show.js';
 
 let db: Db;
@@ -131,6 +133,20 @@ describe('agent-kit show', () => {
       { fence: 2, endedAs: 'lost', endedSeq: expect.any(Number) },
     ]);
     expect(JSON.stringify(json)).not.toContain('at step'); // the stack stays in last_error
+  });
+
+  it('says in words what a waiting run waits for: the question, or the tool call to approve and its input', async () => {
+    const waits = async (text: string) => {
+      const { runId } = await startTurn(db, { ownerId: 'dora', text });
+      expect(await runSegment(makeRuntime(db), { runId, owner: newOwner('waits') })).toMatchObject({ status: 'waiting_input' });
+      const [{ waiting_for: waitingFor }] = await db.query<{ waiting_for: { id: string } }>(
+        'select waiting_for from agent_kit_runs where id = $1', [runId]) as [{ waiting_for: { id: string } }];
+      return { line: (await formatShowCommand(db, runId, {}, new Date())).split('\n').find((l) => l.startsWith('  waiting')), id: waitingFor.id };
+    };
+    const question = await waits('which colour? #ask');
+    expect(question.line).toBe(`  waiting   an answer to question ${question.id}: ${JSON.stringify(scriptedAskQuestion)}`);
+    const approval = await waits('pay it #approve');
+    expect(approval.line).toBe(`  waiting   approval ${approval.id} of transfer_funds {"to":"demo","amount":42}`);
   });
 
   it('adds up the tokens its model steps used, as the model reported them (ADR-0065)', async () => {
@@ -274,5 +290,24 @@ describe.runIf(onPostgres)('agent-kit events --follow (the real CLI)', () => {
       await own.close();
       await adminQuery(`drop database if exists ${name} with (force)`).catch(() => {});
     }
+  });
+});
+
+describe('agent-kit resolve-effect', () => {
+  it('records the verdict on an effect in doubt and says what it is now, as text or as the HTTP route answers', async () => {
+    const { runId } = await startTurn(db, { ownerId: 'dora', text: 'pay twice?' });
+    const [claim] = await db.query<{ owner: string; fence: number }>(
+      `select owner, fence from agent_kit_claim_run($1, 'cli-test-e', interval '30 seconds')`, [runId]);
+    for (const [key, status] of [['pay-1', 'started'], ['pay-1', 'in_doubt'], ['pay-2', 'started'], ['pay-2', 'in_doubt']]) {
+      await db.query(`select agent_kit_record_effect($1, $2, $3, $4, $5, 'charge_card', '{}'::jsonb, '{"reason":"cut off"}'::jsonb)`,
+        [runId, claim!.owner, claim!.fence, key, status]);
+    }
+    expect(await formatResolveEffectCommand(db, runId, 'pay-1', true, { by: 'ops' })).toBe('effect pay-1 (charge_card) is now completed\n');
+    const json = JSON.parse(await formatResolveEffectCommand(db, runId, 'pay-2', false, { by: 'ops', note: 'no charge at the bank', json: true }));
+    expect(json).toEqual({ runId, key: 'pay-2', tool: 'charge_card', status: 'failed', result: expect.anything() });
+    // A second verdict is refused, and the ledger keeps the first.
+    await expect(formatResolveEffectCommand(db, runId, 'pay-2', true, { by: 'ops' })).rejects.toMatchObject({ code: 'CONFLICT' });
+    const effects = await db.query<{ key: string; status: string }>('select key, status from agent_kit_effects where run_id = $1 order by key', [runId]);
+    expect(effects).toEqual([{ key: 'pay-1', status: 'completed' }, { key: 'pay-2', status: 'failed' }]);
   });
 });

@@ -55,7 +55,7 @@ function runSection({ run, ownerId, effects, jobDueAt, usage, regenerates, resto
   if (jobDueAt) lines.push(`  job       ${describeDue(jobDueAt, now)}`);
   if (usage) lines.push(`  tokens    ${describeUsage(usage)}`);
   // (The row keeps what it waited for after the answer; it waits only while waiting_input.)
-  if (run.waitingFor && run.status === 'waiting_input') lines.push(`  waiting   ${preview(run.waitingFor)}`);
+  if (run.waitingFor && run.status === 'waiting_input') lines.push(`  waiting   ${describeWaiting(run.waitingFor)}`);
   if (run.cancelRequestedAt) lines.push(`  cancel    requested ${run.cancelRequestedAt.toISOString()}`);
   if (run.takenOverBy) lines.push(`  takeover  by ${run.takenOverBy}`);
   if (regenerates) {
@@ -67,6 +67,21 @@ function runSection({ run, ownerId, effects, jobDueAt, usage, regenerates, resto
   if (run.partial && !isClosed(run.status)) lines.push(`  partial   ${preview(run.partial)}`);
   lines.push(...inDoubtLines(effects));
   return `${lines.join('\n')}\n`;
+}
+
+/**
+ * What the run waits for, for a person: the question and its id, or the tool call to approve
+ * with its input (the id is what `POST /api/runs/:id/input` names); anything else as JSON.
+ */
+function describeWaiting(waitingFor: Record<string, unknown>): string {
+  const { id, kind } = waitingFor;
+  if (kind === 'question' && typeof waitingFor.question === 'string') {
+    return `an answer to question ${String(id)}: ${preview(JSON.stringify(waitingFor.question), 90)}`;
+  }
+  if (kind === 'approval' && typeof waitingFor.toolName === 'string') {
+    return `approval ${String(id)} of ${waitingFor.toolName} ${preview(waitingFor.input, 70)}`;
+  }
+  return preview(waitingFor);
 }
 
 /** One line per effect in doubt, key and tool: what an operator checks with the outside system. */
