@@ -249,8 +249,11 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     const first = await page.getByTestId('run').getAttribute('data-run-id');
     await page.getByRole('button', { name: 'Edit' }).click();
     const edited = `${message}, edited`;
-    await page.getByRole('textbox', { name: 'Edit message' }).fill(edited);
-    await page.getByTestId('edit-message').getByRole('button', { name: 'Send' }).click();
+    const box = page.getByRole('textbox', { name: 'Edit message' });
+    // The box has the keyboard as it opens, and Enter sends it, as in the composer below it.
+    await expect(box.evaluate((el) => el === document.activeElement)).resolves.toBe(true);
+    await box.fill(edited);
+    await box.press('Enter');
     return { threadId, message, edited, first };
   }
 
