@@ -72,11 +72,22 @@ function answerText(output: unknown): string {
 export function goesOnAfter(reply: ReadableStream<UIMessageChunk>, messages: readonly UIMessage[], sent: string): ReadableStream<UIMessageChunk> {
   const shown = (runId: string) => messages.slice(0, -1).some((m) =>
     m.role === 'assistant' && (m.id === runId || (m.metadata as { runId?: unknown } | undefined)?.runId === runId));
+  return inOwnMessage(reply, sent, shown);
+}
+
+/**
+ * `reply` in the message `<run id>:<sent>` (from its `start`, when `when` says so for the run),
+ * without the chunks of tool calls it did not start: they are the earlier message's. A resume
+ * that goes on after an answer typed to the run's question is one (`x-agent-kit-goes-on-after`).
+ */
+export function inOwnMessage(
+  reply: ReadableStream<UIMessageChunk>, sent: string, when: (runId: string) => boolean = () => true,
+): ReadableStream<UIMessageChunk> {
   let renamed = false;
   const calls = new Set<string>(); // the tool calls the new message shows
   return reply.pipeThrough(new TransformStream<UIMessageChunk, UIMessageChunk>({
     transform(chunk, controller) {
-      if (chunk.type === 'start' && chunk.messageId !== undefined && shown(chunk.messageId)) {
+      if (chunk.type === 'start' && chunk.messageId !== undefined && when(chunk.messageId)) {
         renamed = true;
         return controller.enqueue({ ...chunk, messageId: `${chunk.messageId}:${sent}` });
       }

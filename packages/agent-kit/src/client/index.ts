@@ -3,7 +3,7 @@
 // (`eventsource-parser`), never the server side (no pg, no PGlite), so a bundler can ship it to
 // the page.
 import { DefaultChatTransport, type UIMessage, type UIMessageChunk } from 'ai';
-import { goesOnAfter, heldAnswer, type HeldAnswer } from './answers.js';
+import { goesOnAfter, heldAnswer, inOwnMessage, type HeldAnswer } from './answers.js';
 import { chunksOf, oneAfterAnother, readOn, type Cut, type Origin } from './read-on.js';
 import { threadIdOf } from './metadata.js';
 import { RepliesSeen, uuidShaped } from './replies.js';
@@ -69,6 +69,8 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
   const origins = new WeakMap<ReadableStream<Uint8Array>, Origin>();
   // A resume's turns under way after the one it streams, from its response (ADR-0088).
   const queuedBehind = new WeakMap<ReadableStream<Uint8Array> | ReadableStream<UIMessageChunk>, string[]>();
+  // A resume that goes on after an answer typed to its run's question: the answer's id (ADR-0087).
+  const goesOnAfterAnswer = new WeakMap<ReadableStream<Uint8Array> | ReadableStream<UIMessageChunk>, string>();
   const streamFetch: typeof globalThis.fetch = async (input, init) => {
     const response = await (stops ? stops.fetch(input, init) : baseFetch(input, init));
     const runId = response.headers.get('x-agent-kit-run-id');
@@ -76,6 +78,8 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
     if (response.body && runId && threadId) origins.set(response.body, { runId, threadId });
     const underWay = response.headers.get('x-agent-kit-runs-under-way')?.split(',');
     if (response.body && runId && underWay?.[0] === runId) queuedBehind.set(response.body, underWay.slice(1));
+    const after = response.headers.get('x-agent-kit-goes-on-after');
+    if (response.body && after) goesOnAfterAnswer.set(response.body, after);
     return response;
   };
   return new (class extends DefaultChatTransport<UIMessage> {
@@ -85,7 +89,11 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
       if (!resumed) return null;
       // Then each turn queued behind it when the resume began, in its own message (ADR-0088).
       const { chatId: threadId, abortSignal: signal } = reconnect;
-      return oneAfterAnother(this.readOn(resumed, signal), queuedBehind.get(resumed) ?? [],
+      // A turn the chat shows up to an answer typed to its question goes on in the message after
+      // that answer, which the thread's read gave it (ADR-0087).
+      const answer = goesOnAfterAnswer.get(resumed);
+      const reply = answer === undefined ? this.readOn(resumed, signal) : inOwnMessage(this.readOn(resumed, signal), answer);
+      return oneAfterAnother(reply, queuedBehind.get(resumed) ?? [],
         (runId) => this.readOn({ runId, threadId, seq: 0 }, signal));
     }
 
@@ -113,6 +121,8 @@ export function agentKitTransport(options: AgentKitTransportOptions = {}): Defau
     /** The chunks of a response, as the AI SDK parses them, each event's last one marked with its seq. */
     protected override processResponseStream(body: ReadableStream<Uint8Array>): ReadableStream<UIMessageChunk> {
       const chunks = chunksOf(body, origins.get(body));
+      const answer = goesOnAfterAnswer.get(body);
+      if (answer !== undefined) goesOnAfterAnswer.set(chunks, answer);
       const behind = queuedBehind.get(body);
       if (behind) queuedBehind.set(chunks, behind);
       return chunks;

@@ -15,7 +15,14 @@ export interface ThreadRead {
    * The thread's runs (the read has them; `hasTurnUnderWay` looks at their status). A regenerated
    * run names the run whose reply it replaced (ADR-0091): its reply's metadata says so.
    */
-  runs?: ReadonlyArray<{ id?: string; status: string; regenerates?: Regenerates | null; restoredOver?: string | null }>;
+  runs?: ReadonlyArray<{
+    id?: string; status: string; regenerates?: Regenerates | null; restoredOver?: string | null;
+    /**
+     * A turn under way whose question was answered by a message the user sent: its reply up to
+     * the last such answer (the text, and the questions as `content.asked` holds them).
+     */
+    replySoFar?: { text: string; asked?: unknown };
+  }>;
 }
 
 type ReadMessage = ThreadRead['messages'][number];
@@ -60,9 +67,31 @@ export function toUIMessages(read: ThreadRead): UIMessage[] {
     // (A user's message names its turn's run too: a regenerate names it as the reply it replaces, ADR-0092.)
     else shown.push({ id: uiIdOf(m), role: m.role === 'assistant' ? 'assistant' : 'user', parts: [{ type: 'text', text: m.text }],
       metadata: m.role === 'user' && m.runId ? { ...metadata, runId: m.runId } : metadata });
-    if (m.runId && awaited.get(m.runId) === m) shown.push({ id: m.runId, role: 'assistant', parts: [], metadata: { ...metadata, runId: m.runId } });
+    const soFar = m.role === 'user' && m.runId ? runs.get(m.runId)?.replySoFar : undefined;
+    if (soFar && m.runId && !closedStatuses.has(runs.get(m.runId)!.status)) {
+      shown.push(...replyUnderWay(m.runId, soFar, byId, placed, { ...metadata, ...answerLinks(m.runId) }));
+    } else if (m.runId && awaited.get(m.runId) === m) {
+      shown.push({ id: m.runId, role: 'assistant', parts: [], metadata: { ...metadata, runId: m.runId } });
+    }
   }
   return shown;
+}
+
+/**
+ * A turn under way that the user answered by typing a message: its reply so far in pieces around
+ * the answers, as the live chat had it, then an empty reply after the last answer, under the id
+ * `<run id>:<answer>`, which the resumed stream fills (the route goes on after that answer).
+ */
+function replyUnderWay(
+  runId: string, soFar: { text: string; asked?: unknown }, byId: ReadonlyMap<string, ReadMessage>, placed: Set<ReadMessage>,
+  metadata: { threadId: string; regenerates?: Regenerates },
+): UIMessage[] {
+  const reply: ReadMessage = { id: runId, runId, role: 'assistant', text: soFar.text, content: { asked: soFar.asked } };
+  const pieces = replyPieces(reply, runId, byId, placed, metadata);
+  const lastAnswer = askedOf(reply).flatMap((a) => (a.answeredBy === undefined ? [] : [byId.get(a.answeredBy)])).at(-1);
+  const rest = lastAnswer ? `${runId}:${uiIdOf(lastAnswer)}` : runId;
+  if (pieces.at(-1)?.id !== rest) pieces.push({ id: rest, role: 'assistant', parts: [], metadata: { ...metadata, runId } });
+  return pieces;
 }
 
 /**

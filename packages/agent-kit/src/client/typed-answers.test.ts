@@ -91,6 +91,36 @@ describe('a question answered by typing a message', () => {
     expect(shown(next.messages.slice(0, 6))).toEqual(live);
   });
 
+  it('reopened while the turn goes on after the typed answer, shows the same messages, the rest streamed after the answer', async () => {
+    const chat = new TestChat({ transport });
+    await chat.sendMessage({ text: 'Paint it, then pay Cy' });
+    await answered(chat);
+    await chat.sendMessage({ text: 'green' }); // typed: the turn goes on, and now waits for the approval
+    await answered(chat);
+    const live = shown(chat.messages);
+    const runId = chat.messages[1]!.id;
+    const green = chat.messages[2]!.id;
+    expect(live.map((m) => [m.role, m.id, m.text])).toEqual([
+      ['user', chat.messages[0]!.id, 'Paint it, then pay Cy'], ['assistant', runId, 'Let me ask. '],
+      ['user', green, 'green'], ['assistant', `${runId}:${green}`, 'Blue it is. '],
+    ]);
+
+    // A reload (or another tab) now: the turn is under way, its reply not in the read.
+    const read = await readThreadOf(handlers, threadIdOf(chat.messages)!);
+    expect(read.runs.map((r) => r.status)).toEqual(['waiting_input']);
+    const reopened = new TestChat({ id: read.thread.id, messages: toUIMessages(read), transport });
+    // (was: the answer, then the whole reply after it, question and all)
+    expect(shown(reopened.messages)).toEqual([...live.slice(0, 3), { ...live[3], text: '', asks: [] }]);
+    await reopened.resumeStream();
+    await until(() => reopened.status === 'ready' && textOf(reopened.messages.at(-1)!) !== '');
+    expect(shown(reopened.messages)).toEqual(live);
+
+    // It goes on from there as the live chat would: the typed yes approves, and the turn ends.
+    await reopened.sendMessage({ text: 'yes' });
+    await answered(reopened);
+    expect(shown(reopened.messages).map((m) => m.text)).toEqual(['Paint it, then pay Cy', 'Let me ask. ', 'green', 'Blue it is. ', 'yes', 'Paid.']);
+  });
+
   it('regenerated from its first piece (the run id), the whole reply goes, answers and all, and the chat is the read', async () => {
     const chat = new TestChat({ transport });
     await chat.sendMessage({ text: 'Paint it, then pay Bo' });

@@ -9,7 +9,7 @@ import {
   listThreadMessages, listThreadRuns, listThreadsPage, maxThreadItems, readThread,
 } from '../event-log/read-threads.js';
 import { maxTurnNo, readTurnPage } from '../event-log/turn-window.js';
-import { runStatuses } from '../lease/run-row.js';
+import { closedStatuses, runStatuses, type RunStatus } from '../lease/run-row.js';
 import { requireCaller, requireOperator, requireRunAccess, requireThreadAccess } from './auth.js';
 import type { HandlerContext, RouteHandler } from './context.js';
 import { HttpError, jsonResponse } from './http-error.js';
@@ -72,12 +72,36 @@ export function createThreadHandler(ctx: HandlerContext): RouteHandler {
     const thread = await readThread(ctx.rt.db, threadId);
     if (!thread) throw new HttpError('NOT_FOUND', `thread ${threadId} not found`);
     if (turns !== undefined) {
-      return jsonResponse({ thread, ...(await readTurnPage(ctx.rt.db, threadId, { turns, beforeTurn })) });
+      const page = await readTurnPage(ctx.rt.db, threadId, { turns, beforeTurn });
+      return jsonResponse({ thread, ...page, runs: await withReplySoFar(ctx, page.runs) });
     }
     const messages = await listThreadMessages(ctx.rt.db, threadId);
-    const runs = await listThreadRuns(ctx.rt.db, threadId);
+    const runs = await withReplySoFar(ctx, await listThreadRuns(ctx.rt.db, threadId));
     return jsonResponse({ thread, messages, runs });
   };
+}
+
+/**
+ * The runs, each turn under way whose question the user answered by typing a message (ADR-0087)
+ * with `replySoFar`: its reply up to the last such answer, the text and the questions as a closed
+ * run's message holds them. The read has no reply of a turn under way, and a chat shows this
+ * one in pieces around the answers; the rest streams after the last answer in a message of its
+ * own (the events route's resume starts there).
+ */
+async function withReplySoFar<R extends { id: string; status: string }>(ctx: HandlerContext, runs: R[]) {
+  if (runs.every((run) => closedStatuses.includes(run.status as RunStatus))) return runs;
+  // (Imported here, as the engine is: the read routes do not load it for threads at rest.)
+  const [{ committedText, loadJournal }, { askedIn }] = await Promise.all([
+    import('../turn/journal.js'), import('../turn/reply-content.js'),
+  ]);
+  return Promise.all(runs.map(async (run) => {
+    if (closedStatuses.includes(run.status as RunStatus)) return run;
+    const journal = await loadJournal(ctx.rt.db, run.id);
+    const asked = await askedIn(ctx.rt.db, run.id, journal, ctx.rt.tools);
+    const last = asked.findLastIndex((a) => a.answeredBy !== undefined);
+    if (last < 0) return run;
+    return { ...run, replySoFar: { text: committedText(journal).slice(0, asked[last]!.at), asked: asked.slice(0, last + 1) } };
+  }));
 }
 
 /**

@@ -171,6 +171,21 @@ async function runSoFar(
 }
 
 /**
+ * The last chat message that answered a question of the run (a message sent while it waited,
+ * ADR-0087): its event's seq and the id the chat knows it by. Null when none did.
+ */
+async function lastTypedAnswer(ctx: HandlerContext, runId: string): Promise<{ seq: number; clientId: string } | null> {
+  const [row] = await ctx.rt.db.query<{ seq: number | string; client_id: string }>(
+    `select e.seq, coalesce(m.client_message_id, m.id::text) as client_id
+     from agent_kit_inputs i
+     join agent_kit_messages m on m.id = (i.data->>'messageId')::uuid
+     join agent_kit_thread_events e on e.run_id = i.run_id and e.type = 'message' and e.data->>'messageId' = m.id::text
+     where i.run_id = $1
+     order by e.seq desc limit 1`, [runId]);
+  return row ? { seq: Number(row.seq), clientId: row.client_id } : null;
+}
+
+/**
  * A client message id names one message: sent again it must be the same text (a retry), else
  * the new text would be dropped without a word while the first message's turn streamed (409).
  */
@@ -193,9 +208,11 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
     await requireThreadAccess(ctx.rt.db, caller, threadId);
     let runId: string | null = null;
     let until: StreamSpec['until'];
-    let seen: ThreadEvent[] | undefined;
+    let seen: readonly ThreadEvent[] | undefined;
+    let ownMessage: boolean | undefined;
     let endsAtOnce = false;
     let underWay: string[] | undefined;
+    let goesOnAfter: string | undefined;
     if (format === 'ai-sdk') {
       // One assistant message: a run of this thread (?runId=; by default the one under way or next
       // to run, else the latest), replayed from the run's first event unless the client resumes
@@ -211,6 +228,16 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
       const access = await requireRunAccess(ctx.rt.db, caller, runId);
       if (access.threadId !== threadId) throw new HttpError('NOT_FOUND', `run ${runId} not found`);
       ({ afterSeq, seen } = await runSoFar(ctx, threadId, runId, afterSeq));
+      if (!requested && seen === undefined && underWay?.includes(runId)) {
+        // A chat reopened from the thread's read shows the turn up to the last answer typed to
+        // its question (the read's replySoFar): the rest goes on after that answer, in a
+        // message of its own, as it did live (ADR-0087). The header names the answer.
+        const answer = await lastTypedAnswer(ctx, runId);
+        if (answer) {
+          ({ seen, ownMessage } = await answered(ctx, { threadId, runId }, answer.seq));
+          if (seen) [afterSeq, goesOnAfter] = [answer.seq, answer.clientId];
+        }
+      }
       const end = await runEnd(ctx, runId);
       until = end.until;
       // Read on from past the question the run still waits on (a stream cut before its `finish`):
@@ -221,9 +248,12 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
     // An ai-sdk stream names its run, as the chat route's does: a client's stop cancels it. One of
     // the thread's current run also names the turns under way, in order (ADR-0088).
     const headers = runId
-      ? { 'x-agent-kit-run-id': runId, ...(underWay?.length ? { 'x-agent-kit-runs-under-way': underWay.join(',') } : {}) }
+      ? {
+        'x-agent-kit-run-id': runId, ...(underWay?.length ? { 'x-agent-kit-runs-under-way': underWay.join(',') } : {}),
+        ...(goesOnAfter ? { 'x-agent-kit-goes-on-after': goesOnAfter } : {}),
+      }
       : undefined;
-    return streamResponse(ctx, request, { threadId, afterSeq, format, runId, until, seen, headers, endsAtOnce });
+    return streamResponse(ctx, request, { threadId, afterSeq, format, runId, until, seen, ownMessage, headers, endsAtOnce });
   };
 }
 
