@@ -352,6 +352,22 @@ export async function checkBrowserChat({ project, env, runs, effectsOf }: Browse
       async () => `shown again, the first tab did not catch up: ${JSON.stringify(await shown())}`);
     expect((await shown()).slice(whileHidden.length)).toEqual(['user: Sent while the first tab was hidden', `assistant: ${hiddenTurn.text}`]);
     expect(eventRequests.length, 'shown again, it follows the thread again').toBeGreaterThan(0);
+
+    // A question one tab asked, answered by typing in the other (ADR-0102): the asking tab, which
+    // reads the thread while the rest of the reply goes on, shows the answer after the question and
+    // the rest after the answer, as the answering tab does (it showed the answer first, and the
+    // question run into the rest).
+    const runsBeforeAsk = (await runs()).length;
+    await askOn(second, 'Which colour, other tab? #ask');
+    await until(async () => (await shown()).at(-1) === `assistant: ${scriptedAskQuestion}`, 20_000,
+      async () => `the first tab did not show the other's question: ${JSON.stringify(await shown())}`);
+    await ask('red');
+    const answeredThere = await newRunCompletes(runsBeforeAsk, 'the question answered in the other tab');
+    const inOrder = ['user: Which colour, other tab? #ask', `assistant: ${scriptedAskQuestion}`, 'user: red', `assistant: ${answeredThere.text}`];
+    await until(async () => (await shownOn(second)).slice(-4).join('\n') === inOrder.join('\n'), 20_000,
+      async () => `the asking tab: ${JSON.stringify((await shownOn(second)).slice(-4))}`);
+    await until(async () => (await shown()).slice(-4).join('\n') === inOrder.join('\n'), 10_000,
+      async () => `the answering tab: ${JSON.stringify((await shown()).slice(-4))}`);
     await second.close();
 
     // A question and an approval, answered the AI SDK's way: the reply goes on in the same message.
