@@ -182,6 +182,28 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await page.close();
   });
 
+  it('says on its Send button that a typed reply other than a plain yes denies the approval', async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    await sendChat(page, `pay it #approve ${Date.now()}`);
+    await page.getByTestId('input-request').waitFor();
+    await waitForRunStatus(page, 'waiting_input');
+    const composer = page.getByRole('textbox', { name: 'Message' });
+    // "sure" reads like a yes and denies the tool call (the placeholder alone said so, before
+    // anything was typed): the button says so while it is in the box.
+    await composer.fill('sure');
+    await page.getByRole('button', { name: 'Send and deny' }).waitFor();
+    await expect(page.locator('#composer-keys').textContent()).resolves.toContain('this denies the tool call');
+    await composer.fill('Yes!');
+    await page.getByRole('button', { name: 'Send', exact: true }).click();
+    await waitForRunStatus(page, 'completed');
+    await expect(page.getByTestId('run').last().textContent()).resolves.toContain('transfer_funds → completed');
+    // With no approval waiting, a "sure" is just a message.
+    await composer.fill('sure');
+    await page.getByRole('button', { name: 'Send', exact: true }).waitFor();
+    await page.close();
+  });
+
   it('cancels a running turn from the page and marks it cancelled', async () => {
     const page = await alice.newPage();
     await open(page, `${server.baseUrl}/`);

@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { buildRunTimeline } from '../src/lib/run-timeline';
 import {
-  applyEvent, composerPlaceholder, emptyThreadView, openRun, historyCutNotice, retryNotice, runBadge, thoughtSummary, type RunItem,
+  applyEvent, composerPlaceholder, draftDenies, emptyThreadView, openRun, historyCutNotice, retryNotice, runBadge, thoughtSummary, type RunItem,
 } from '../src/lib/thread-view';
 import { announcements, crashedThenResumed, fold, makeLog, runId, t0, thoughtThenRepliedSpecs, type EventSpec } from './event-logs';
 
@@ -241,6 +241,14 @@ describe('the thread view', () => {
     // please go ahead" denied the tool call).
     const approval = waitingFor({ id: 'c1', kind: 'approval', toolName: 'transfer_funds', input: {} });
     expect(composerPlaceholder(approval)).toBe('Reply "yes" to approve the tool call; anything else denies it');
+    // And the Send button says it while the person writes: "sure" reads like a yes and denies.
+    expect(draftDenies(approval, 'sure, go ahead')).toBe(true);
+    expect(draftDenies(approval, 'Sure')).toBe(true);
+    expect(draftDenies(approval, ' Yes! ')).toBe(false);
+    expect(draftDenies(approval, 'ok')).toBe(false);
+    expect(draftDenies(approval, '   ')).toBe(false);
+    expect(draftDenies(waitingFor({ id: 'q1', kind: 'question', question: 'Which?' }), 'sure')).toBe(false);
+    expect(draftDenies(emptyThreadView(), 'sure')).toBe(false);
     applyEvent(approval, { ...crashedThenResumed[0]!, seq: 4, type: 'input-received', data: { questionId: 'c1', data: { approved: false } } });
     // Recorded as the question it was (the tool's name alone read like the tool line below it).
     expect((approval.items[0] as RunItem).answered).toEqual([{ question: 'Approve transfer_funds?', answer: 'denied' }]);

@@ -26,3 +26,4 @@ export {
   type AgentTool, type AgentToolContext, type ReconcileResult, type ScriptedModelOptions,
 } from './model/index.js';
 export * from './event-log/index.js';
+export { isApproval } from './approval.js';

@@ -4,6 +4,8 @@
 // A long thread opens at its latest turns (ADR-0049): the fold starts at their first seq, sets
 // aside what it reads there about older turns, and joins the older turns in front on request.
 
+import { isApproval } from 'agent-kit/client';
+
 /** One event as the server sends it in an SSE `data:` line. */
 export interface WireEvent {
   seq: number;
@@ -596,6 +598,16 @@ export function composerPlaceholder(view: ThreadView): string {
   return run.pending?.kind === 'approval'
     ? 'Reply "yes" to approve the tool call; anything else denies it'
     : 'Write your answer';
+}
+
+/**
+ * Whether sending `draft` now denies a tool call: the thread's run waits for an approval and the
+ * draft is not a bare yes by agent-kit's rule (`isApproval`). "Sure, go ahead" reads like a yes
+ * and is a no; the page says so on its Send button while the person writes, not after.
+ */
+export function draftDenies(view: ThreadView, draft: string): boolean {
+  const run = openRun(view);
+  return run?.status === 'waiting_input' && run.pending?.kind === 'approval' && draft.trim() !== '' && !isApproval(draft);
 }
 
 /**

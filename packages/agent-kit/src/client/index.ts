@@ -8,6 +8,7 @@ import { chunksOf, oneAfterAnother, readOn, type Cut, type Origin } from './read
 import { threadIdOf } from './metadata.js';
 import { RepliesSeen, uuidShaped } from './replies.js';
 
+export { isApproval } from '../approval.js';
 export { hasTurnUnderWay, toUIMessages, type ThreadRead } from './thread-read.js';
 export { threadIdOf, type AgentKitMessageMetadata, type Regenerates } from './metadata.js';
 export {

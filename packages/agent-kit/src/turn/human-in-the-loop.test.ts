@@ -12,7 +12,7 @@ import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
 import { textShownAtCancel } from './reply-content.js';
 import { runSegment } from './run-segment.js';
-import { isApproval } from './tool-calls.js';
+import { isApproval } from '../approval.js';
 
 let db: Db;
 let effects: ReturnType<typeof effectsFile>;

@@ -7,6 +7,7 @@ import { allOrNothing, type Interrupt, type Lease } from '../lease/lease.js';
 import type { AgentTool } from '../model/index.js';
 import { toolKind } from '../model/agent-tool.js';
 import type { Db, Queryable } from '../store/db.js';
+import { isApproval } from '../approval.js';
 import { notifyThread } from '../store/notify-thread.js';
 import { storableMessage, storableResult } from '../store/storable.js';
 import {
@@ -379,10 +380,3 @@ export function approves(data: Record<string, unknown>): boolean {
   return data.approved === true || (typeof data.text === 'string' && isApproval(data.text));
 }
 
-/**
- * A chat reply approves only when it is nothing but a yes: one of these words, in any case, with
- * at most a trailing "." or "!". "ok, hold on — do NOT send it" starts with a yes and is a no.
- */
-export function isApproval(text: string): boolean {
-  return /^(y|yes|ok|approve|approved)[.!]?$/i.test(text.trim());
-}
