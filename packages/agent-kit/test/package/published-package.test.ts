@@ -9,6 +9,7 @@
 // a server deployment does, and one turn of the command runs on the embedded store.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -26,7 +27,14 @@ const docFiles = [
     .filter((name) => name.endsWith('.md')).sort().map((name) => `${dir}/${name}`)),
 ];
 const manifest = JSON.parse(fs.readFileSync(path.join(packageDir, 'package.json'), 'utf8'));
-const pinned = (name: string) => `${name}@${manifest.dependencies[name] ?? manifest.devDependencies[name]}`;
+const lockfile = JSON.parse(fs.readFileSync(path.join(repoRoot, 'package-lock.json'), 'utf8'));
+/** `name` at the version this repository's lockfile installs: the one the suite tests. */
+const locked = (name: string) => `${name}@${lockfile.packages[`node_modules/${name}`].version}`;
+/**
+ * The app's own `ai`: a later 6.x than the lockfile's, as an app has that installed `ai` after
+ * this release. The library takes `ai` as a range (ADR-0103), so the app and agent-kit share it.
+ */
+const appAi = 'ai@6.0.333';
 
 /** Files the examples import that the docs leave to the reader. */
 const fixtures: Record<string, string> = {
@@ -120,7 +128,7 @@ describe.runIf(onPostgres)('the published package', () => {
     fs.writeFileSync(path.join(project, 'package.json'),
       JSON.stringify({ name: 'agent-kit-consumer', private: true, type: 'module' }, null, 2));
     const install = await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund',
-      path.join(work, info!.filename), pinned('ai'), pinned('zod'), pinned('tsx'), pinned('typescript'), pinned('@types/node'),
+      path.join(work, info!.filename), appAi, locked('zod'), locked('tsx'), locked('typescript'), locked('@types/node'),
       ...reactPackages],
     { cwd: project, timeoutMs: 240_000 });
     if (install.code !== 0) throw new Error(`npm install of the tarball failed: ${explain(install)}`);
@@ -170,6 +178,19 @@ describe.runIf(onPostgres)('the published package', () => {
     for (const migration of migrations) expect(packed).toContain(migration);
     for (const file of ['README.md', 'LICENSE', 'package.json', 'dist/cli/main.js']) expect(packed).toContain(file);
     expect(packed.filter((f) => /(^|\/)(src|test|bench|scripts)\/|\.test\.|tsbuildinfo|\.scratch/.test(f))).toEqual([]);
+  });
+
+  it('shares the app\'s own ai, zod and pg instead of installing copies of its own', () => {
+    // Every runtime dependency is a range from the version tested (ADR-0103): an exact pin put a
+    // second copy of ai in an app that had a later one, and a third in a Next.js bundle.
+    for (const [name, range] of Object.entries(manifest.dependencies as Record<string, string>)) {
+      expect(range, name).toMatch(/^\^\d/);
+    }
+    const resolved = (from: string, name: string) =>
+      createRequire(path.join(from, 'package.json')).resolve(`${name}/package.json`);
+    const library = path.join(project, 'node_modules', 'agent-kit');
+    for (const name of ['ai', 'zod', 'pg']) expect(resolved(library, name), name).toBe(resolved(project, name));
+    expect(JSON.parse(fs.readFileSync(resolved(library, 'ai'), 'utf8')).version).toBe(appAi.split('@')[1]);
   });
 
   it('finds every TypeScript example of the docs named after its file, once', () => {
