@@ -246,6 +246,22 @@ begin
   perform pg_notify('agent_kit_jobs', p_run_id::text);
 end $function$
 
+-- function agent_kit__error_for_viewers(p_error jsonb)
+CREATE OR REPLACE FUNCTION agent_kit__error_for_viewers(p_error jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ IMMUTABLE
+AS $function$
+begin
+  if jsonb_typeof(p_error) is distinct from 'object' then
+    return p_error;
+  end if;
+  if jsonb_typeof(p_error->'cause') = 'object' then
+    return jsonb_set(p_error - 'stack', '{cause}', agent_kit__error_for_viewers(p_error->'cause'));
+  end if;
+  return p_error - 'stack';
+end $function$
+
 -- function agent_kit__history(p_thread_id uuid, p_turn_no integer, p_turns integer)
 CREATE OR REPLACE FUNCTION agent_kit__history(p_thread_id uuid, p_turn_no integer, p_turns integer DEFAULT NULL::integer)
  RETURNS json
@@ -689,7 +705,8 @@ begin
     return false;
   end if;
   v_seq := agent_kit__append_event(v_thread_id, p_run_id, p_fence, 'segment-failed',
-    jsonb_build_object('runId', p_run_id, 'fence', p_fence, 'attempt', v_attempts, 'error', p_error - 'stack'));
+    jsonb_build_object('runId', p_run_id, 'fence', p_fence, 'attempt', v_attempts,
+      'error', agent_kit__error_for_viewers(p_error)));
   return true;
 end $function$
 
@@ -813,10 +830,13 @@ begin
   elsif v_run.takeover_requested_at is not null then
     v_status := 'waiting_takeover';
   end if;
+  -- A takeover honoured here hands the run to an operator, as a park for one does: the count of
+  -- attempts starts again, and the wait stays (a release cannot lift the provider's limit).
   update agent_kit_runs set
     status = v_status, owner = null, lease_expires_at = null, deadline_at = null,
     takeover_requested_at = null, updated_at = now(),
-    retry_due_at = case when v_status = 'queued' and v_due > agent_kit_now() then v_due end
+    attempts = case when v_status = 'waiting_takeover' then 0 else attempts end,
+    retry_due_at = case when v_due > agent_kit_now() then v_due end
   where id = p_run_id;
   v_seq := agent_kit__append_event(v_run.thread_id, p_run_id, p_fence, 'model-retry',
     coalesce(p_data, '{}') || jsonb_build_object('text', v_run.partial, 'dueAt', v_due));
@@ -969,6 +989,7 @@ declare
   v_turn_no int;
   v_superseded uuid[];
   v_edited boolean;
+  v_from_turn int;
 begin
   if p_owner_id is null or p_owner_id = '' then
     raise exception 'owner_id is required' using errcode = 'AK001';
@@ -986,10 +1007,24 @@ begin
   if not found then
     raise exception 'thread % not found', p_thread_id using errcode = 'AK002';
   end if;
-  -- Lock order as agent_kit_start_turn's: the active run, then the thread row.
+  -- Lock order (ADR-0104): first the thread's conversation, which only regenerations and
+  -- restores change (a lock of its own, so that what is read next stays true), then every run
+  -- this call may change or wait for, then the thread row, as every writer of a run takes its run
+  -- before the thread row. Those runs are the thread's active one and its current ones from the
+  -- message's turn on.
+  perform pg_advisory_xact_lock(hashtext('agent_kit_conversation:' || p_thread_id::text));
+  select r.turn_no into v_from_turn from agent_kit_messages m join agent_kit_runs r on r.id = m.run_id
+  where m.thread_id = p_thread_id and m.client_message_id = p_message and m.role = 'user';
+  if not found and p_message ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' then
+    select r.turn_no into v_from_turn from agent_kit_messages m join agent_kit_runs r on r.id = m.run_id
+    where m.id = p_message::uuid and m.thread_id = p_thread_id and m.role = 'user';
+  end if;
   perform 1 from agent_kit_runs r
-  where r.thread_id = p_thread_id and r.status in ('running', 'waiting_input', 'waiting_takeover')
-  for update;
+  where r.thread_id = p_thread_id
+    and (r.status in ('running', 'waiting_input', 'waiting_takeover')
+      or (r.superseded_by is null and r.turn_no >= v_from_turn))
+  order by r.turn_no
+  for no key update;
   perform 1 from agent_kit_threads t where t.id = p_thread_id for update;
 
   select * into v_message from agent_kit_messages m
@@ -1001,8 +1036,9 @@ begin
   if v_message.id is null or v_message.run_id is null then
     raise exception 'message % not found in thread %', p_message, p_thread_id using errcode = 'AK002';
   end if;
-  -- (No key update: a foreign key's check on the run, an event appended for it, is not blocked.)
-  select * into v_run from agent_kit_runs r where r.id = v_message.run_id for no key update;
+  -- Read, not locked: locked above when it is the turn read there; a run locked now, under the
+  -- thread row, would wait for a claim or a close that waits for the thread row.
+  select * into v_run from agent_kit_runs r where r.id = v_message.run_id;
   v_edited := p_text is not null and p_text is distinct from v_message.content->>'text';
   if p_replaces is not null then
     select * into v_replaced from agent_kit_runs r where r.id = p_replaces and r.thread_id = p_thread_id;
@@ -1183,11 +1219,17 @@ begin
       select 1 from agent_kit_threads t where t.id = v_run.thread_id and t.owner_id = p_owner_id) then
     raise exception 'run % not found', p_run_id using errcode = 'AK002';
   end if;
-  -- Lock order as agent_kit_start_turn's and agent_kit_regenerate_turn's: the active run, then
-  -- the thread row, which orders the changes to the thread's conversation.
+  -- Lock order (ADR-0104): the thread's conversation, which only regenerations and restores
+  -- change, then every run this call may change or wait for, then the thread row. Those runs:
+  -- this one, the active one, and the current ones from this run's turn on (the runs that
+  -- replaced it came after it).
+  perform pg_advisory_xact_lock(hashtext('agent_kit_conversation:' || v_run.thread_id::text));
   perform 1 from agent_kit_runs r
-  where r.thread_id = v_run.thread_id and r.status in ('running', 'waiting_input', 'waiting_takeover')
-  for update;
+  where r.thread_id = v_run.thread_id
+    and (r.id = p_run_id or r.status in ('running', 'waiting_input', 'waiting_takeover')
+      or (r.superseded_by is null and r.turn_no >= v_run.turn_no))
+  order by r.turn_no
+  for no key update;
   perform 1 from agent_kit_threads t where t.id = v_run.thread_id for update;
   select * into v_run from agent_kit_runs r where r.id = p_run_id;
   if v_run.superseded_by is null then

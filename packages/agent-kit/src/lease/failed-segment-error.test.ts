@@ -62,6 +62,29 @@ describe('a failed segment', () => {
     });
   });
 
+  it('takes an error of any JSON shape, and no stack of its causes reaches the thread', async () => {
+    await withTestDb(async (db) => {
+      const fail = async (text: string, error: string) => {
+        const turn = await startTurn(db, { ownerId: 'u', text });
+        const claim = await claimRun(db, { runId: turn.runId, owner: 'w1', leaseTtlMs: 30_000 });
+        if (!claim.claimed) throw new Error(`not claimed: ${claim.reason}`);
+        const [{ given }] = await db.query<{ given: boolean }>(
+          `select agent_kit_fail_segment($1, 'w1', $2, $3::jsonb) as given`, [turn.runId, claim.lease.fence, error]) as [{ given: boolean }];
+        expect(given, error).toBe(true); // the lease is given up, whatever the error's shape (0039 raised for a scalar)
+        return failure(db, turn.runId);
+      };
+      for (const scalar of ['"boom"', '42', 'null', '["a", "stack"]']) {
+        const { event, last_error } = await fail(`scalar ${scalar}`, scalar);
+        expect(event).toEqual(JSON.parse(scalar));
+        expect(last_error).toEqual(JSON.parse(scalar));
+      }
+      const nested = { name: 'Error', message: 'outer', stack: 'Error: outer\n  at a', cause: { message: 'inner', stack: 'at b', cause: { stack: 'at c', code: 'E1' } } };
+      const { event, last_error } = await fail('nested causes', JSON.stringify(nested));
+      expect(event).toEqual({ name: 'Error', message: 'outer', cause: { message: 'inner', cause: { code: 'E1' } } });
+      expect(last_error).toEqual(nested);
+    });
+  });
+
   it('loses the stack from the events written before migration 0039, and nothing else', async () => {
     await withTestDb(async (db) => {
       const runId = await failOneSegment(db, 'failed under 0038');

@@ -197,6 +197,21 @@ describe('a model retry parked for a wait too long for its segment', () => {
       .toEqual({ retry_due_at: null });
   });
 
+  it('keeps the wait, and starts the count of attempts again, when it honours a takeover asked while the segment ran', async () => {
+    const { runId } = await newRun();
+    const lease = await claimed(runId, 'w1');
+    await db.query(`select agent_kit_takeover_run($1, 'op')`, [runId]);
+    await parkForRetry(db, lease, 30_000, { retry: 1 });
+    // Handed to the operator as a park for one is (the attempts start again), and the release
+    // leaves the provider's wait in place: before migration 0040 it was dropped, and the attempt
+    // kept, so the release had the provider asked at once (or, at the last attempt, gave up).
+    expect(await runState(runId)).toMatchObject({ status: 'waiting_takeover', owner: null, attempts: 0 });
+    expect((await db.query<{ s: string }>('select agent_kit_release_run($1) as s', [runId]))[0]!.s).toBe('queued');
+    expect(await claimRun(db, { runId, owner: 'w2', leaseTtlMs: 30_000 })).toEqual({ claimed: false, reason: 'not-due' });
+    await advanceFakeNow(db, 30_000);
+    expect(await claimed(runId, 'w2')).toMatchObject({ fence: 2, attempts: 1 });
+  });
+
   it("leaves a fresh turn's claim alone: its job waits only so that the request that made it claims first", async () => {
     const { runId } = await startTurn(db, { ownerId: 'user-1', text: 'hello', jobDelayMs: 60_000 });
     expect(await runState(runId)).toMatchObject({ status: 'queued', attempts: 0 });

@@ -13,7 +13,7 @@ import { toRun, type RunRow } from '../lease/run-row.js';
 import { enqueueRun } from '../queue/jobs.js';
 import { recordPass } from '../queue/passes.js';
 import { toNumber } from '../store/db.js';
-import { askedOfRun } from '../turn/reply-content.js';
+import { askedOfRun, textShownAtCancel } from '../turn/reply-content.js';
 import type { Runtime } from '../turn/types.js';
 
 export interface ReapOptions {
@@ -210,7 +210,10 @@ async function giveUpRun(
   if (settled.unsettled > 0) return false; // the salvage lease expires; the next pass takes it again
   const times = taken.attempts === 1 ? 'once' : `${taken.attempts} times in a row`;
   const reason = `the run's segments died or failed ${times} (AGENT_KIT_MAX_RUN_ATTEMPTS=${rt.config.maxRunAttempts})`;
-  const messageId = await salvageRun(rt.db, lease, taken.partial, reason, await askedOfRun(rt.db, taken.id, rt.tools));
+  // A run whose viewer asked it to stop keeps the text that viewer saw, as a cancel's close does (ADR-0090).
+  const shown = taken.cancelRequestedAt ? await textShownAtCancel(rt.db, taken.id, taken.threadId) : null;
+  const content = { ...await askedOfRun(rt.db, taken.id, rt.tools), ...(taken.cancelRequestedAt ? { cancelled: true } : {}) };
+  const messageId = await salvageRun(rt.db, lease, shown ?? taken.partial, reason, content);
   if (messageId !== null) report.salvaged++;
   rt.log?.({ msg: 'reap: salvaged', runId: taken.id, fence: taken.fence, attempt: taken.attempts, closed: messageId !== null });
   return true;

@@ -8,7 +8,10 @@ import { effectsFile, finalMessage, makeRuntime } from '../../test/harness/turn-
 import { openTestDb } from '../../test/harness/test-db.js';
 import { ConflictError } from '../errors.js';
 import { scriptedAskQuestion, scriptedReplyText } from '../model/index.js';
+import { beginSegment, claimRun, mirrorPartial, parkForRetry } from '../lease/lease.js';
 import { startTurn } from '../queue/start-turn.js';
+import { reapExpiredRuns } from '../reaper/reap-expired-runs.js';
+import { advanceFakeNow } from '../store/clock.js';
 import type { Db } from '../store/db.js';
 import { textShownAtCancel } from './reply-content.js';
 import { runSegment } from './run-segment.js';
@@ -231,6 +234,37 @@ describe('cancel and takeover', () => {
       `select data from agent_kit_thread_events where run_id = $1 and type = 'cancel-requested'`, [turn.runId]);
     expect(event!.data).toEqual({ runId: turn.runId, shownSeq: second!.seq });
     await expect(db.query('select agent_kit_request_cancel($1, -1)', [turn.runId])).rejects.toThrow(/0 or more/);
+  });
+
+  it('keeps the text its viewer saw when the cancel finds the run at its last attempt, in the engine and in the reaper', async () => {
+    // A run at its last attempt (a provider that refused it, or segments that died), the viewer
+    // having seen "Hello " when they pressed Stop. Its next claim, or the reaper, gives it up:
+    // both salvaged the whole partial, cancel or not, before this was fixed.
+    const atLastAttempt = async (text: string) => {
+      const turn = await startTurn(db, { ownerId: 'u', text });
+      const claim = await claimRun(db, { runId: turn.runId, owner: 'w1', leaseTtlMs: 30_000 });
+      if (!claim.claimed) throw new Error(`not claimed: ${claim.reason}`);
+      await beginSegment(db, claim.lease, '');
+      const shown = await mirrorPartial(db, claim.lease, 'Hello ');
+      await mirrorPartial(db, claim.lease, 'world, and more');
+      await db.query('update agent_kit_runs set attempts = 3 where id = $1', [turn.runId]); // maxRunAttempts
+      return { turn, lease: claim.lease, shownSeq: shown.ok ? shown.seq! : -1 };
+    };
+    const parked = await atLastAttempt('parked for a retry at its last attempt');
+    await parkForRetry(db, parked.lease, 30_000, { retry: 1 });
+    await db.query('select agent_kit_request_cancel($1, $2)', [parked.turn.runId, parked.shownSeq]);
+    expect(await runSegment(rt(), { runId: parked.turn.runId, owner: 'w2' })).toMatchObject({ kind: 'closed', status: 'aborted' });
+    const [cancelled] = await db.query<{ content: Record<string, unknown> }>(
+      `select content from agent_kit_messages where run_id = $1 and role = 'assistant'`, [parked.turn.runId]);
+    expect(cancelled!.content).toEqual({ text: 'Hello ', cancelled: true });
+
+    const died = await atLastAttempt('died at its last attempt');
+    await db.query('select agent_kit_request_cancel($1, $2)', [died.turn.runId, died.shownSeq]);
+    await advanceFakeNow(db, 31_000); // its lease runs out
+    expect(await reapExpiredRuns(rt())).toMatchObject({ salvaged: 1 });
+    const [salvaged] = await db.query<{ content: Record<string, unknown> }>(
+      `select content from agent_kit_messages where run_id = $1 and role = 'assistant'`, [died.turn.runId]);
+    expect(salvaged!.content).toMatchObject({ text: 'Hello ', cancelled: true, salvaged: true });
   });
 
   it('reads the text at that event as a viewer had it: across segments and steps asked again', async () => {

@@ -109,6 +109,11 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
       return { kind: 'stopped', fence: lease.fence, reason: s.signal.aborted ? String(s.signal.reason) : 'deadline during reconcile' };
     }
   }
+  const journal = resumed ? await loadJournal(rt.db, lease.runId) : [];
+  s.journal = journal;
+  // A cancel closes the run with the text its viewer saw, whatever the attempts spent: it asks
+  // no model (a run parked for a retry at its last attempt was salvaged whole instead).
+  if (s.run.cancelRequestedAt) return closeCancelled(s, s.run.partial);
   if (lease.attempts > rt.config.maxRunAttempts) {
     // The crash budget is spent (whoever enqueued this claim): give up here as the reaper would,
     // salvaging what viewers saw. Effects were reconciled just above.
@@ -117,10 +122,7 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
     const messageId = await salvageRun(rt.db, lease, s.run.partial, reason, await askedOfRun(rt.db, lease.runId, rt.tools));
     return messageId ? closed(s, 'aborted', messageId) : lost(s);
   }
-  const journal = resumed ? await loadJournal(rt.db, lease.runId) : [];
-  s.journal = journal;
   const model = typeof rt.model === 'function' ? rt.model(lease.runId) : rt.model;
-  if (s.run.cancelRequestedAt) return closeCancelled(s, s.run.partial);
   if (s.run.takeoverRequestedAt) return park(s, 'waiting_takeover');
 
   let prefix = continuationPrefix(s, journal, model);
