@@ -90,4 +90,44 @@ describe('a segment whose lease is lost while a tool runs', () => {
       'select status, fence from agent_kit_runs where id = $1', [turn.runId]);
     expect({ status: run!.status, fence: Number(run!.fence) }).toEqual({ status: 'running', fence: 1 });
   });
+
+  it("aborts the tool's signal when the lease runs out on the process's own clock, though no renewal came back", async () => {
+    // Renewals that hang (a partitioned process, a database that stopped answering it) never
+    // say the lease was refused. A tool between two outside calls must still stop once another
+    // segment may hold the run: a frozen worker thawed after its lease sent a payment that way.
+    const hung: Array<() => void> = [];
+    const partitioned = new Proxy(db, {
+      get(target, key, receiver) {
+        if (key !== 'query') return Reflect.get(target, key, receiver);
+        return (sql: string, params?: unknown[]) => sql.includes('agent_kit_renew_lease')
+          ? new Promise((resolve) => { hung.push(() => resolve([{ ok: false }])); })
+          : target.query(sql, params);
+      },
+    }) as Db;
+    let aborted: { reason: unknown; afterMs: number } | undefined;
+    const poke: AgentTool<{ n: number }, { n: number }> = {
+      name: 'poke', description: 'a side effect', inputSchema: z.object({ n: z.number() }),
+      async execute({ n }, { signal }) {
+        const startedMs = performance.now();
+        await new Promise<void>((resolve, reject) => {
+          const timer = setTimeout(() => reject(new Error('the signal did not abort within 10 s')), 10_000);
+          signal.addEventListener('abort', () => { clearTimeout(timer); resolve(); }, { once: true });
+        });
+        aborted = { reason: signal.reason, afterMs: performance.now() - startedMs };
+        return { n };
+      },
+    };
+    const rt = makeRuntime(partitioned, {
+      model: threeCallsModel(), tools: { poke }, config: { leaseTtlMs: 1_500, invocationBudgetMs: 60_000 },
+    });
+    const turn = await startTurn(db, { ownerId: 'u', text: 'poke while cut off' });
+    const outcome = await runSegment(rt, { runId: turn.runId, owner: 'cut-off' });
+    for (const release of hung) release();
+
+    expect(outcome).toEqual({ kind: 'lost', fence: 1 });
+    expect(aborted?.reason).toBe('lost');
+    expect(aborted!.afterMs).toBeLessThan(1_500); // at the TTL from the claim, not at the 60 s deadline
+    expect(hung.length).toBeGreaterThan(0); // renewals were sent, and none came back
+  });
 });
+

@@ -46,7 +46,8 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
   const { lease, run } = claim;
   const controller = new AbortController();
   const mirror = new StreamMirror(rt.db, lease, settings.mirrorIntervalMs, (reason) => controller.abort(reason));
-  const stopRenewing = leaseTtlMs < budgetMs ? renewOnTimer(rt, lease, leaseTtlMs, controller) : async () => {};
+  const held = leaseTtlMs < budgetMs ? holdUntil(Date.now() - startedAtMs, leaseTtlMs, controller) : undefined;
+  const stopRenewing = held ? renewOnTimer(rt, lease, leaseTtlMs, controller, held) : async () => {};
   const segment: Segment = {
     rt, lease, run, settings, mirror, signal: controller.signal, options, budgetMs, startText: '', journal: [], interrupt: null, contextWindow: null,
     stopRenewing,
@@ -67,17 +68,51 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
     return { kind: 'stopped', fence: lease.fence, reason: error.message };
   } finally {
     void stopRenewing();
+    held?.dispose();
     mirror.dispose();
   }
 }
 
+interface LocalHold {
+  /** A renewal sent at `sentAtMs` (performance.now()) landed: the lease is held until then plus the TTL. */
+  renewed(sentAtMs: number): void;
+  dispose(): void;
+}
+
+/**
+ * The lease as this process can vouch for it, on its own monotonic clock: held until the claim
+ * was sent plus the TTL, and from each renewal that lands, until it was sent plus the TTL (the
+ * database set the expiry later than that). Past it another segment may hold the run, so the
+ * segment's signal aborts as lost: a process frozen past its lease, or whose renewals do not come
+ * back, stops its tool before the tool's next outside call, not when a refusal finally arrives.
+ */
+function holdUntil(sinceClaimSentMs: number, leaseTtlMs: number, controller: AbortController): LocalHold {
+  let untilMs = performance.now() - sinceClaimSentMs + leaseTtlMs;
+  let timer: NodeJS.Timeout | undefined;
+  const arm = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => controller.abort('lost' satisfies StepStop), Math.max(0, untilMs - performance.now()));
+  };
+  arm();
+  return {
+    renewed(sentAtMs) {
+      if (controller.signal.aborted || sentAtMs + leaseTtlMs <= untilMs) return;
+      untilMs = sentAtMs + leaseTtlMs;
+      arm();
+    },
+    dispose: () => clearTimeout(timer),
+  };
+}
+
 /** Renew every third of the TTL, capped at the deadline by SQL. A rejection loses the segment. */
-function renewOnTimer(rt: Runtime, lease: Lease, leaseTtlMs: number, controller: AbortController) {
+function renewOnTimer(rt: Runtime, lease: Lease, leaseTtlMs: number, controller: AbortController, held: LocalHold) {
   let renewing: Promise<void> = Promise.resolve();
   const timer = setInterval(() => {
+    const sentAtMs = performance.now();
     renewing = renewLease(rt.db, lease, leaseTtlMs).then(
       (ok) => {
-        if (!ok) controller.abort('lost' satisfies StepStop);
+        if (ok) held.renewed(sentAtMs);
+        else controller.abort('lost' satisfies StepStop);
       },
       () => {}, // a transient failure: the next tick tries again; expiry is the real limit
     );
