@@ -69,7 +69,7 @@ describe('agent-kit chat', () => {
     const lines = result.stderr.trim().split('\n');
     expect(lines[0]).toMatch(/^thread \S+ · run \S+$/);
     expect(lines[1]).toMatch(/^\[model refused: Cannot connect to API: .*; retry 1 of 1 in [01]\.\d s\]$/);
-    expect(lines.at(-1)).toMatch(/^error: run \S+ did not finish here \(.*"kind":"stopped".*\); the drain will continue it$/);
+    expect(lines.at(-1)).toMatch(/^error: run \S+ did not finish here \(.*"kind":"stopped".*\); a worker continues it, or `agent-kit reap` then `agent-kit drain`/);
     expect(lines.length).toBeLessThanOrEqual(4); // ~50 lines of the AI SDK's console.error before
     expect(result.stderr).not.toContain('APICallError');
   });
@@ -267,6 +267,32 @@ describe('commands on a store that was never migrated', () => {
       expect(migrated.stderr.trim()).toMatch(/^error: --to must be a migration number from 0 to \d+, got 99$/);
     } finally {
       fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it.runIf(onPostgres)('exits 1 with the one line of an error the database gave the claim, and no crash of its follower', async () => {
+    // A role without a grant the claim needs (a trigger stands in for it): the command printed
+    // the error, then crashed with "Cannot use a pool after calling end on the pool".
+    const empty = await createEmptyDatabase();
+    const env = { ...store.env, DATABASE_URL: empty.url };
+    try {
+      expect((await cli(['migrate'], env)).code).toBe(0);
+      const db = await openDb({ databaseUrl: empty.url });
+      try {
+        await db.query(`create function refuse_claims() returns trigger language plpgsql as $$
+          begin raise exception 'permission denied for table agent_kit_jobs' using errcode = '42501'; end $$`);
+        await db.query(`create trigger refuse_claims before update on agent_kit_runs for each row
+          when (old.status = 'queued' and new.status = 'running') execute function refuse_claims()`);
+      } finally {
+        await db.close();
+      }
+      const result = await cli(['chat', 'claim me'], env);
+      expect(result.code).toBe(1);
+      expect(result.stderr.trim().split('\n')).toEqual([
+        expect.stringMatching(/^thread \S+ · run \S+$/), expect.stringMatching(/permission denied for table agent_kit_jobs$/),
+      ]);
+    } finally {
+      await empty.drop();
     }
   });
 

@@ -43,6 +43,12 @@ export function register(program: Command) {
         let endAt = Number.POSITIVE_INFINITY;
         const printing = printRun(upTo(follower, () => endAt), turn.runId);
         const outcome = await runSegment(rt, { runId: turn.runId, owner: newOwner('cli'), stopSignal: stop.signal })
+          .catch(async (error: unknown) => {
+            // (A claim the database refused, say: the follower stops before the store closes under it.)
+            follower.close();
+            await printing.catch(() => {});
+            throw error;
+          })
           .finally(stop.dispose);
         if (outcome.kind !== 'closed' && outcome.kind !== 'parked') {
           setTimeout(() => follower.close(), catchUpMs).unref(); // a store that does not answer included
@@ -185,7 +191,10 @@ function report(outcome: SegmentOutcome, runId: string, threadId: string, dueInM
     : outcome.kind === 'parked' && outcome.status === 'queued'
       ? `run ${runId} is queued${dueInMs === null ? '' : dueInMs > 0 ? `, due in ${formatDuration(dueInMs)}` : ', due now'}: ` +
         '`agent-kit drain` or a worker continues it'
-      : `run ${runId} did not finish here (${JSON.stringify(outcome)}); the drain will continue it`;
+      : outcome.kind === 'lost' || outcome.kind === 'not-claimed'
+        ? `run ${runId} did not finish here (${JSON.stringify(outcome)}): another segment holds it`
+        : `run ${runId} did not finish here (${JSON.stringify(outcome)}); a worker continues it, or \`agent-kit reap\` ` +
+          'then `agent-kit drain` (the reaper hands it on once its lease has run out)';
   throw new CommanderError(1, 'agent-kit.turnNotCompleted', what);
 }
 
