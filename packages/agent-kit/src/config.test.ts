@@ -41,6 +41,13 @@ describe('configFromEnv', () => {
     expect(refused({ AGENT_KIT_MODEL_RETRIES: '1.5' })).toMatch(/^AGENT_KIT_MODEL_RETRIES: .* \(got "1.5"\)$/);
   });
 
+  it('reads the pool size, 1 to 100 connections, and leaves it unset by default', () => {
+    expect(configFromEnv({ AGENT_KIT_POOL_MAX: '3' }).poolMax).toBe(3);
+    expect(configFromEnv({})).not.toHaveProperty('poolMax');
+    expect(refused({ AGENT_KIT_POOL_MAX: '0' })).toMatch(/^AGENT_KIT_POOL_MAX: .* \(got "0"\)$/);
+    expect(refused({ AGENT_KIT_POOL_MAX: '101' })).toMatch(/^AGENT_KIT_POOL_MAX: .*100.* \(got "101"\)$/);
+  });
+
   it('reads the bound on a tool result in bytes, 4 KiB to 100 MB, and leaves it unset by default', () => {
     expect(configFromEnv({ AGENT_KIT_MAX_TOOL_RESULT_BYTES: '65536' }).maxToolResultBytes).toBe(65_536);
     expect(configFromEnv({})).not.toHaveProperty('maxToolResultBytes');

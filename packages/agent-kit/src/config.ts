@@ -31,6 +31,8 @@ export interface AgentKitConfig {
   maxToolResultBytes?: number;
   /** Bearer secret for the cron routes. */
   cronSecret?: string;
+  /** Connections in this process's pool on Postgres (default 10), besides one for LISTEN. */
+  poolMax?: number;
 }
 
 /**
@@ -54,6 +56,8 @@ const envSchema = z.object({
   AGENT_KIT_LEASE_TTL: seconds(0.1).optional(),
   AGENT_KIT_MAX_RUN_ATTEMPTS: z.coerce.number().int().min(1).max(100).optional(),
   AGENT_KIT_MODEL_RETRIES: z.coerce.number().int().min(0).max(20).optional(),
+  // A role's connection limit on a managed plan is often 5 to 20: the pool must fit under it.
+  AGENT_KIT_POOL_MAX: z.coerce.number().int().min(1).max(100).optional(),
   // Below 4 KiB the note and a useful head do not fit; above 100 MB a result is stored three
   // times near jsonb's ~255 MB limit, which is what the bound is there to stay away from.
   AGENT_KIT_MAX_TOOL_RESULT_BYTES: z.coerce.number({ error: 'expected a number of bytes, such as 1048576' }).int()
@@ -98,5 +102,6 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentKitCon
     ...(e.AGENT_KIT_MODEL_RETRIES === undefined ? {} : { modelRetries: e.AGENT_KIT_MODEL_RETRIES }),
     ...(e.AGENT_KIT_MAX_TOOL_RESULT_BYTES === undefined ? {} : { maxToolResultBytes: e.AGENT_KIT_MAX_TOOL_RESULT_BYTES }),
     cronSecret: e.CRON_SECRET,
+    ...(e.AGENT_KIT_POOL_MAX === undefined ? {} : { poolMax: e.AGENT_KIT_POOL_MAX }),
   };
 }

@@ -20,7 +20,7 @@ export async function withDb<T>(fn: (db: Db) => Promise<T>, options: { anySchema
     import('../config.js'), import('../store/open.js'), import('../store/migrate.js'),
   ]);
   const config = configFromEnv();
-  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, embedded: { onMaintenance } });
+  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolMax: config.poolMax, embedded: { onMaintenance } });
   try {
     if (!options.anySchema && !config.databaseUrl) await migrate(db);
     if (!options.anySchema) await checkSchema(db);

@@ -45,10 +45,33 @@ const defaultListenHeartbeatMs = 30_000;
 
 async function run<T>(client: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[]) {
   try {
-    const result = await client.query({ text: sql, values: params as unknown[] | undefined, types });
+    const result = await (client instanceof pg.Pool
+      ? whenAdmitted(() => client.query({ text: sql, values: params as unknown[] | undefined, types }))
+      : client.query({ text: sql, values: params as unknown[] | undefined, types }));
     return result.rows as T[];
   } catch (raw) {
     throw coerceError(raw);
+  }
+}
+
+/**
+ * Codes a server gives a connection it will not take now (too many connections for the role or
+ * the server; starting up). They come before any statement was sent, so asking again is always
+ * safe; failing at once spent a run's attempt on a pool that was only over a connection limit.
+ */
+const notAdmittedCodes = new Set(['53300', '57P03']);
+/** Waits between the tries of a connection the server would not take: about 4.5 s in all. */
+const admissionWaitsMs = [50, 100, 200, 400, 800, 1_000, 1_000, 1_000];
+
+async function whenAdmitted<T>(connect: () => Promise<T>): Promise<T> {
+  for (let tried = 0; ; tried++) {
+    try {
+      return await connect();
+    } catch (raw) {
+      const code = (raw as { code?: unknown } | null)?.code;
+      if (tried >= admissionWaitsMs.length || typeof code !== 'string' || !notAdmittedCodes.has(code)) throw raw;
+      await new Promise((resolve) => setTimeout(resolve, admissionWaitsMs[tried]));
+    }
   }
 }
 
@@ -77,7 +100,7 @@ export function openPgDb(options: PgDbOptions): Db {
     async transaction(fn) {
       let client: pg.PoolClient;
       try {
-        client = await pool.connect();
+        client = await whenAdmitted(() => pool.connect());
       } catch (raw) {
         throw coerceError(raw);
       }

@@ -143,7 +143,7 @@ describe.runIf(onPostgres)('the published package', () => {
     const migrated = await agentKit(['migrate']);
     if (migrated.code !== 0) throw new Error(`agent-kit migrate failed: ${explain(migrated)}`);
     // Numbered as the files and the schema check's errors are (it said "schema at 39").
-    expect(migrated.stdout.trim()).toMatch(/^applied 0001, 0002, (\d{4}, )*(\d{4}); schema at \2$/);
+    expect(migrated.stdout.trim()).toMatch(/^applied 0001, 0002, (\d{4}, )*(\d{4}); schema at \2 \(postgres, [^,]+, schema public\)$/);
     const strict = { target: 'ES2022', strict: true, skipLibCheck: true, noEmit: true, types: ['node'] };
     const node = docs.examples.filter((e) => !e.file.startsWith('src/') && !isNext(e.file)).map((e) => e.file);
     const svelteKit = docs.examples.filter((e) => e.file.startsWith('src/')).map((e) => e.file);

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildCli, openCliStore, run, type CliStore } from '../../../test/hostile/cli-kit.js';
 import { contextLengthExceeded, startOpenAiStub, type OpenAiStub } from '../../../test/harness/openai-stub.js';
-import { onPostgres } from '../../../test/harness/test-db.js';
+import { adminQuery, onPostgres } from '../../../test/harness/test-db.js';
 import { createEmptyDatabase } from '../../../test/harness/empty-database.js';
 import { scriptedReasoningText, scriptedReplyText } from '../../model/index.js';
 import { openDb } from '../../store/open.js';
@@ -267,6 +267,22 @@ describe('commands on a store that was never migrated', () => {
       expect(migrated.stderr.trim()).toMatch(/^error: --to must be a migration number from 0 to \d+, got 99$/);
     } finally {
       fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it.runIf(onPostgres)('migrate and status name the schema the tables are in, from the search_path', async () => {
+    const empty = await createEmptyDatabase();
+    try {
+      await adminQuery(`alter database ${empty.name} set search_path = agent`);
+      const db = await openDb({ databaseUrl: empty.url });
+      await db.query('create schema agent').finally(() => db.close());
+      const env = { ...store.env, DATABASE_URL: empty.url };
+      const where = `postgres, ${new URL(empty.url).host}/${empty.name}, schema agent`;
+      const migrated = await cli(['migrate'], env);
+      expect(migrated.stdout.trim()).toMatch(new RegExp(`^applied 0001, .*; schema at \\d{4} \\(${where.replace(/[.]/g, '\\.')}\\)$`));
+      expect((await cli(['status'], env)).stdout.split('\n')[0]).toBe(`store     ${where}`);
+    } finally {
+      await empty.drop();
     }
   });
 

@@ -25,7 +25,7 @@ describe('agent-kit status --check', () => {
     expect([fresh.code, fresh.stderr]).toEqual([0, '']);
     // Which store it read comes first: a monitor without DATABASE_URL reads an embedded one.
     const where = store.env.DATABASE_URL
-      ? `postgres, ${new URL(store.env.DATABASE_URL).host}${new URL(store.env.DATABASE_URL).pathname}`
+      ? `postgres, ${new URL(store.env.DATABASE_URL).host}${new URL(store.env.DATABASE_URL).pathname}, schema public`
       : `embedded, ${store.env.AGENT_KIT_DATA_DIR} (DATABASE_URL is not set)`;
     expect(fresh.stdout.split('\n')[0]).toBe(`store     ${where}`);
     expect(fresh.stdout).toMatch(/\nruns {6}1 queued, 0 running, 0 waiting for input, 0 waiting for takeover\n/);
@@ -53,6 +53,10 @@ describe('describeStore', () => {
       .toBe('postgres, db.example.com:6543/chat');
     expect(describeStore({ databaseUrl: 'postgresql:///chat?host=/var/run/postgresql' }, '.agent-kit')).toBe('postgres, local socket/chat');
     expect(describeStore({ databaseUrl: 'not a url' }, '.agent-kit')).toBe('postgres');
+    // The schema the connection's search_path gave, when read (a pooler may drop one set in the URL).
+    expect(describeStore({ databaseUrl: 'postgres://db.example.com/chat' }, '.agent-kit', 'agent')).toBe('postgres, db.example.com/chat, schema agent');
+    expect(describeStore({ databaseUrl: 'postgres://db.example.com/chat' }, '.agent-kit', null))
+      .toBe('postgres, db.example.com/chat, no schema on the search_path');
     expect(describeStore({}, '.agent-kit')).toBe(`embedded, ${path.resolve('.agent-kit')} (DATABASE_URL is not set)`);
     expect(describeStore({ dataDir: 'memory' }, '.agent-kit')).toBe('embedded, in memory (DATABASE_URL is not set)');
   });

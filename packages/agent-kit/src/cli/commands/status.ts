@@ -23,17 +23,28 @@ export interface StatusOptions {
  * The store a command reads, for people: the server and database of DATABASE_URL (never its
  * user or password), or the embedded store's folder.
  */
-export function describeStore(config: Pick<AgentKitConfig, 'databaseUrl' | 'dataDir'>, defaultDataDir: string): string {
+export function describeStore(
+  config: Pick<AgentKitConfig, 'databaseUrl' | 'dataDir'>, defaultDataDir: string, schema?: string | null,
+): string {
   if (!config.databaseUrl) {
     const dir = config.dataDir ?? defaultDataDir;
     return `embedded, ${dir === 'memory' ? 'in memory' : path.resolve(dir)} (DATABASE_URL is not set)`;
   }
+  // The schema the connection's search_path gives: a pooler that dropped a search_path set in the
+  // URL's options shows here as "public" instead of the schema meant.
+  const inSchema = schema === undefined ? '' : schema === null ? ', no schema on the search_path' : `, schema ${schema}`;
   try {
     const url = new URL(config.databaseUrl);
-    return `postgres, ${url.host || 'local socket'}${url.pathname}`;
+    return `postgres, ${url.host || 'local socket'}${url.pathname}${inSchema}`;
   } catch {
-    return 'postgres';
+    return `postgres${inSchema}`;
   }
+}
+
+/** The connection's current schema, where agent-kit's tables are read and made. */
+export async function currentSchema(db: Queryable): Promise<string | null> {
+  const [row] = await db.query<{ schema: string | null }>('select current_schema() as schema');
+  return row?.schema ?? null;
 }
 
 export function register(program: Command) {
@@ -52,8 +63,10 @@ export function register(program: Command) {
       })
     .action(async (options: StatusOptions) => {
       const [{ configFromEnv }, { defaultDataDir }] = await Promise.all([import('../../config.js'), import('../../store/open.js')]);
-      const store = describeStore(configFromEnv(), defaultDataDir);
-      const { text, alerts } = await withDb((db) => formatStatusCommand(db, { ...options, store }));
+      const config = configFromEnv();
+      const { text, alerts } = await withDb(async (db) => formatStatusCommand(db, {
+        ...options, store: describeStore(config, defaultDataDir, config.databaseUrl ? await currentSchema(db) : undefined),
+      }));
       process.stdout.write(text);
       if (options.check && alerts.length > 0) {
         const what = alerts.length === 1 ? '1 thing needs' : `${alerts.length} things need`;
