@@ -112,7 +112,7 @@ export interface ReconcileOptions {
  * `options.signal` aborted first, or no time was left before `stopAtMs`.
  */
 export async function askReconcileHook(
-  tool: AgentTool<any, any> | undefined, key: string, options: SettleOptions = {},
+  tool: AgentTool<any, any> | undefined, key: string, options: SettleOptions = {}, input?: unknown,
 ): Promise<ReconcileOutcome | null> {
   if (!tool?.reconcile) {
     const reason = tool ? 'no reconcile hook' : 'the tool is not registered in this process';
@@ -129,7 +129,7 @@ export async function askReconcileHook(
     onAbort = () => resolve('abandoned');
     options.signal?.addEventListener('abort', onAbort, { once: true });
   });
-  const answer = (async () => tool.reconcile!({ idempotencyKey: key, signal: hookSignal.signal }))();
+  const answer = (async () => tool.reconcile!({ idempotencyKey: key, signal: hookSignal.signal, ...(input === undefined ? {} : { input }) }))();
   answer.catch(() => {}); // an answer (or failure) that comes after we stopped waiting is dropped
   try {
     const first = await Promise.race([answer.then((found) => ({ found })), stopped]);
@@ -155,9 +155,9 @@ export async function askReconcileHook(
 
 /** askReconcileHook without a caller's signal: always a verdict, within `timeoutMs` (default 10 s). */
 export async function reconcileWithTool(
-  tool: AgentTool<any, any> | undefined, key: string, options: { timeoutMs?: number } = {},
+  tool: AgentTool<any, any> | undefined, key: string, options: { timeoutMs?: number; input?: unknown } = {},
 ): Promise<ReconcileOutcome> {
-  const outcome = await askReconcileHook(tool, key, { timeoutMs: options.timeoutMs });
+  const outcome = await askReconcileHook(tool, key, { timeoutMs: options.timeoutMs }, options.input);
   assert(outcome !== null, 'a reconcile without a signal always gives a verdict');
   return outcome;
 }
@@ -193,7 +193,7 @@ export async function reconcileDeadEffects(
   );
   const settled = { completed: 0, inDoubt: 0, unsettled: 0 };
   for (const row of rows) {
-    const outcome = await askReconcileHook(tools[row.tool], row.key, options);
+    const outcome = await askReconcileHook(tools[row.tool], row.key, options, row.input ?? undefined);
     if (outcome === null) {
       settled.unsettled++;
       continue;

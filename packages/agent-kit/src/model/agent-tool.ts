@@ -31,9 +31,12 @@ export type AgentTool<I, O> = {
    * Asks the outside system whether the effect with this key already happened. agent-kit waits
    * for it at most `reconcileTimeoutMs` (10 s by default, less when the caller's lease ends
    * sooner) and then aborts `signal` and counts the effect as in doubt; pass `signal` to the
-   * lookup. (Optional in the type only so that code calling a hook directly keeps compiling.)
+   * lookup. `input` is the call's input as `execute` had it (as stored, in its JSON form), so a
+   * hook can look the effect up by the outside system's own reference (an order number), or send
+   * it again under the same key to a system that deduplicates by it. (Optional in the type only
+   * so that code calling a hook directly keeps compiling; agent-kit always passes it.)
    */
-  reconcile?(ctx: { idempotencyKey: string; signal?: AbortSignal }): Promise<ReconcileResult<O>>;
+  reconcile?(ctx: { idempotencyKey: string; signal?: AbortSignal; input?: I }): Promise<ReconcileResult<O>>;
 };
 
 /** What a call of `tool` is: a question for the user, an effect the user approves first, or an effect. */

@@ -46,13 +46,16 @@ async function runRow(runId: string) {
 }
 
 async function startEffect(lease: Lease, key: string, tool: string) {
-  await db.query(`select * from agent_kit_record_effect($1, $2, $3, $4, 'started', $5, '{}'::jsonb)`,
-    [lease.runId, lease.owner, lease.fence, key, tool]);
+  await db.query(`select * from agent_kit_record_effect($1, $2, $3, $4, 'started', $5, $6::jsonb)`,
+    [lease.runId, lease.owner, lease.fence, key, tool, JSON.stringify({ note: `for ${key}` })]);
 }
 
+/** What each call of the hook was given: its key and the call's input. */
+const asked: Array<{ idempotencyKey: string; input?: { note: string } }> = [];
 const hooked: AgentTool<{ note: string }, unknown> = {
   name: 'hooked', description: 'has a reconcile hook', inputSchema: z.object({ note: z.string() }),
-  async reconcile({ idempotencyKey }) {
+  async reconcile({ idempotencyKey, input }) {
+    asked.push({ idempotencyKey, input });
     return idempotencyKey.endsWith('done') ? { found: true, result: { ok: idempotencyKey } } : { found: false };
   },
 };
@@ -118,6 +121,11 @@ describe('reapExpiredRuns', () => {
       ['k-blind', 'in_doubt'], ['k-done', 'completed'], ['k-missing', 'in_doubt'],
     ]);
     expect(effects.find((e) => e.key === 'k-done')?.result).toEqual({ ok: 'k-done' });
+    // Each hook was given the call's input too, to look the effect up by the outside system's
+    // own reference, or send it again under the same key.
+    expect(asked.slice(-2)).toEqual([
+      { idempotencyKey: 'k-done', input: { note: 'for k-done' } }, { idempotencyKey: 'k-missing', input: { note: 'for k-missing' } },
+    ]);
   });
 
   it("leaves the started effect of a tool it does not register for the run's next segment to reconcile", async () => {
@@ -135,6 +143,7 @@ describe('reapExpiredRuns', () => {
     // The next segment runs where the tool is registered: its hook confirms the payment.
     const resumed = await claimed(runId, 'w2');
     expect(await reconcileDeadEffects(db, resumed, { hooked })).toMatchObject({ completed: 1, inDoubt: 0 });
+    expect(asked.at(-1)).toEqual({ idempotencyKey: 'k-done', input: { note: 'for k-done' } });
     expect(await status()).toBe('completed');
   });
 

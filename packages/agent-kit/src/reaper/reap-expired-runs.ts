@@ -149,7 +149,7 @@ async function requeueRun(rt: Runtime, run: ExpiredRun, report: ReapReport, pass
       report.unregistered++;
       continue;
     }
-    const outcome = await askReconcileHook(tool, effect.key, pass);
+    const outcome = await askReconcileHook(tool, effect.key, pass, effect.input ?? undefined);
     if (outcome === null) return false;
     const rows = await rt.db.query<{ ok: boolean }>(
       'select agent_kit_reconcile_effect($1, $2, $3, $4, $5::jsonb) as ok',
@@ -220,8 +220,8 @@ async function giveUpRun(
 }
 
 async function startedEffects(rt: Runtime, runId: string) {
-  return rt.db.query<{ key: string; tool: string }>(
-    `select key, tool from agent_kit_effects where run_id = $1 and status = 'started' order by started_at, key`,
+  return rt.db.query<{ key: string; tool: string; input: unknown }>(
+    `select key, tool, input from agent_kit_effects where run_id = $1 and status = 'started' order by started_at, key`,
     [runId],
   );
 }

@@ -205,7 +205,7 @@ async function runEffect(
   if (record.status !== 'started') return { step: recordedOutcome(record.status, record.result) };
   if (record.fence !== ctx.lease.fence) {
     // Left `started` by a dead segment: ask the outside system, never run it again.
-    const reconciled = await askReconcileHook(tool, key, hookOptions(ctx));
+    const reconciled = await askReconcileHook(tool, key, hookOptions(ctx), input);
     if (!reconciled) return givenUp(ctx) ?? { kind: 'stopped', reason: 'deadline during reconcile' };
     const effect = { key, status: reconciled.status, result: reconciled.result };
     if (reconciled.status === 'completed') return { step: { outcome: 'completed', output: reconciled.result }, effect };
@@ -229,7 +229,7 @@ async function runEffect(
   // owner to reconcile. Recording `failed` would let the model run it again under a new key.
   const abandoned = givenUp(ctx);
   if (abandoned) return abandoned;
-  return judgeThrow(ctx, tool, key, ran);
+  return judgeThrow(ctx, tool, key, input, ran);
 }
 
 /** A reconcile hook asked during a segment: its timeout, within the segment's deadline and signal. */
@@ -263,12 +263,12 @@ function isInDoubt(raw: unknown): boolean {
  * fails) → in_doubt; any other error → failed, which tells the model the effect did not happen.
  */
 async function judgeThrow(
-  ctx: ToolContext, tool: AgentTool<any, any>, key: string, thrown: { message: string; inDoubt: boolean },
+  ctx: ToolContext, tool: AgentTool<any, any>, key: string, input: unknown, thrown: { message: string; inDoubt: boolean },
 ): Promise<EffectOutcome> {
   let status: 'failed' | 'in_doubt' = thrown.inDoubt ? 'in_doubt' : 'failed';
   let reason = thrown.inDoubt ? `the tool could not tell whether it happened: ${thrown.message}` : thrown.message;
   if (tool.reconcile) {
-    const asked = await askReconcileHook(tool, key, hookOptions(ctx));
+    const asked = await askReconcileHook(tool, key, hookOptions(ctx), input);
     if (!asked) return givenUp(ctx) ?? { kind: 'stopped', reason: 'deadline during reconcile' };
     if (asked.status === 'completed') {
       return { step: { outcome: 'completed', output: asked.result }, effect: { key, status: 'completed', result: asked.result } };

@@ -168,6 +168,8 @@ describe('agent-kit show', () => {
     const text = await formatShowCommand(db, runs.doubtOlga, {}, new Date());
     const top = text.slice(0, text.indexOf('\nsegments'));
     expect(top).toMatch(new RegExp(`\\n  in doubt  ${key}  tool charge_card\\n`));
+    // And the command that records the verdict, as printed, key included.
+    expect(top).toContain(`\n  verdict   agent-kit resolve-effect ${runs.doubtOlga} ${key} --happened (or --did-not-happen,`);
     expect(text).toMatch(new RegExp(`${key}\\s+charge_card\\s+in_doubt`));
     expect(await formatShowCommand(db, runs.paid, {}, new Date())).not.toContain('in doubt');
   });

@@ -65,7 +65,7 @@ function runSection({ run, ownerId, effects, jobDueAt, usage, regenerates, resto
   if (run.supersededBy) lines.push(`  replaced  by run ${run.supersededBy} (out of the conversation: a reply asked again, or an earlier answer put back)`);
   // A closed run's partial is history; while it is open it is what viewers see right now.
   if (run.partial && !isClosed(run.status)) lines.push(`  partial   ${preview(run.partial)}`);
-  lines.push(...inDoubtLines(effects));
+  lines.push(...inDoubtLines(run.id, effects));
   return `${lines.join('\n')}\n`;
 }
 
@@ -84,10 +84,18 @@ function describeWaiting(waitingFor: Record<string, unknown>): string {
   return preview(waitingFor);
 }
 
-/** One line per effect in doubt, key and tool: what an operator checks with the outside system. */
-function inDoubtLines(effects: RunDetail['effects']): string[] {
+/**
+ * One line per effect in doubt, key and tool: what an operator checks with the outside system;
+ * then the command that records what they found.
+ */
+function inDoubtLines(runId: string, effects: RunDetail['effects']): string[] {
   const inDoubt = effects.filter((e) => e.status === 'in_doubt');
-  return inDoubt.map((e, i) => `  ${i === 0 ? 'in doubt ' : '         '} ${e.key}  tool ${e.tool}`);
+  if (inDoubt.length === 0) return [];
+  return [
+    ...inDoubt.map((e, i) => `  ${i === 0 ? 'in doubt ' : '         '} ${e.key}  tool ${e.tool}`),
+    `  verdict   agent-kit resolve-effect ${runId} ${inDoubt.length === 1 ? inDoubt[0]!.key : 'KEY'} --happened` +
+      ' (or --did-not-happen, once the segment that started it can no longer act)',
+  ];
 }
 
 const count = (n: number | undefined) => (n ?? 0).toLocaleString('en-US');
