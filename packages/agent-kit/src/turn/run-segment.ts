@@ -5,7 +5,7 @@ import { asError, assert, StoreUnavailableError } from '../errors.js';
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
-  closeRun, failLease, parkRun, renewLease, requestInput, retryStep, salvageRun, type Lease, type ParkStatus,
+  closeRun, failLease, parkRun, requestInput, retryStep, salvageRun, type ParkStatus,
 } from '../lease/lease.js';
 import {
   buildMessages, commitStep, committedText, hasReasoning, isTurnFinished, loadJournal, modelStepOf, pendingToolCalls,
@@ -18,8 +18,8 @@ import { describeRefusal, refusedForGood, refusedWhatItCarried, StepPastBudgetEr
 import { runModelStep, type StepStop } from './model-step.js';
 import { defaultTurnSettings } from './settings.js';
 import { addUsage, type TokenUsage } from '../event-log/token-usage.js';
+import { holdUntil, renewOnTimer } from './lease-hold.js';
 import { StreamMirror } from './stream-mirror.js';
-import { sleep } from '../queue/pace.js';
 import { nextEffectStart, settleToolCalls } from './tool-calls.js';
 import { instructionsFor } from './runtime.js';
 import { askedIn, askedOfRun, textShownAtCancel } from './reply-content.js';
@@ -71,59 +71,6 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
     held?.dispose();
     mirror.dispose();
   }
-}
-
-interface LocalHold {
-  /** A renewal sent at `sentAtMs` (performance.now()) landed: the lease is held until then plus the TTL. */
-  renewed(sentAtMs: number): void;
-  dispose(): void;
-}
-
-/**
- * The lease as this process can vouch for it, on its own monotonic clock: held until the claim
- * was sent plus the TTL, and from each renewal that lands, until it was sent plus the TTL (the
- * database set the expiry later than that). Past it another segment may hold the run, so the
- * segment's signal aborts as lost: a process frozen past its lease, or whose renewals do not come
- * back, stops its tool before the tool's next outside call, not when a refusal finally arrives.
- */
-function holdUntil(sinceClaimSentMs: number, leaseTtlMs: number, controller: AbortController): LocalHold {
-  let untilMs = performance.now() - sinceClaimSentMs + leaseTtlMs;
-  let timer: NodeJS.Timeout | undefined;
-  const arm = () => {
-    clearTimeout(timer);
-    timer = setTimeout(() => controller.abort('lost' satisfies StepStop), Math.max(0, untilMs - performance.now()));
-  };
-  arm();
-  return {
-    renewed(sentAtMs) {
-      if (controller.signal.aborted || sentAtMs + leaseTtlMs <= untilMs) return;
-      untilMs = sentAtMs + leaseTtlMs;
-      arm();
-    },
-    dispose: () => clearTimeout(timer),
-  };
-}
-
-/** Renew every third of the TTL, capped at the deadline by SQL. A rejection loses the segment. */
-function renewOnTimer(rt: Runtime, lease: Lease, leaseTtlMs: number, controller: AbortController, held: LocalHold) {
-  let renewing: Promise<void> = Promise.resolve();
-  const timer = setInterval(() => {
-    const sentAtMs = performance.now();
-    renewing = renewLease(rt.db, lease, leaseTtlMs).then(
-      (ok) => {
-        if (ok) held.renewed(sentAtMs);
-        else controller.abort('lost' satisfies StepStop);
-      },
-      () => {}, // a transient failure: the next tick tries again; expiry is the real limit
-    );
-  }, Math.max(10, Math.floor(leaseTtlMs / 3)));
-  // Stopped, with the renewal in flight settled (or a TTL waited for it, on a store that hangs):
-  // a lease given up is not renewed after it.
-  return async () => {
-    clearInterval(timer);
-    const settled = new AbortController(); // (and the wait's timer gone with it)
-    await Promise.race([renewing.finally(() => settled.abort()), sleep(leaseTtlMs, settled.signal)]);
-  };
 }
 
 /** `fresh`: the claim already began this (first) segment and read its history. */
