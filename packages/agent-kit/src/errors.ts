@@ -61,6 +61,11 @@ export class StoreLockedError extends AgentKitError {
   override readonly code = 'STORE_LOCKED';
 }
 
+/** The database role lacks a privilege on agent-kit's tables (SQLSTATE 42501); the message says which grants. */
+export class StorePermissionError extends AgentKitError {
+  override readonly code = 'STORE_PERMISSION';
+}
+
 /** The schema is older or newer than this library can use. */
 export class SchemaMismatchError extends AgentKitError {
   override readonly code = 'SCHEMA_MISMATCH';
@@ -140,6 +145,11 @@ export function coerceError(raw: unknown): Error {
   if (typeof code === 'string') {
     const mapped = sqlStateErrors[code];
     if (mapped) return new mapped(error.message, { cause: raw });
+    if (code === '42501') {
+      return new StorePermissionError(`${error.message}: \`agent-kit migrate\` runs as the role that owns agent-kit's ` +
+        'tables; every other role needs usage on their schema and select, insert, update and delete on them (the ' +
+        'operating guide: "Roles, grants and a schema of your own")', { cause: raw });
+    }
     if (code.startsWith('08') || unavailableStates.has(code) || unavailableNodeCodes.has(code)) {
       return new StoreUnavailableError(`database unavailable: ${error.message}`, { cause: raw });
     }

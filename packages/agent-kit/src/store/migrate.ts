@@ -116,6 +116,10 @@ export async function schemaVersion(db: Pick<Tx, 'query'>): Promise<number> {
 export async function checkSchema(db: Db, migrations: Migration[] = loadMigrations()): Promise<void> {
   const known = migrations.length;
   const version = await schemaVersion(db);
+  if (version === 0) {
+    const elsewhere = await tablesElsewhere(db);
+    if (elsewhere) throw new SchemaMismatchError(elsewhere);
+  }
   if (version < known) {
     throw new SchemaMismatchError(
       `Schema is at ${pad(version)}; this agent-kit needs ${pad(known)}. Run \`agent-kit migrate\` first.`,
@@ -136,3 +140,23 @@ export async function checkSchema(db: Db, migrations: Migration[] = loadMigratio
 }
 
 const pad = (n: number) => String(n).padStart(4, '0');
+
+/**
+ * When this connection finds no tables but another schema holds them: where they are, and why
+ * they are not seen (a search_path a pooler dropped, a role without the schema's grant). "Run
+ * migrate" would there make a second, empty set in the schema this connection sees.
+ */
+async function tablesElsewhere(db: Db): Promise<string | null> {
+  const rows = await db.query<{ schema: string; usable: boolean; current: string | null }>(
+    `select n.nspname as schema, has_schema_privilege(n.oid, 'USAGE') as usable, current_schema() as current
+     from pg_class c join pg_namespace n on n.oid = c.relnamespace
+     where c.relname = 'agent_kit_migrations' and c.relkind in ('r', 'p') order by n.nspname`);
+  const found = rows[0];
+  if (!found) return null;
+  const here = found.current === null ? 'no schema' : `schema ${found.current}`;
+  return `agent-kit's tables are in schema ${found.schema}, but this connection reads ${here}: ` +
+    (found.usable
+      ? `put ${found.schema} first on the role's search_path (alter role … set search_path = ${found.schema})`
+      : `this role has no usage on schema ${found.schema} (grant usage on schema ${found.schema} to …), and it must be first on the role's search_path`) +
+    '. `agent-kit migrate` here would make a second, empty set of tables.';
+}

@@ -281,6 +281,12 @@ describe('commands on a store that was never migrated', () => {
       const migrated = await cli(['migrate'], env);
       expect(migrated.stdout.trim()).toMatch(new RegExp(`^applied 0001, .*; schema at \\d{4} \\(${where.replace(/[.]/g, '\\.')}\\)$`));
       expect((await cli(['status'], env)).stdout.split('\n')[0]).toBe(`store     ${where}`);
+      // A connection whose search_path lost the schema (a pooler that dropped it) is told where
+      // the tables are, not to migrate (which would make a second, empty set in public).
+      await adminQuery(`alter database ${empty.name} reset search_path`);
+      const lost = await cli(['status'], env);
+      expect([lost.code, lost.stderr.trim()]).toEqual([1, expect.stringMatching(
+        /^agent-kit: agent-kit's tables are in schema agent, but this connection reads schema public: put agent first on the role's search_path/)]);
     } finally {
       await empty.drop();
     }
@@ -305,7 +311,7 @@ describe('commands on a store that was never migrated', () => {
       const result = await cli(['chat', 'claim me'], env);
       expect(result.code).toBe(1);
       expect(result.stderr.trim().split('\n')).toEqual([
-        expect.stringMatching(/^thread \S+ · run \S+$/), expect.stringMatching(/permission denied for table agent_kit_jobs$/),
+        expect.stringMatching(/^thread \S+ · run \S+$/), expect.stringMatching(/permission denied for table agent_kit_jobs: `agent-kit migrate` runs as the role that owns .*"Roles, grants and a schema of your own"\)$/),
       ]);
     } finally {
       await empty.drop();
