@@ -224,6 +224,27 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await page.close();
   });
 
+  it('gives the focus back to the composer when Cancel or Regenerate, pressed from the keyboard, goes away', async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    await sendChat(page, `keyboard only ${Date.now()}`);
+    await waitForWords(page, 3);
+    const focusedName = () => page.evaluate(() => {
+      const focused = document.activeElement;
+      return focused === document.body || focused === null ? 'nothing' : focused.getAttribute('aria-label') ?? focused.textContent?.trim();
+    });
+    // The focus went to nowhere when the button it was on went away: a keyboard user was lost.
+    await page.getByTestId('run').getByRole('button', { name: 'Cancel' }).focus();
+    await page.keyboard.press('Enter');
+    await waitForRunStatus(page, 'aborted');
+    await expect.poll(focusedName).toBe('Message');
+    await page.getByTestId('regenerate').focus();
+    await page.keyboard.press('Enter');
+    await waitForRunStatus(page, 'completed');
+    await expect.poll(focusedName).toBe('Message');
+    await page.close();
+  });
+
   it('regenerates a stopped reply: a new run streams in its place, in another tab and after a reload too', async () => {
     const page = await alice.newPage();
     await open(page, `${server.baseUrl}/`);
