@@ -19,12 +19,17 @@ export interface LocalHold {
  * segment's signal aborts as lost: a process frozen past its lease, or whose renewals do not come
  * back, stops its tool before the tool's next outside call, not when a refusal finally arrives.
  */
-export function holdUntil(sinceClaimSentMs: number, leaseTtlMs: number, controller: AbortController): LocalHold {
+export function holdUntil(
+  sinceClaimSentMs: number, leaseTtlMs: number, controller: AbortController, onLapse: () => void = () => {},
+): LocalHold {
   let untilMs = performance.now() - sinceClaimSentMs + leaseTtlMs;
   let timer: NodeJS.Timeout | undefined;
   const arm = () => {
     clearTimeout(timer);
-    timer = setTimeout(() => controller.abort('lost' satisfies StepStop), Math.max(0, untilMs - performance.now()));
+    timer = setTimeout(() => {
+      if (!controller.signal.aborted) onLapse();
+      controller.abort('lost' satisfies StepStop);
+    }, Math.max(0, untilMs - performance.now()));
   };
   arm();
   return {
@@ -44,8 +49,12 @@ export function renewOnTimer(rt: Runtime, lease: Lease, leaseTtlMs: number, cont
     const sentAtMs = performance.now();
     renewing = renewLease(rt.db, lease, leaseTtlMs).then(
       (ok) => {
-        if (ok) held.renewed(sentAtMs);
-        else controller.abort('lost' satisfies StepStop);
+        if (ok) {
+          held.renewed(sentAtMs);
+        } else {
+          if (!controller.signal.aborted) rt.log?.({ msg: 'lease renewal refused', runId: lease.runId, fence: lease.fence });
+          controller.abort('lost' satisfies StepStop);
+        }
       },
       () => {}, // a transient failure: the next tick tries again; expiry is the real limit
     );

@@ -117,9 +117,13 @@ describe('a segment whose lease is lost while a tool runs', () => {
         return { n };
       },
     };
-    const rt = makeRuntime(partitioned, {
-      model: threeCallsModel(), tools: { poke }, config: { leaseTtlMs: 1_500, invocationBudgetMs: 60_000 },
-    });
+    const logged: string[] = [];
+    const rt = {
+      ...makeRuntime(partitioned, {
+        model: threeCallsModel(), tools: { poke }, config: { leaseTtlMs: 1_500, invocationBudgetMs: 60_000 },
+      }),
+      log: (entry: Record<string, unknown>) => { logged.push(String(entry.msg)); },
+    };
     const turn = await startTurn(db, { ownerId: 'u', text: 'poke while cut off' });
     const outcome = await runSegment(rt, { runId: turn.runId, owner: 'cut-off' });
     for (const release of hung) release();
@@ -128,6 +132,9 @@ describe('a segment whose lease is lost while a tool runs', () => {
     expect(aborted?.reason).toBe('lost');
     expect(aborted!.afterMs).toBeLessThan(1_500); // at the TTL from the claim, not at the 60 s deadline
     expect(hung.length).toBeGreaterThan(0); // renewals were sent, and none came back
+    // The log tells this loss from a refused renewal: a TTL too short for the process's stalls.
+    expect(logged).toContain("lease ran out on this process's clock: no renewal landed in time");
+    expect(logged).not.toContain('lease renewal refused');
   });
 });
 

@@ -46,7 +46,11 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
   const { lease, run } = claim;
   const controller = new AbortController();
   const mirror = new StreamMirror(rt.db, lease, settings.mirrorIntervalMs, (reason) => controller.abort(reason));
-  const held = leaseTtlMs < budgetMs ? holdUntil(Date.now() - startedAtMs, leaseTtlMs, controller) : undefined;
+  // (Said apart from a refused renewal: a lease lost to this process's own stalls means a TTL too short for it.)
+  const lapsed = () => rt.log?.({
+    msg: 'lease ran out on this process\'s clock: no renewal landed in time', runId: lease.runId, fence: lease.fence, leaseTtlMs,
+  });
+  const held = leaseTtlMs < budgetMs ? holdUntil(Date.now() - startedAtMs, leaseTtlMs, controller, lapsed) : undefined;
   const stopRenewing = held ? renewOnTimer(rt, lease, leaseTtlMs, controller, held) : async () => {};
   const segment: Segment = {
     rt, lease, run, settings, mirror, signal: controller.signal, options, budgetMs, startText: '', journal: [], interrupt: null, contextWindow: null,
