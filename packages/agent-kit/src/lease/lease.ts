@@ -333,6 +333,15 @@ export interface InDoubtEffect {
 // payload small even for a run that was allowed many more.
 const inDoubtListMax = 100;
 
+/** The run's effects in doubt (the first 100), for the message that closes it to name. */
+export function effectsInDoubt(db: Queryable, runId: string): Promise<InDoubtEffect[]> {
+  return db.query<InDoubtEffect>(
+    `select key, tool from agent_kit_effects where run_id = $1 and status = 'in_doubt'
+     order by started_at, key limit $2`,
+    [runId, inDoubtListMax],
+  );
+}
+
 /**
  * Give a run up after its crash budget is spent: a run-salvaged event with the reason and the
  * effects it ends with in doubt (reconcile them first), then close it as aborted with its partial
@@ -344,11 +353,7 @@ export async function salvageRun(
   db: Db, lease: Lease, partial: string, reason: string, content: Record<string, unknown> = {},
 ): Promise<string | null> {
   const messageId = await allOrNothing(db, async (tx) => {
-    const inDoubt = await tx.query<InDoubtEffect>(
-      `select key, tool from agent_kit_effects where run_id = $1 and status = 'in_doubt'
-       order by started_at, key limit $2`,
-      [lease.runId, inDoubtListMax],
-    );
+    const inDoubt = await effectsInDoubt(tx, lease.runId);
     const event = { runId: lease.runId, fence: lease.fence, attempts: lease.attempts, text: partial, reason, inDoubt };
     if ((await appendEventRow(tx, lease, 'run-salvaged', event)) === null) return null;
     const { runId, owner, fence } = lease;

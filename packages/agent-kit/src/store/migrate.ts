@@ -150,7 +150,9 @@ async function tablesElsewhere(db: Db): Promise<string | null> {
   const rows = await db.query<{ schema: string; usable: boolean; current: string | null }>(
     `select n.nspname as schema, has_schema_privilege(n.oid, 'USAGE') as usable, current_schema() as current
      from pg_class c join pg_namespace n on n.oid = c.relnamespace
-     where c.relname = 'agent_kit_migrations' and c.relkind in ('r', 'p') order by n.nspname`);
+     where c.relname = 'agent_kit_migrations' and c.relkind in ('r', 'p')
+       and n.nspname is distinct from current_schema() and left(n.nspname, 8) <> 'pg_temp_'
+     order by n.nspname`);
   const found = rows[0];
   if (!found) return null;
   const here = found.current === null ? 'no schema' : `schema ${found.current}`;
@@ -158,5 +160,5 @@ async function tablesElsewhere(db: Db): Promise<string | null> {
     (found.usable
       ? `put ${found.schema} first on the role's search_path (alter role … set search_path = ${found.schema})`
       : `this role has no usage on schema ${found.schema} (grant usage on schema ${found.schema} to …), and it must be first on the role's search_path`) +
-    '. `agent-kit migrate` here would make a second, empty set of tables.';
+    '. (`agent-kit migrate` with this connection makes a set of tables of its own here, if that is what you want.)';
 }

@@ -62,15 +62,20 @@ async function run<T>(client: pg.Pool | pg.PoolClient, sql: string, params?: rea
 const notAdmittedCodes = new Set(['53300', '57P03']);
 /** Waits between the tries of a connection the server would not take: about 4.5 s in all. */
 const admissionWaitsMs = [50, 100, 200, 400, 800, 1_000, 1_000, 1_000];
+/** And no try starts later than this after the first (each may also wait in the pool's queue). */
+const admissionLimitMs = 5_000;
 
 async function whenAdmitted<T>(connect: () => Promise<T>): Promise<T> {
+  const startedMs = performance.now();
   for (let tried = 0; ; tried++) {
     try {
       return await connect();
     } catch (raw) {
       const code = (raw as { code?: unknown } | null)?.code;
-      if (tried >= admissionWaitsMs.length || typeof code !== 'string' || !notAdmittedCodes.has(code)) throw raw;
-      await new Promise((resolve) => setTimeout(resolve, admissionWaitsMs[tried]));
+      const waitMs = admissionWaitsMs[tried];
+      if (waitMs === undefined || typeof code !== 'string' || !notAdmittedCodes.has(code)
+        || performance.now() - startedMs + waitMs > admissionLimitMs) throw raw;
+      await new Promise((resolve) => setTimeout(resolve, waitMs));
     }
   }
 }

@@ -251,12 +251,16 @@ describe('cancel and takeover', () => {
       return { turn, lease: claim.lease, shownSeq: shown.ok ? shown.seq! : -1 };
     };
     const parked = await atLastAttempt('parked for a retry at its last attempt');
+    // An effect its segment had started: the next one finds it in doubt (no tool here to ask).
+    await db.query(`select * from agent_kit_record_effect($1, $2, $3, 'charge-1', 'started', 'charge_card', '{}'::jsonb)`,
+      [parked.turn.runId, parked.lease.owner, parked.lease.fence]);
     await parkForRetry(db, parked.lease, 30_000, { retry: 1 });
     await db.query('select agent_kit_request_cancel($1, $2)', [parked.turn.runId, parked.shownSeq]);
     expect(await runSegment(rt(), { runId: parked.turn.runId, owner: 'w2' })).toMatchObject({ kind: 'closed', status: 'aborted' });
     const [cancelled] = await db.query<{ content: Record<string, unknown> }>(
       `select content from agent_kit_messages where run_id = $1 and role = 'assistant'`, [parked.turn.runId]);
-    expect(cancelled!.content).toEqual({ text: 'Hello ', cancelled: true });
+    // Named in the message, as a salvage names them (a cancel closed it saying nothing of them).
+    expect(cancelled!.content).toEqual({ text: 'Hello ', cancelled: true, inDoubt: [{ key: 'charge-1', tool: 'charge_card' }] });
 
     const died = await atLastAttempt('died at its last attempt');
     await db.query('select agent_kit_request_cancel($1, $2)', [died.turn.runId, died.shownSeq]);

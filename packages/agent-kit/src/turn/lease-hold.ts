@@ -22,23 +22,32 @@ export interface LocalHold {
 export function holdUntil(
   sinceClaimSentMs: number, leaseTtlMs: number, controller: AbortController, onLapse: () => void = () => {},
 ): LocalHold {
-  let untilMs = performance.now() - sinceClaimSentMs + leaseTtlMs;
+  // (A wall clock stepped back since the claim was sent must not move the end later.)
+  let untilMs = performance.now() - Math.max(0, sinceClaimSentMs) + leaseTtlMs;
   let timer: NodeJS.Timeout | undefined;
+  let disposed = false;
   const arm = () => {
     clearTimeout(timer);
     timer = setTimeout(() => {
+      if (disposed) return;
       if (!controller.signal.aborted) onLapse();
       controller.abort('lost' satisfies StepStop);
     }, Math.max(0, untilMs - performance.now()));
+    timer.unref(); // the segment's own work keeps the process alive, not its lease's end
   };
   arm();
   return {
     renewed(sentAtMs) {
-      if (controller.signal.aborted || sentAtMs + leaseTtlMs <= untilMs) return;
+      // (A renewal that lands after the segment ended starts no timer: it would keep the process
+      // up for a TTL, then call a run that closed cleanly lost.)
+      if (disposed || controller.signal.aborted || sentAtMs + leaseTtlMs <= untilMs) return;
       untilMs = sentAtMs + leaseTtlMs;
       arm();
     },
-    dispose: () => clearTimeout(timer),
+    dispose: () => {
+      disposed = true;
+      clearTimeout(timer);
+    },
   };
 }
 
@@ -63,6 +72,7 @@ export function renewOnTimer(rt: Runtime, lease: Lease, leaseTtlMs: number, cont
   // a lease given up is not renewed after it.
   return async () => {
     clearInterval(timer);
+    held.dispose(); // renewals stopped to give the lease up: its end is no longer this segment's to keep
     const settled = new AbortController(); // (and the wait's timer gone with it)
     await Promise.race([renewing.finally(() => settled.abort()), sleep(leaseTtlMs, settled.signal)]);
   };

@@ -5,7 +5,7 @@ import { asError, assert, StoreUnavailableError } from '../errors.js';
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
-  closeRun, failLease, parkRun, requestInput, retryStep, salvageRun, type ParkStatus,
+  closeRun, effectsInDoubt, failLease, parkRun, requestInput, retryStep, salvageRun, type ParkStatus,
 } from '../lease/lease.js';
 import {
   buildMessages, commitStep, committedText, hasReasoning, isTurnFinished, loadJournal, modelStepOf, pendingToolCalls,
@@ -345,7 +345,9 @@ async function close(
 /** Close a cancelled run with the text its viewer had seen when the cancel named that (ADR-0090), else `text`. */
 async function closeCancelled(s: Segment, text: string): Promise<SegmentOutcome> {
   const shown = await textShownAtCancel(s.rt.db, s.lease.runId, s.lease.threadId);
-  return close(s, 'aborted', { text: shown ?? text, cancelled: true });
+  // A resumed run's effects may be in doubt (its dead segment's, just reconciled): named, as a salvage names them.
+  const inDoubt = s.lease.fence > 1 ? await effectsInDoubt(s.rt.db, s.lease.runId) : [];
+  return close(s, 'aborted', { text: shown ?? text, cancelled: true, ...(inDoubt.length > 0 ? { inDoubt } : {}) });
 }
 
 /** The run's message with the questions it asked and the chat messages that answered them (ADR-0087). */
