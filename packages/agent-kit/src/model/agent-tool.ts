@@ -33,8 +33,9 @@ export type AgentTool<I, O> = {
    * sooner) and then aborts `signal` and counts the effect as in doubt; pass `signal` to the
    * lookup. `input` is the call's input as `execute` had it (as stored, in its JSON form), so a
    * hook can look the effect up by the outside system's own reference (an order number), or send
-   * it again under the same key to a system that deduplicates by it. (Optional in the type only
-   * so that code calling a hook directly keeps compiling; agent-kit always passes it.)
+   * it again under the same key to a system that deduplicates by it. In a later segment or the
+   * reaper it is the stored JSON, so a Date is its ISO string there. (Optional in the type so
+   * that code calling a hook directly keeps compiling; agent-kit passes it whenever it has it.)
    */
   reconcile?(ctx: { idempotencyKey: string; signal?: AbortSignal; input?: I }): Promise<ReconcileResult<O>>;
 };
