@@ -45,9 +45,9 @@ const defaultListenHeartbeatMs = 30_000;
 
 async function run<T>(client: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[]) {
   try {
-    const result = await (client instanceof pg.Pool
-      ? whenAdmitted(() => client.query({ text: sql, values: params as unknown[] | undefined, types }))
-      : client.query({ text: sql, values: params as unknown[] | undefined, types }));
+    const query = () => client.query({ text: sql, values: params as unknown[] | undefined, types });
+    // (A client of a transaction holds its connection already: only the pool's statements connect.)
+    const result = await (client instanceof pg.Pool ? whenAdmitted(query) : query());
     return result.rows as T[];
   } catch (raw) {
     throw coerceError(raw);

@@ -71,8 +71,7 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
     await failSegment(segment, error).catch(() => {});
     return { kind: 'stopped', fence: lease.fence, reason: error.message };
   } finally {
-    void stopRenewing();
-    held?.dispose();
+    void stopRenewing(); // (which ends the local hold too, before its first await)
     mirror.dispose();
   }
 }
