@@ -15,12 +15,34 @@ import {
 const replyTokens = 100;
 const expectedReply = (text: string) => scriptedReplyText([text], replyTokens).trim();
 
-/** Whether the page is scrolled to its end (within 2 px). */
-function pageAtEnd(page: Page): Promise<boolean> {
-  return page.evaluate(() => {
-    const root = document.scrollingElement!;
-    return root.scrollHeight - root.scrollTop - root.clientHeight <= 2;
+/** Records the page's scrolls (ms since load, scrollTop, scrollHeight), this load's and every reload's. */
+async function recordScrolls(page: Page): Promise<void> {
+  await page.addInitScript(() => {
+    const log: number[][] = [];
+    (window as { scrollLog?: number[][] }).scrollLog = log;
+    addEventListener('scroll', () => {
+      const root = document.scrollingElement!;
+      log.push([Math.round(performance.now()), Math.round(root.scrollTop), root.scrollHeight]);
+    }, { passive: true });
   });
+}
+
+/**
+ * Waits for the page to be scrolled to its end (within 2 px). Polled: the page follows in the
+ * frame after a change, and a read between the two finds it short; on a loaded machine frames
+ * come late. When it never gets there, the error says how far it was and what scrolled it.
+ */
+async function expectPageAtEnd(page: Page): Promise<void> {
+  const gap = () => page.evaluate(() => {
+    const root = document.scrollingElement!;
+    return root.scrollHeight - root.scrollTop - root.clientHeight;
+  });
+  try {
+    await expect.poll(gap, { timeout: 10_000, interval: 50 }).toBeLessThanOrEqual(2);
+  } catch (error) {
+    const scrolls = await page.evaluate(() => (window as { scrollLog?: number[][] }).scrollLog ?? []);
+    throw new Error(`${(error as Error).message}\nthe page's scrolls since its load [ms, top, height]: ${JSON.stringify(scrolls)}`);
+  }
 }
 
 describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${skipReason})`}`, () => {
@@ -472,6 +494,7 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
   it('keeps the end of the thread in view: while a reply streams, and when the thread is opened', async () => {
     const page = await alice.newPage();
     await page.setViewportSize({ width: 900, height: 420 }); // two turns are taller than this
+    await recordScrolls(page);
     await open(page, `${server.baseUrl}/`);
     await sendChat(page, `the first of two turns ${Date.now()}`);
     await waitForRunStatus(page, 'completed');
@@ -481,21 +504,19 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await page.waitForFunction(() => (document.querySelectorAll('[data-testid="run-text"]')[1]?.textContent ?? '')
       .trim().split(/\s+/).filter(Boolean).length >= 60);
     expect(await page.evaluate(() => document.scrollingElement!.scrollHeight > window.innerHeight)).toBe(true);
-    // The reply was followed as it grew. Polled: a read between one word's layout and the
-    // scroll that follows it can find the page a line short (once in CI, under load).
-    await expect.poll(() => pageAtEnd(page), { timeout: 3_000, interval: 50 }).toBe(true);
+    await expectPageAtEnd(page); // the reply was followed as it grew
     await waitForRunStatus(page, 'completed');
     await reload(page);
     await page.getByTestId('run').nth(1).waitFor();
     await page.waitForFunction(() => document.querySelectorAll('[data-testid="run-text"]')[1]?.textContent?.trim());
-    // Polled: the page follows in the frame after a change, and a read between the two finds it short.
-    await expect.poll(() => pageAtEnd(page), { timeout: 3_000, interval: 50 }).toBe(true); // was at the top: the thread opened at its first message
+    await expectPageAtEnd(page); // was at the top: the thread opened at its first message
     await page.close();
   });
 
   it('leaves a reader who scrolled up where they are, and follows again once they are back at the end', async () => {
     const page = await alice.newPage();
     await page.setViewportSize({ width: 900, height: 420 });
+    await recordScrolls(page);
     await open(page, `${server.baseUrl}/`);
     await sendChat(page, `scroll up while I answer ${Date.now()}`);
     await waitForRunStatus(page, 'completed');
@@ -511,9 +532,9 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     expect(await page.evaluate(() => document.scrollingElement!.scrollHeight > window.innerHeight + 200)).toBe(true);
     await page.mouse.wheel(0, 20_000); // and comes back to the end while the reply still streams
     await waitForWords(page, 60);
-    await expect.poll(() => pageAtEnd(page), { timeout: 3_000, interval: 50 }).toBe(true);
+    await expectPageAtEnd(page);
     await waitForRunStatus(page, 'completed');
-    await expect.poll(() => pageAtEnd(page), { timeout: 3_000, interval: 50 }).toBe(true);
+    await expectPageAtEnd(page);
     await page.close();
   });
 
