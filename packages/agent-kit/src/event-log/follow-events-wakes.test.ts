@@ -181,7 +181,7 @@ describe('followEvents wakes', () => {
   });
 
   it('stops polling quickly once a wake brings the events of a thread it joined', async () => {
-    const { db: counting, reads, inFlight } = countingLogReads(db);
+    const { db: counting, reads, inFlight, listening } = countingLogReads(db);
     // Turns of the event loop (setImmediate is not faked) until no read has been in flight for three.
     const untilNoRead = async () => {
       for (let quiet = 0; quiet < 3; quiet = inFlight() > 0 ? 0 : quiet + 1) {
@@ -192,6 +192,8 @@ describe('followEvents wakes', () => {
     const follower = followEvents(counting, { threadId: turn.threadId, pollIntervalMs: 2_000 });
     expect((await follower.next()).value).toMatchObject({ seq: 1 });
     expect((await follower.next()).value).toMatchObject({ seq: 2 });
+    // Its LISTEN connection's first wake (look now: one read) comes before the count, not in it.
+    await listening();
     // The follower's timers are fake from here, so its quick poll (100 ms) cannot find the next
     // event before the wake does, however slow the append is on a loaded machine.
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });

@@ -12,7 +12,11 @@ export async function collect(follower: EventFollower): Promise<ThreadEvent[]> {
 }
 
 /** The same Db, counting the statements that read the event log. */
-export function countingLogReads(inner: Db): { db: Db; reads: () => number; inFlight: () => number } {
+export function countingLogReads(inner: Db): {
+  db: Db; reads: () => number; inFlight: () => number;
+  /** Resolves once a LISTEN through this Db is in place (on Postgres, its connection's first wake). */
+  listening: () => Promise<void>;
+} {
   let reads = 0;
   let inFlight = 0;
   const query: Db['query'] = async (sql, params) => {
@@ -25,7 +29,17 @@ export function countingLogReads(inner: Db): { db: Db; reads: () => number; inFl
       inFlight--;
     }
   };
-  return { db: { ...inner, query }, reads: () => reads, inFlight: () => inFlight };
+  // The pg driver's listen resolves before its connection listens, and says so with an empty payload.
+  let listened: () => void = () => {};
+  const inPlace = new Promise<void>((resolve) => (listened = resolve));
+  const listen: Db['listen'] = (channel, onNotify) => inner.listen(channel, (payload) => {
+    if (payload === '') listened();
+    onNotify(payload);
+  });
+  return {
+    db: { ...inner, query, listen }, reads: () => reads, inFlight: () => inFlight,
+    listening: () => (inner.kind === 'pg' ? inPlace : Promise.resolve()),
+  };
 }
 
 /** `inner` as seen through a transaction-mode pooler: its LISTEN is accepted and hears nothing. */
