@@ -66,6 +66,14 @@ describe('configFromEnv', () => {
     }
   });
 
+  it('reads AGENT_KIT_LISTEN_URL as a Postgres connection string, never printed, and leaves it unset by default', () => {
+    expect(configFromEnv({ AGENT_KIT_LISTEN_URL: 'postgres://u:pw@db.example:5432/app' }).listenUrl)
+      .toBe('postgres://u:pw@db.example:5432/app');
+    expect(configFromEnv({ DATABASE_URL: 'postgres://u:pw@pooler.example:6543/app' })).not.toHaveProperty('listenUrl');
+    const refusal = refused({ AGENT_KIT_LISTEN_URL: 'db.example:secret' });
+    expect(refusal).toMatch(/^AGENT_KIT_LISTEN_URL: must be a postgres:\/\/ or postgresql:\/\/ connection string \(got 17 characters\)$/);
+  });
+
   it('trims the cron secret, wants 16 characters, and never prints it', () => {
     const secret = 'abcdefghijklmnopqrstuvwxyz012345';
     expect(configFromEnv({ CRON_SECRET: `${secret}\n` }).cronSecret).toBe(secret);

@@ -33,6 +33,11 @@ export interface AgentKitConfig {
   cronSecret?: string;
   /** Connections in this process's pool on Postgres (default 10), besides one for LISTEN. */
   poolMax?: number;
+  /**
+   * Where LISTEN connects, when the statements' URL goes through a pooler in transaction mode:
+   * a direct or session-mode URL of the same database (ADR-0106). Default: databaseUrl.
+   */
+  listenUrl?: string;
 }
 
 /**
@@ -43,11 +48,14 @@ export interface AgentKitConfig {
 const seconds = (min: number) => z.coerce.number({ error: 'expected a number of seconds, such as 60' })
   .min(min, `must be at least ${min} s`).max(3_600, 'must be at most 3 600 s (an hour): is it in milliseconds?');
 
+const postgresUrl = z.string().refine((url) => /^postgres(ql)?:\/\/./i.test(url) && URL.canParse(url),
+  'must be a postgres:// or postgresql:// connection string');
+
 const envSchema = z.object({
   // A connection string, not a host or a DSN of another database: `notaurl` was read as a host
   // name ("getaddrinfo ENOTFOUND base"), `mysql://…` as a Postgres server.
-  DATABASE_URL: z.string().refine((url) => /^postgres(ql)?:\/\/./i.test(url) && URL.canParse(url),
-    'must be a postgres:// or postgresql:// connection string').optional(),
+  DATABASE_URL: postgresUrl.optional(),
+  AGENT_KIT_LISTEN_URL: postgresUrl.optional(),
   AGENT_KIT_DATA_DIR: z.string().min(1).optional(),
   AGENT_KIT_MODEL: z.string().min(1).optional(),
   // Under 1 s a drain would not take a job before its margin; a lease under 0.1 s is renewed
@@ -67,7 +75,7 @@ const envSchema = z.object({
   CRON_SECRET: z.string().trim().min(minCronSecretChars, `must be at least ${minCronSecretChars} characters (e.g. \`openssl rand -hex 32\`)`).optional(),
 });
 
-const secretNames = new Set(['CRON_SECRET', 'DATABASE_URL']);
+const secretNames = new Set(['CRON_SECRET', 'DATABASE_URL', 'AGENT_KIT_LISTEN_URL']);
 
 /** Default budget: 300 s, the common serverless function limit. */
 export const defaultInvocationBudgetMs = 300_000;
@@ -103,5 +111,6 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentKitCon
     ...(e.AGENT_KIT_MAX_TOOL_RESULT_BYTES === undefined ? {} : { maxToolResultBytes: e.AGENT_KIT_MAX_TOOL_RESULT_BYTES }),
     cronSecret: e.CRON_SECRET,
     ...(e.AGENT_KIT_POOL_MAX === undefined ? {} : { poolMax: e.AGENT_KIT_POOL_MAX }),
+    ...(e.AGENT_KIT_LISTEN_URL === undefined ? {} : { listenUrl: e.AGENT_KIT_LISTEN_URL }),
   };
 }

@@ -20,7 +20,10 @@ export async function withDb<T>(fn: (db: Db) => Promise<T>, options: { anySchema
     import('../config.js'), import('../store/open.js'), import('../store/migrate.js'),
   ]);
   const config = configFromEnv();
-  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolMax: config.poolMax, embedded: { onMaintenance } });
+  const db = await openDb({
+    databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolMax: config.poolMax, listenUrl: config.listenUrl,
+    embedded: { onMaintenance }, log: logLine,
+  });
   try {
     if (!options.anySchema && !config.databaseUrl) await migrate(db);
     if (!options.anySchema) await checkSchema(db);
@@ -30,11 +33,14 @@ export async function withDb<T>(fn: (db: Db) => Promise<T>, options: { anySchema
   }
 }
 
-/** A failed vacuum pass of the embedded store (ADR-0050), e.g. in a long `agent-kit worker`, on stderr. */
+/** What the store notices on its own (a LISTEN that hears nothing), as a JSON line on stderr. */
+function logLine(entry: Record<string, unknown>) {
+  process.stderr.write(`${JSON.stringify({ at: new Date().toISOString(), ...entry })}\n`);
+}
+
+/** A failed vacuum pass of the embedded store (ADR-0050), e.g. in a long `agent-kit worker`. */
 function onMaintenance(outcome: MaintenanceOutcome) {
-  if ('error' in outcome) {
-    process.stderr.write(`${JSON.stringify({ at: new Date().toISOString(), msg: 'embedded store: maintenance failed', error: outcome.error.message })}\n`);
-  }
+  if ('error' in outcome) logLine({ msg: 'embedded store: maintenance failed', error: outcome.error.message });
 }
 
 /** An argument or option parser for a uuid: anything else is a usage error (exit 2) naming `what`. */

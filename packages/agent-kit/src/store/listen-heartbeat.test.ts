@@ -54,7 +54,9 @@ describe.runIf(onPostgres)('LISTEN heartbeat', () => {
     const proxied = new URL(url);
     proxied.hostname = '127.0.0.1';
     proxied.port = String(proxy.port);
-    const db = openPgDb({ connectionString: proxied.toString(), max: 1, listenHeartbeatMs: 200 });
+    // Only the LISTEN connection goes through the proxy: a frozen pool would hold its statements
+    // (the heartbeat's probe among them, ADR-0106) until TCP gave up, and the pool's close with them.
+    const db = openPgDb({ connectionString: url.toString(), listenConnectionString: proxied.toString(), max: 1, listenHeartbeatMs: 200 });
     const channel = `heartbeat_${process.pid}`;
     const heard: string[] = [];
     const stop = await db.listen(channel, (payload) => heard.push(payload));

@@ -12,6 +12,10 @@ export interface OpenDbOptions {
   dataDir?: string;
   /** Pool size on Postgres. */
   poolMax?: number;
+  /** Where LISTEN connects on Postgres, when not databaseUrl (see PgDbOptions.listenConnectionString). */
+  listenUrl?: string;
+  /** Told of what the store notices on its own, such as a LISTEN that hears nothing (Postgres). */
+  log?: PgDbOptions['log'];
   /** TLS to Postgres when the CA is given in code (see PgDbOptions.ssl). */
   ssl?: PgDbOptions['ssl'];
   /** The embedded store's own vacuum and analyze (ADR-0050); a server has autovacuum. */
@@ -24,7 +28,10 @@ export const defaultDataDir = '.agent-kit';
 /** Open the store described by `options` (see OpenDbOptions). */
 export async function openDb(options: OpenDbOptions = {}): Promise<Db> {
   if (options.databaseUrl) {
-    return openPgDb({ connectionString: options.databaseUrl, max: options.poolMax, ssl: options.ssl });
+    return openPgDb({
+      connectionString: options.databaseUrl, max: options.poolMax, ssl: options.ssl,
+      listenConnectionString: options.listenUrl, log: options.log,
+    });
   }
   if (options.dataDir === 'memory') return openPgliteDb(undefined, options.embedded);
   return openPgliteDb(path.join(options.dataDir ?? defaultDataDir, 'pgdata'), options.embedded);

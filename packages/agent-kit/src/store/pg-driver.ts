@@ -1,5 +1,6 @@
 // Real Postgres through a pooled `pg` client. Connection loss surfaces as StoreUnavailableError;
 // the pool drops broken clients and opens new ones when the server is back.
+import crypto from 'node:crypto';
 import type { ConnectionOptions } from 'node:tls';
 import pg from 'pg';
 import { coerceError } from '../errors.js';
@@ -39,9 +40,23 @@ export interface PgDbOptions {
    * present, take precedence (as in `pg`); see the operating guide's "TLS to a hosted Postgres".
    */
   ssl?: boolean | ConnectionOptions;
+  /**
+   * Where LISTEN connects, when not `connectionString`: a direct or session-mode URL of the same
+   * database, for an app whose statements go through a pooler in transaction mode (PgBouncer,
+   * Supavisor on port 6543). Through such a pooler LISTEN is accepted and then hears nothing.
+   */
+  listenConnectionString?: string;
+  /**
+   * How long a LISTEN connection waits for a notification it sent itself through the pool (at
+   * connect and at each heartbeat) before it is said not to hear; default 5 s (ADR-0106).
+   */
+  listenProbeMs?: number;
+  /** Told when LISTEN stops or starts hearing the database's notifications (ADR-0106). */
+  log?: (entry: Record<string, unknown>) => void;
 }
 
 const defaultListenHeartbeatMs = 30_000;
+const defaultListenProbeMs = 5_000;
 
 async function run<T>(client: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[]) {
   try {
@@ -142,7 +157,9 @@ export function openPgDb(options: PgDbOptions): Db {
       }
     },
     async listen(channel, onNotify) {
-      const stop = listenWithReconnect(options, channel, onNotify);
+      // The probe goes the way the app's own notifications go: through the pool.
+      const notify = (probe: string) => run(pool, "select pg_notify($1, '')", [probe]).then(() => {});
+      const stop = listenWithReconnect(options, channel, onNotify, notify);
       listeners.add(stop);
       return async () => {
         listeners.delete(stop);
@@ -159,23 +176,72 @@ export function openPgDb(options: PgDbOptions): Db {
   return db;
 }
 
-/** A dedicated LISTEN connection that reconnects with backoff until stopped. */
-function listenWithReconnect(options: PgDbOptions, channel: string, onNotify: (p: string) => void) {
+/**
+ * A dedicated LISTEN connection that reconnects with backoff until stopped. It also proves that
+ * it hears (ADR-0106): at connect and at each heartbeat it sends a notification on a channel of
+ * its own through the pool, and says so, once per change, when that does not come back. LISTEN
+ * through a pooler in transaction mode is accepted and then hears nothing; the callers poll
+ * meanwhile, but without this no one would know why work waits for the poll.
+ */
+function listenWithReconnect(
+  options: PgDbOptions, channel: string, onNotify: (p: string) => void, notify: (channel: string) => Promise<void>,
+) {
   let stopped = false;
   let client: pg.Client | undefined;
   let retryTimer: NodeJS.Timeout | undefined;
   let backoffMs = 100;
   const heartbeatMs = options.listenHeartbeatMs ?? defaultListenHeartbeatMs;
   let heartbeat: NodeJS.Timeout | undefined;
+  const probeChannel = `agent_kit_probe_${crypto.randomBytes(6).toString('hex')}`;
+  const probeMs = options.listenProbeMs ?? defaultListenProbeMs;
+  let probeTimer: NodeJS.Timeout | undefined;
+  let awaitingProbe = false;
+  let hears: boolean | undefined; // unknown until a first probe comes back or does not
+
+  const probe = () => {
+    if (awaitingProbe || stopped) return;
+    awaitingProbe = true;
+    // Timed from the notification's commit, not from its wait for a pooled connection; a server
+    // that cannot be reached gives no verdict (the reconnects deal with it).
+    notify(probeChannel).then(() => {
+      if (!awaitingProbe || stopped) return; // it came back before the commit's answer did
+      probeTimer = setTimeout(() => {
+        if (!awaitingProbe || stopped) return;
+        awaitingProbe = false;
+        if (hears !== false) {
+          options.log?.({
+            msg: `LISTEN on ${channel} did not hear its own notification within ${probeMs} ms: notifications do not `
+              + 'reach this process, which polls instead. Through a pooler in transaction mode (PgBouncer, Supavisor on '
+              + 'port 6543) LISTEN is accepted and hears nothing: set AGENT_KIT_LISTEN_URL to a direct or session-mode URL '
+              + 'of the same database',
+            channel,
+          });
+        }
+        hears = false;
+      }, probeMs);
+      probeTimer.unref();
+    }, () => endProbe());
+  };
+  const endProbe = () => {
+    awaitingProbe = false;
+    clearTimeout(probeTimer);
+  };
+  const heardProbe = () => {
+    if (!awaitingProbe) return; // late, after its verdict: the next heartbeat's probe tells
+    endProbe();
+    if (hears === false) options.log?.({ msg: `LISTEN on ${channel} hears notifications again`, channel });
+    hears = true;
+  };
 
   const connect = async () => {
     if (stopped) return;
     const next = new pg.Client({
-      connectionString: options.connectionString, ssl: options.ssl, application_name: 'agent-kit-listen',
-      keepAlive: true, keepAliveInitialDelayMillis: heartbeatMs,
+      connectionString: options.listenConnectionString ?? options.connectionString, ssl: options.ssl,
+      application_name: 'agent-kit-listen', keepAlive: true, keepAliveInitialDelayMillis: heartbeatMs,
     });
     next.on('notification', (message) => {
       if (message.channel === channel) onNotify(message.payload ?? '');
+      else if (message.channel === probeChannel) heardProbe();
     });
     next.on('error', () => scheduleReconnect());
     next.on('end', () => scheduleReconnect());
@@ -183,8 +249,10 @@ function listenWithReconnect(options: PgDbOptions, channel: string, onNotify: (p
     try {
       await next.connect();
       await next.query(`listen "${channel.replace(/"/g, '""')}"`);
+      await next.query(`listen "${probeChannel}"`);
       backoffMs = 100;
       beatWhileAlive(next);
+      probe();
       // A reconnect may have missed notifications: tell the caller to look now.
       onNotify('');
     } catch {
@@ -204,11 +272,13 @@ function listenWithReconnect(options: PgDbOptions, channel: string, onNotify: (p
       listening.query('select 1').then(() => {
         answered = true;
       }, () => scheduleReconnect());
+      probe();
     }, heartbeatMs);
     heartbeat.unref();
   };
   const scheduleReconnect = () => {
     clearInterval(heartbeat);
+    endProbe();
     if (stopped || retryTimer) return;
     const old = client;
     client = undefined;
@@ -225,6 +295,7 @@ function listenWithReconnect(options: PgDbOptions, channel: string, onNotify: (p
   return async () => {
     stopped = true;
     clearInterval(heartbeat);
+    endProbe();
     if (retryTimer) clearTimeout(retryTimer);
     const old = client;
     client = undefined;

@@ -55,7 +55,9 @@ export async function createRuntime(config: AgentKitConfig, options: CreateRunti
       throw new InvalidArgumentError(`the tool registered as "${key}" is named "${String(tool?.name)}": register each tool under its name`);
     }
   }
-  const db = options.db ?? (await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolMax: config.poolMax }));
+  const db = options.db ?? (await openDb({
+    databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolMax: config.poolMax, listenUrl: config.listenUrl, log: options.log,
+  }));
   try {
     if (options.autoMigrate ?? !config.databaseUrl) await migrate(db);
     if (!options.skipSchemaCheck) await checkSchema(db);

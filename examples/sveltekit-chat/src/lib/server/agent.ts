@@ -3,7 +3,7 @@
 // ordered so nothing writes to a closed store: streams end, the worker and the request-started
 // segments park at their next step boundary and finish, and only then the store closes.
 import {
-  configFromEnv, createRuntime, migrate, openDb, runWorker, type Db, type MaintenanceOutcome, type Runtime,
+  configFromEnv, createRuntime, migrate, openDb, runWorker, type AgentKitConfig, type Db, type MaintenanceOutcome, type Runtime,
 } from 'agent-kit';
 import { createHandlers, type Caller, type Handlers } from 'agent-kit/http';
 import { applyDemoDefaults, readOperators, resolveDataDir, shouldAutoMigrate } from './settings';
@@ -40,8 +40,12 @@ function logMaintenance(outcome: MaintenanceOutcome) {
   }
 }
 
-async function openStore(databaseUrl: string | undefined, dataDir: string): Promise<Db> {
-  const db = await openDb({ databaseUrl, dataDir, embedded: { onMaintenance: logMaintenance } });
+async function openStore(config: AgentKitConfig, dataDir: string): Promise<Db> {
+  // A LISTEN that hears nothing (a pooler in transaction mode) is logged whatever AGENT_KIT_LOG says.
+  const db = await openDb({
+    databaseUrl: config.databaseUrl, dataDir, poolMax: config.poolMax, listenUrl: config.listenUrl,
+    embedded: { onMaintenance: logMaintenance }, log,
+  });
   try {
     if (shouldAutoMigrate()) {
       const { applied, version } = await migrate(db);
@@ -70,7 +74,7 @@ async function createAgentApp(): Promise<AgentApp> {
     log({ msg: 'AGENT_KIT_SESSION_SECRET is unset: using a secret kept in the data folder; '
       + 'several instances must share one AGENT_KIT_SESSION_SECRET' });
   }
-  const db = await openStore(config.databaseUrl, dataDir);
+  const db = await openStore(config, dataDir);
   // Schema check inside: a server not migrated yet stops here with "run `agent-kit migrate`".
   const rt = await createRuntime(config, {
     db, log: process.env.AGENT_KIT_LOG === '1' ? log : undefined, instructions: demoInstructions,

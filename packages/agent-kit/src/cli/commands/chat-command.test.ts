@@ -246,6 +246,26 @@ describe('agent-kit chat', () => {
       await new Promise((r) => worker.once('exit', r));
     }
   });
+
+  it.runIf(onPostgres)('a worker whose LISTEN hears nothing says so, and names AGENT_KIT_LISTEN_URL (ADR-0106)', async () => {
+    // LISTEN on another database of the server: accepted, and deaf to the store's notifications,
+    // as through a pooler in transaction mode.
+    const env = { ...store.env, AGENT_KIT_LISTEN_URL: process.env.DATABASE_URL };
+    const worker = spawn(process.execPath, [bin, 'worker'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let workerLog = '';
+    worker.stderr.on('data', (chunk: Buffer) => (workerLog += chunk.toString()));
+    try {
+      const startedMs = Date.now();
+      const deaf = /"msg":"LISTEN on agent_kit_jobs did not hear its own notification within 5000 ms: [^"]*AGENT_KIT_LISTEN_URL/;
+      while (!deaf.test(workerLog)) {
+        if (Date.now() - startedMs > 30_000) throw new Error(`the worker did not say its LISTEN was deaf: ${workerLog}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    } finally {
+      worker.kill('SIGTERM');
+      await new Promise((r) => worker.once('exit', r));
+    }
+  });
 });
 
 describe('commands on a store that was never migrated', () => {
