@@ -7,7 +7,8 @@ import type { HandlerContext, RouteHandler } from './context.js';
 import { jsonResponse } from './http-error.js';
 import { parseWith } from './request.js';
 
-const budgetSchema = z.coerce.number().positive().max(86_400).optional();
+// At most an hour, as AGENT_KIT_INVOCATION_BUDGET: a larger value is most likely milliseconds.
+const budgetSchema = z.coerce.number().positive().max(3_600).optional();
 
 /** POST /api/cron/drain[?budget=SECONDS]: drain for at most the budget (default the invocation's). */
 export function createCronDrainHandler(ctx: HandlerContext): RouteHandler {

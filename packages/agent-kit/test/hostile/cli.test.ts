@@ -92,7 +92,7 @@ function parseCases(): CliCase[] {
       what: '--thread not a uuid', args: [command, 'hi', '--thread', v], says: /^error: --thread must be a uuid, got /,
     }))),
     { what: 'no text', args: ['enqueue'] }, flag('enqueue', 'hi'),
-    ...['-1', '0', 'abc', '86401', '', 'Infinity', '1e9']
+    ...['-1', '0', 'abc', '3601', '86400', '', 'Infinity', '1e9']
       .map((v) => ({ what: `--budget ${v || '(empty)'}`, args: ['drain', '--budget', v] })),
     ...['0', '1.5', '101', 'x', '-3'].map((v) => ({ what: `--concurrency ${v}`, args: ['drain', '--concurrency', v] })),
     flag('drain'),

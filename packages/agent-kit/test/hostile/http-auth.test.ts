@@ -117,10 +117,11 @@ describe('cron bearer secret', () => {
     expect(cronCalls).toEqual([]);
   });
 
-  it('with the right secret, a budget that is not a number in (0, 86400] is a 400 and drains nothing', async () => {
-    const badBudget = fc.string({ maxLength: 20 }).filter((s) => {
+  it('with the right secret, a budget that is not a number in (0, 3600] is a 400 and drains nothing', async () => {
+    // Strings, and numbers past an hour (as AGENT_KIT_INVOCATION_BUDGET: most likely milliseconds).
+    const badBudget = fc.oneof(fc.string({ maxLength: 20 }), fc.integer({ min: 3_601, max: 10_000_000 }).map(String)).filter((s) => {
       const n = Number(s);
-      return !(n > 0 && n <= 86_400);
+      return !(n > 0 && n <= 3_600);
     });
     await fc.assert(fc.asyncProperty(badBudget, async (budget) => {
       const url = `/api/cron/drain?budget=${encodeURIComponent(budget)}`;

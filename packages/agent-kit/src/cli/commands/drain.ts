@@ -7,7 +7,7 @@ export function register(program: Command) {
   program
     .command('drain')
     .description('take due jobs and run their segments, within one invocation budget')
-    .option('--budget <seconds>', 'invocation budget (default AGENT_KIT_INVOCATION_BUDGET)', positiveNumber('--budget', 86_400))
+    .option('--budget <seconds>', 'invocation budget (default AGENT_KIT_INVOCATION_BUDGET)', positiveNumber('--budget', 3_600))
     .option('--concurrency <n>', 'segments at once (default 4)', positiveNumber('--concurrency', 100, true))
     .action(async (options: { budget?: number; concurrency?: number }) => {
       const controller = new AbortController();
