@@ -267,6 +267,25 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await page.close();
   });
 
+  it('leaves the focus where it fell on a touch screen, where the composer\'s focus would open the keyboard', async () => {
+    const touch = await signIn(browser, server.baseUrl, 'alice', { hasTouch: true });
+    try {
+      const page = await touch.newPage();
+      await open(page, `${server.baseUrl}/`);
+      expect(await page.evaluate(() => matchMedia('(pointer: coarse)').matches)).toBe(true);
+      await sendChat(page, `touch only ${Date.now()}`);
+      await waitForWords(page, 3);
+      const cancel = page.getByTestId('run').getByRole('button', { name: 'Cancel' });
+      await cancel.focus(); // as a tap does in Chromium; the keyboard test's way, so the two differ only in the screen
+      await cancel.tap();
+      await waitForRunStatus(page, 'aborted'); // the page's change after which a keyboard user's focus is moved
+      await page.waitForTimeout(300);
+      expect(await page.evaluate(() => document.activeElement === document.body)).toBe(true);
+    } finally {
+      await touch.close();
+    }
+  });
+
   it('regenerates a stopped reply: a new run streams in its place, in another tab and after a reload too', async () => {
     const page = await alice.newPage();
     await open(page, `${server.baseUrl}/`);

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { migrate, openDb } from 'agent-kit';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Page } from 'playwright-core';
 import { afterEach, inject } from 'vitest';
 
 export const appDir = dirname(dirname(fileURLToPath(import.meta.url)));
@@ -174,9 +174,11 @@ export async function reload(page: Page): Promise<void> {
   await page.locator('html[data-hydrated]').waitFor({ state: 'attached' });
 }
 
-/** A browser context signed in as `name` through the login form. */
-export async function signIn(browser: Browser, baseUrl: string, name: string): Promise<BrowserContext> {
-  const context = await browser.newContext({ viewport: { width: 1200, height: 800 } });
+/** A browser context signed in as `name` through the login form; `options` add to its settings (a touch screen). */
+export async function signIn(
+  browser: Browser, baseUrl: string, name: string, options: BrowserContextOptions = {},
+): Promise<BrowserContext> {
+  const context = await browser.newContext({ viewport: { width: 1200, height: 800 }, ...options });
   const page = await context.newPage();
   await open(page, `${baseUrl}/login`);
   await page.getByLabel('User name').fill(name);
