@@ -56,11 +56,21 @@ describe('POST /api/chat', () => {
     expect(payload(read.events.at(-1)!).data).toMatchObject({ status: 'completed', text: 'The answer is 42.' });
     const log = await readEvents(t.db, { threadId, limit: 1000 });
     expect(read.events.map((e) => Number(e.id))).toEqual(log.map((e) => e.seq));
+    // The log as it is, but a segment's start without its lease owner (ADR-0107): alice is no operator.
+    const started = log.find((e) => e.type === 'segment-started')!;
+    expect(started.data.owner).toEqual(expect.any(String));
+    const { owner: _owner, ...startedForViewers } = started.data;
     expect(read.events.map((e) => payload(e))).toEqual(log.map((e) => ({
-      seq: e.seq, runId: e.runId, fence: e.fence, type: e.type, data: e.data, createdAt: e.createdAt.toISOString(),
+      seq: e.seq, runId: e.runId, fence: e.fence, type: e.type, data: e === started ? startedForViewers : e.data,
+      createdAt: e.createdAt.toISOString(),
     })));
     expect(await runStatus(runId)).toBe('completed');
     expect(t.runner.calls).toContain(runId);
+    // An operator reading the same thread gets the owner: the operator page's timeline names it.
+    const operatorRead = await readSse(
+      await t.handlers.handle(makeRequest('GET', `/api/threads/${threadId}/events`, { user: 'op', operator: true })), { max: log.length },
+    );
+    expect(operatorRead.events.map((e) => payload(e).data)).toEqual(log.map((e) => e.data));
   });
 
   it('a retried POST with the same client message id creates nothing and replays the same turn', async () => {

@@ -12,7 +12,7 @@ import { findLatestRunId, findRunsUnderWay } from '../event-log/read-threads.js'
 import { regenerateTurn } from '../queue/regenerate-turn.js';
 import { startTurn } from '../queue/start-turn.js';
 import { createUIMessageStreamEncoder, uiMessageStreamHeaders } from './ai-sdk-stream.js';
-import { requireCaller, requireRunAccess, requireThreadAccess } from './auth.js';
+import { requireCaller, requireRunAccess, requireThreadAccess, type Caller } from './auth.js';
 import type { HandlerContext, RouteHandler } from './context.js';
 import { HttpError } from './http-error.js';
 import {
@@ -29,6 +29,8 @@ export function endsRun(runId: string) {
 
 interface StreamSpec {
   threadId: string;
+  /** The caller is an operator: the events keep the lease owners' names, which only operators see. */
+  operator: boolean;
   afterSeq: number;
   format: StreamFormat;
   /** The run an ai-sdk stream shows (and whose end ends the stream). */
@@ -46,6 +48,10 @@ interface StreamSpec {
 function streamResponse(ctx: HandlerContext, request: Request, stream: StreamSpec): Response {
   const aiSdk = stream.format === 'ai-sdk' && stream.runId !== null;
   const encoder = aiSdk ? createUIMessageStreamEncoder(stream.runId!, stream.seen, stream) : createEventEncoder();
+  if (!stream.operator) {
+    const encode = encoder.encode.bind(encoder);
+    encoder.encode = (event) => encode(withoutOwner(event));
+  }
   const follower = followEvents(ctx.rt.db, {
     threadId: stream.threadId,
     afterSeq: stream.afterSeq,
@@ -64,6 +70,16 @@ function streamResponse(ctx: HandlerContext, request: Request, stream: StreamSpe
 }
 
 /**
+ * A segment's start as a thread's own viewer gets it: without the lease owner's name (a host
+ * name and a process id, ADR-0107), which says nothing to a user and much about the servers.
+ */
+function withoutOwner(event: ThreadEvent): ThreadEvent {
+  if (event.type !== 'segment-started' || !('owner' in event.data)) return event;
+  const { owner: _owner, ...data } = event.data;
+  return { ...event, data };
+}
+
+/**
  * `headers`, readable by a page of another origin too: a browser hides a cross-origin response's
  * headers from its script unless they are exposed, and the client's stop() needs the run id.
  * (The app's CORS still decides who may read the response at all.)
@@ -78,7 +94,7 @@ export function createChatHandler(ctx: HandlerContext): RouteHandler {
     const caller = await requireCaller(ctx.authenticate, request);
     const format = readStreamFormat(new URL(request.url));
     const body = await readJsonBody(request, chatBodySchema, ctx.maxBodyBytes);
-    if (body.regenerate) return regenerated(ctx, request, format, caller.userId, body);
+    if (body.regenerate) return regenerated(ctx, request, format, caller, body);
     const turn = await startTurn(ctx.rt.db, {
       threadId: body.threadId,
       ownerId: caller.userId,
@@ -92,6 +108,7 @@ export function createChatHandler(ctx: HandlerContext): RouteHandler {
     const afterSeq = Math.max(0, (messageSeq ?? 1) - 1);
     return streamResponse(ctx, request, {
       threadId: turn.threadId,
+      operator: caller.isOperator,
       afterSeq,
       format,
       runId: turn.runId,
@@ -127,15 +144,16 @@ function turnHeaders(turn: { threadId: string; runId: string; messageId: string 
  * run (ADR-0091), streamed from its first event (the `turn-regenerated` that replaced the old turns).
  */
 async function regenerated(
-  ctx: HandlerContext, request: Request, format: StreamFormat, ownerId: string, body: ChatBody,
+  ctx: HandlerContext, request: Request, format: StreamFormat, caller: Caller, body: ChatBody,
 ): Promise<Response> {
   const turn = await regenerateTurn(ctx.rt.db, {
-    threadId: body.threadId!, ownerId, message: body.clientMessageId!, text: body.message, jobDelayMs: ctx.chatJobDelayMs,
+    threadId: body.threadId!, ownerId: caller.userId, message: body.clientMessageId!, text: body.message, jobDelayMs: ctx.chatJobDelayMs,
     ...(body.replaces ? { replaces: body.replaces } : {}),
   });
   const until = await runTurn(ctx, turn);
   return streamResponse(ctx, request, {
     threadId: turn.threadId,
+    operator: caller.isOperator,
     afterSeq: Math.max(0, ((await findRunFirstSeq(ctx.rt.db, turn.runId)) ?? 1) - 1),
     format,
     runId: turn.runId,
@@ -253,7 +271,9 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
         ...(goesOnAfter ? { 'x-agent-kit-goes-on-after': goesOnAfter } : {}),
       }
       : undefined;
-    return streamResponse(ctx, request, { threadId, afterSeq, format, runId, until, seen, ownMessage, headers, endsAtOnce });
+    return streamResponse(ctx, request, {
+      threadId, operator: caller.isOperator, afterSeq, format, runId, until, seen, ownMessage, headers, endsAtOnce,
+    });
   };
 }
 

@@ -271,8 +271,11 @@ function listenWithReconnect(
       answered = false;
       listening.query('select 1').then(() => {
         answered = true;
+        // Only once the round trip is over: through PgBouncer in transaction mode, `select 1`
+        // briefly links this client to the server connection that holds its LISTEN, and a probe
+        // committed meanwhile was heard there: a deaf LISTEN logged "hears again" now and then.
+        if (client === listening) probe();
       }, () => scheduleReconnect());
-      probe();
     }, heartbeatMs);
     heartbeat.unref();
   };
