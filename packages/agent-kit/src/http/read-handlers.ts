@@ -10,7 +10,7 @@ import {
 } from '../event-log/read-threads.js';
 import { maxTurnNo, readTurnPage } from '../event-log/turn-window.js';
 import { closedStatuses, runStatuses, type RunStatus } from '../lease/run-row.js';
-import { requireCaller, requireOperator, requireRunAccess, requireThreadAccess } from './auth.js';
+import { requireCaller, requireOperator, requireRunAccess, requireThreadAccess, type Caller } from './auth.js';
 import type { HandlerContext, RouteHandler } from './context.js';
 import { HttpError, jsonResponse } from './http-error.js';
 import { idParam, parseWith, readIdParam, readLimit } from './request.js';
@@ -71,12 +71,13 @@ export function createThreadHandler(ctx: HandlerContext): RouteHandler {
     await requireThreadAccess(ctx.rt.db, caller, threadId);
     const thread = await readThread(ctx.rt.db, threadId);
     if (!thread) throw new HttpError('NOT_FOUND', `thread ${threadId} not found`);
+    const shown = ownersFor(caller);
     if (turns !== undefined) {
       const page = await readTurnPage(ctx.rt.db, threadId, { turns, beforeTurn });
-      return jsonResponse({ thread, ...page, runs: await withReplySoFar(ctx, page.runs) });
+      return jsonResponse({ thread, ...page, runs: (await withReplySoFar(ctx, page.runs)).map(shown) });
     }
     const messages = await listThreadMessages(ctx.rt.db, threadId);
-    const runs = await withReplySoFar(ctx, await listThreadRuns(ctx.rt.db, threadId));
+    const runs = (await withReplySoFar(ctx, await listThreadRuns(ctx.rt.db, threadId))).map(shown);
     return jsonResponse({ thread, messages, runs });
   };
 }
@@ -124,7 +125,7 @@ export function createRunsHandler(ctx: HandlerContext): RouteHandler {
     const before = readIdQuery(url, 'before');
     const threadId = readIdQuery(url, 'thread');
     const { runs, next } = await listRunsPage(ctx.rt.db, { ownerId, threadId, status, inDoubt, before, limit });
-    return jsonResponse({ runs, next });
+    return jsonResponse({ runs: runs.map(ownersFor(caller)), next });
   };
 }
 
@@ -136,8 +137,21 @@ export function createRunHandler(ctx: HandlerContext): RouteHandler {
     await requireRunAccess(ctx.rt.db, caller, runId);
     const detail = await readRunDetail(ctx.rt.db, runId);
     if (!detail) throw new HttpError('NOT_FOUND', `run ${runId} not found`);
-    return jsonResponse(caller.isOperator ? detail : { ...detail, effects: detail.effects.map(withoutOperatorNote) });
+    if (caller.isOperator) return jsonResponse(detail);
+    const shown = ownersFor(caller);
+    return jsonResponse({
+      ...detail, run: shown(detail.run), segments: detail.segments.map(shown), effects: detail.effects.map(withoutOperatorNote),
+    });
   };
+}
+
+/**
+ * How a run (or a segment) shows its lease owner to `caller`: as it is to an operator; as null to
+ * anyone else, to whom the name (a host name and a process id) says nothing about their turn and
+ * much about the servers (ADR-0107).
+ */
+function ownersFor(caller: Caller) {
+  return <T extends { owner: string | null }>(row: T): T => (caller.isOperator ? row : { ...row, owner: null });
 }
 
 /**

@@ -25,6 +25,17 @@ export interface SseEncoder {
   close(error?: { code: string; message: string }): string;
 }
 
+/**
+ * An event as a thread's viewer who is not an operator gets it: a segment's start without the
+ * lease owner's name (a host name and a process id, ADR-0107), which says nothing to a user and
+ * much about the servers.
+ */
+export function withoutLeaseOwner(event: ThreadEvent): ThreadEvent {
+  if (event.type !== 'segment-started' || !('owner' in event.data)) return event;
+  const { owner: _owner, ...data } = event.data;
+  return { ...event, data };
+}
+
 /** The wire shape of one event's `data:` (the same as `agent-kit events` prints). */
 export const eventPayload = toEventJson;
 

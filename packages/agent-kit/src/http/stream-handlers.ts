@@ -19,7 +19,7 @@ import {
   chatBodySchema, readCursor, readIdParam, readJsonBody, readStreamFormat, parseWith, idParam,
   type ChatBody, type StreamFormat,
 } from './request.js';
-import { createEventEncoder, eventStreamResponse } from './sse.js';
+import { createEventEncoder, eventStreamResponse, withoutLeaseOwner } from './sse.js';
 
 /** The run's turn is over for this stream: it closed, or parked (a question, a takeover, a slice). */
 export function endsRun(runId: string) {
@@ -50,7 +50,7 @@ function streamResponse(ctx: HandlerContext, request: Request, stream: StreamSpe
   const encoder = aiSdk ? createUIMessageStreamEncoder(stream.runId!, stream.seen, stream) : createEventEncoder();
   if (!stream.operator) {
     const encode = encoder.encode.bind(encoder);
-    encoder.encode = (event) => encode(withoutOwner(event));
+    encoder.encode = (event) => encode(withoutLeaseOwner(event));
   }
   const follower = followEvents(ctx.rt.db, {
     threadId: stream.threadId,
@@ -67,16 +67,6 @@ function streamResponse(ctx: HandlerContext, request: Request, stream: StreamSpe
     headers: { ...(aiSdk ? uiMessageStreamHeaders : {}), ...exposed(stream.headers) },
     log: ctx.rt.log,
   });
-}
-
-/**
- * A segment's start as a thread's own viewer gets it: without the lease owner's name (a host
- * name and a process id, ADR-0107), which says nothing to a user and much about the servers.
- */
-function withoutOwner(event: ThreadEvent): ThreadEvent {
-  if (event.type !== 'segment-started' || !('owner' in event.data)) return event;
-  const { owner: _owner, ...data } = event.data;
-  return { ...event, data };
 }
 
 /**

@@ -8,7 +8,7 @@ import { onPostgres } from '../../test/harness/test-db.js';
 import { openPgDb } from './pg-driver.js';
 
 /** A TCP proxy to `port` that parses the server's messages and, while `deaf`, drops notifications ('A'). */
-async function notificationEatingProxy(port: number) {
+async function notificationEatingProxy(port: number, listenPort = 0) {
   const sockets = new Set<net.Socket>();
   const state = { deaf: false, notificationsForwarded: 0, notificationsDropped: 0 };
   const server = net.createServer((inbound) => {
@@ -41,7 +41,7 @@ async function notificationEatingProxy(port: number) {
       });
     }
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(listenPort, '127.0.0.1', resolve));
   return {
     state,
     port: (server.address() as net.AddressInfo).port,
@@ -71,12 +71,12 @@ describe.runIf(onPostgres)('LISTEN probe', () => {
    * A store whose statements go straight to the server and whose LISTEN goes through the proxy
    * (AGENT_KIT_LISTEN_URL's path), listening on a channel; what it logs and hears is kept.
    */
-  async function listeningStore() {
+  async function listeningStore(options: { probeMs: number; listenUrl?: string }) {
     const logged: string[] = [];
     const heard: string[] = [];
     const db = openPgDb({
-      connectionString: url.toString(), listenConnectionString: proxied, max: 2,
-      listenHeartbeatMs: 200, listenProbeMs: 300, log: (entry) => logged.push(String(entry.msg)),
+      connectionString: url.toString(), listenConnectionString: options.listenUrl ?? proxied, max: 2,
+      listenHeartbeatMs: 200, listenProbeMs: options.probeMs, log: (entry) => logged.push(String(entry.msg)),
     });
     const channel = `probe_${process.pid}`;
     const stop = await db.listen(channel, (payload) => heard.push(payload));
@@ -92,7 +92,8 @@ describe.runIf(onPostgres)('LISTEN probe', () => {
 
   it('says nothing while its LISTEN hears, though it asks at every heartbeat', async () => {
     proxy.state.deaf = false;
-    const { db, channel, logged, heard, close } = await listeningStore();
+    // A probe given 2 s: a slow machine's stall must not pass for deafness here.
+    const { db, channel, logged, heard, close } = await listeningStore({ probeMs: 2_000 });
     try {
       const before = proxy.state.notificationsForwarded;
       // Several heartbeats, each with a probe that came back through the proxy.
@@ -108,7 +109,7 @@ describe.runIf(onPostgres)('LISTEN probe', () => {
 
   it('says once that its LISTEN hears nothing, and again when it hears', async () => {
     proxy.state.deaf = true;
-    const { db, channel, logged, heard, close } = await listeningStore();
+    const { db, channel, logged, heard, close } = await listeningStore({ probeMs: 300 });
     try {
       await vi.waitFor(() => expect(logged.some((line) => deafLine.test(line))).toBe(true), { timeout: 5_000 });
       // Probes go on at every heartbeat, and are dropped; the line is not said again.
@@ -120,9 +121,32 @@ describe.runIf(onPostgres)('LISTEN probe', () => {
       await vi.waitFor(() => expect(logged).toContain(`LISTEN on ${channel} hears notifications again`), { timeout: 5_000 });
       await db.query('select pg_notify($1, $2)', [channel, 'after']);
       await vi.waitFor(() => expect(heard).toContain('after'), { timeout: 5_000 });
-      expect(logged).toHaveLength(2);
     } finally {
       await close();
+    }
+  });
+
+  it('says once that its LISTEN cannot connect (a wrong AGENT_KIT_LISTEN_URL), and once that it did', async () => {
+    const spare = net.createServer();
+    await new Promise<void>((resolve) => spare.listen(0, '127.0.0.1', resolve));
+    const port = (spare.address() as net.AddressInfo).port;
+    await new Promise((resolve) => spare.close(resolve)); // nothing listens there now
+    const nowhere = new URL(url);
+    nowhere.hostname = '127.0.0.1';
+    nowhere.port = String(port);
+    const { channel, logged, close } = await listeningStore({ probeMs: 2_000, listenUrl: nowhere.toString() });
+    let late: Awaited<ReturnType<typeof notificationEatingProxy>> | undefined;
+    try {
+      const refused = new RegExp(`^LISTEN on ${channel} could not connect \\(.*ECONNREFUSED.*\\): trying again with backoff`);
+      await vi.waitFor(() => expect(logged.some((line) => refused.test(line))).toBe(true), { timeout: 5_000 });
+      await new Promise((resolve) => setTimeout(resolve, 1_000)); // tries at 0.1, 0.2, 0.4, 0.8 s: said once
+      expect(logged.filter((line) => refused.test(line))).toHaveLength(1);
+      late = await notificationEatingProxy(Number(url.port || 5432), port); // the server is there now
+      await vi.waitFor(() => expect(logged).toContain(`LISTEN on ${channel} connected`), { timeout: 10_000 });
+      expect(logged.filter((line) => /did not hear/.test(line))).toEqual([]);
+    } finally {
+      await close();
+      await late?.close();
     }
   });
 });

@@ -158,7 +158,7 @@ export function openPgDb(options: PgDbOptions): Db {
     },
     async listen(channel, onNotify) {
       // The probe goes the way the app's own notifications go: through the pool.
-      const notify = (probe: string) => run(pool, "select pg_notify($1, '')", [probe]).then(() => {});
+      const notify = (probe: string, payload: string) => run(pool, 'select pg_notify($1, $2)', [probe, payload]).then(() => {});
       const stop = listenWithReconnect(options, channel, onNotify, notify);
       listeners.add(stop);
       return async () => {
@@ -184,7 +184,7 @@ export function openPgDb(options: PgDbOptions): Db {
  * meanwhile, but without this no one would know why work waits for the poll.
  */
 function listenWithReconnect(
-  options: PgDbOptions, channel: string, onNotify: (p: string) => void, notify: (channel: string) => Promise<void>,
+  options: PgDbOptions, channel: string, onNotify: (p: string) => void, notify: (channel: string, payload: string) => Promise<void>,
 ) {
   let stopped = false;
   let client: pg.Client | undefined;
@@ -195,19 +195,22 @@ function listenWithReconnect(
   const probeChannel = `agent_kit_probe_${crypto.randomBytes(6).toString('hex')}`;
   const probeMs = options.listenProbeMs ?? defaultListenProbeMs;
   let probeTimer: NodeJS.Timeout | undefined;
-  let awaitingProbe = false;
+  let probes = 0; // sent so far; each carries its number, so a late one is never taken for the next
+  let awaited = 0; // the probe awaited now, 0 for none
   let hears: boolean | undefined; // unknown until a first probe comes back or does not
+  let connectFailing = false;
 
   const probe = () => {
-    if (awaitingProbe || stopped) return;
-    awaitingProbe = true;
+    if (awaited !== 0 || stopped) return;
+    const sent = ++probes;
+    awaited = sent;
     // Timed from the notification's commit, not from its wait for a pooled connection; a server
     // that cannot be reached gives no verdict (the reconnects deal with it).
-    notify(probeChannel).then(() => {
-      if (!awaitingProbe || stopped) return; // it came back before the commit's answer did
+    notify(probeChannel, String(sent)).then(() => {
+      if (awaited !== sent || stopped) return; // it came back before the commit's answer did
       probeTimer = setTimeout(() => {
-        if (!awaitingProbe || stopped) return;
-        awaitingProbe = false;
+        if (awaited !== sent || stopped) return;
+        awaited = 0;
         if (hears !== false) {
           options.log?.({
             msg: `LISTEN on ${channel} did not hear its own notification within ${probeMs} ms: notifications do not `
@@ -220,17 +223,35 @@ function listenWithReconnect(
         hears = false;
       }, probeMs);
       probeTimer.unref();
-    }, () => endProbe());
+    }, () => {
+      if (awaited === sent) endProbe();
+    });
   };
   const endProbe = () => {
-    awaitingProbe = false;
+    awaited = 0;
     clearTimeout(probeTimer);
   };
-  const heardProbe = () => {
-    if (!awaitingProbe) return; // late, after its verdict: the next heartbeat's probe tells
+  const heardProbe = (payload: string) => {
+    // Late (after its verdict, or from before a reconnect): the next heartbeat's probe tells.
+    if (awaited === 0 || payload !== String(awaited)) return;
     endProbe();
     if (hears === false) options.log?.({ msg: `LISTEN on ${channel} hears notifications again`, channel });
     hears = true;
+  };
+  /** A LISTEN that cannot connect (a wrong AGENT_KIT_LISTEN_URL) says so once, and once when it can. */
+  const connected = (error?: unknown) => {
+    if (error === undefined) {
+      if (connectFailing) options.log?.({ msg: `LISTEN on ${channel} connected`, channel });
+      connectFailing = false;
+      return;
+    }
+    if (connectFailing || stopped) return;
+    connectFailing = true;
+    options.log?.({
+      msg: `LISTEN on ${channel} could not connect (${coerceError(error).message}): trying again with backoff; `
+        + 'notifications do not reach this process meanwhile, which polls instead',
+      channel,
+    });
   };
 
   const connect = async () => {
@@ -241,7 +262,7 @@ function listenWithReconnect(
     });
     next.on('notification', (message) => {
       if (message.channel === channel) onNotify(message.payload ?? '');
-      else if (message.channel === probeChannel) heardProbe();
+      else if (message.channel === probeChannel) heardProbe(message.payload ?? '');
     });
     next.on('error', () => scheduleReconnect());
     next.on('end', () => scheduleReconnect());
@@ -250,12 +271,14 @@ function listenWithReconnect(
       await next.connect();
       await next.query(`listen "${channel.replace(/"/g, '""')}"`);
       await next.query(`listen "${probeChannel}"`);
+      connected();
       backoffMs = 100;
       beatWhileAlive(next);
       probe();
       // A reconnect may have missed notifications: tell the caller to look now.
       onNotify('');
-    } catch {
+    } catch (error) {
+      connected(error);
       scheduleReconnect();
     }
   };

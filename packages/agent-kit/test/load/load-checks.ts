@@ -2,6 +2,7 @@
 // exactly once, in seq order, with no gap, byte for byte as the SSE `data:` carries it.
 import crypto from 'node:crypto';
 import { maxEventPageSize, readEvents, toEventJson } from '../../src/event-log/read-events.js';
+import { withoutLeaseOwner } from '../../src/http/sse.js';
 import type { Db } from '../../src/store/db.js';
 import type { ViewerResult } from './viewer-process.js';
 
@@ -11,7 +12,10 @@ export interface LogDigest {
   hash: string;
 }
 
-/** Hash the log as a viewer does (`seq|type|data`), from seq 1 to the run's run-closed. */
+/**
+ * Hash the log as a viewer does (`seq|type|data`), from seq 1 to the run's run-closed, as a
+ * viewer who is not an operator gets it (no lease owner, ADR-0107).
+ */
 export async function logDigest(db: Db, threadId: string, runId: string): Promise<LogDigest> {
   const hash = crypto.createHash('sha256');
   let count = 0;
@@ -19,7 +23,7 @@ export async function logDigest(db: Db, threadId: string, runId: string): Promis
   for (;;) {
     const page = await readEvents(db, { threadId, afterSeq: lastSeq, limit: maxEventPageSize });
     for (const event of page) {
-      hash.update(`${event.seq}|${event.type}|${JSON.stringify(toEventJson(event))}\n`);
+      hash.update(`${event.seq}|${event.type}|${JSON.stringify(toEventJson(withoutLeaseOwner(event)))}\n`);
       count++;
       lastSeq = event.seq;
       if (event.type === 'run-closed' && event.runId === runId) {
