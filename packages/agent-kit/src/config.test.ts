@@ -3,6 +3,7 @@
 // long enough, and never repeated into an error.
 import { describe, expect, it } from 'vitest';
 import { configFromEnv } from './config.js';
+import { storeOptionsFrom } from './store/open.js';
 
 const refused = (env: Record<string, string>) => {
   try {
@@ -72,6 +73,16 @@ describe('configFromEnv', () => {
     expect(configFromEnv({ DATABASE_URL: 'postgres://u:pw@pooler.example:6543/app' })).not.toHaveProperty('listenUrl');
     const refusal = refused({ AGENT_KIT_LISTEN_URL: 'db.example:secret' });
     expect(refusal).toMatch(/^AGENT_KIT_LISTEN_URL: must be a postgres:\/\/ or postgresql:\/\/ connection string \(got 17 characters\)$/);
+  });
+
+  it('gives openDb every store setting of the environment through storeOptionsFrom', () => {
+    const config = configFromEnv({
+      DATABASE_URL: 'postgres://u:pw@pooler.example:6543/app', AGENT_KIT_LISTEN_URL: 'postgres://u:pw@db.example:5432/app',
+      AGENT_KIT_POOL_MAX: '2', AGENT_KIT_DATA_DIR: 'data',
+    });
+    expect(storeOptionsFrom(config)).toEqual({
+      databaseUrl: 'postgres://u:pw@pooler.example:6543/app', listenUrl: 'postgres://u:pw@db.example:5432/app', poolMax: 2, dataDir: 'data',
+    });
   });
 
   it('trims the cron secret, wants 16 characters, and never prints it', () => {

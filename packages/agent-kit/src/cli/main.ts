@@ -7,6 +7,7 @@ import { Command, CommanderError } from 'commander';
 import { coerceError } from '../errors.js';
 import { uuidPattern, type Db } from '../store/db.js';
 import type { MaintenanceOutcome } from '../store/pglite-maintenance.js';
+import { logToStderr } from './commands/with-runtime.js';
 
 /**
  * Open the store from the environment, run `fn`, always close. The schema is checked first (a
@@ -16,14 +17,11 @@ import type { MaintenanceOutcome } from '../store/pglite-maintenance.js';
  * `runs` on a fresh folder answers as `chat` does, instead of asking for a migrate `chat` skips.
  */
 export async function withDb<T>(fn: (db: Db) => Promise<T>, options: { anySchema?: boolean } = {}): Promise<T> {
-  const [{ configFromEnv }, { openDb }, { checkSchema, migrate }] = await Promise.all([
+  const [{ configFromEnv }, { openDb, storeOptionsFrom }, { checkSchema, migrate }] = await Promise.all([
     import('../config.js'), import('../store/open.js'), import('../store/migrate.js'),
   ]);
   const config = configFromEnv();
-  const db = await openDb({
-    databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolMax: config.poolMax, listenUrl: config.listenUrl,
-    embedded: { onMaintenance }, log: logLine,
-  });
+  const db = await openDb({ ...storeOptionsFrom(config), embedded: { onMaintenance }, log: logToStderr });
   try {
     if (!options.anySchema && !config.databaseUrl) await migrate(db);
     if (!options.anySchema) await checkSchema(db);
@@ -33,14 +31,9 @@ export async function withDb<T>(fn: (db: Db) => Promise<T>, options: { anySchema
   }
 }
 
-/** What the store notices on its own (a LISTEN that hears nothing), as a JSON line on stderr. */
-function logLine(entry: Record<string, unknown>) {
-  process.stderr.write(`${JSON.stringify({ at: new Date().toISOString(), ...entry })}\n`);
-}
-
 /** A failed vacuum pass of the embedded store (ADR-0050), e.g. in a long `agent-kit worker`. */
 function onMaintenance(outcome: MaintenanceOutcome) {
-  if ('error' in outcome) logLine({ msg: 'embedded store: maintenance failed', error: outcome.error.message });
+  if ('error' in outcome) logToStderr({ msg: 'embedded store: maintenance failed', error: outcome.error.message });
 }
 
 /** An argument or option parser for a uuid: anything else is a usage error (exit 2) naming `what`. */

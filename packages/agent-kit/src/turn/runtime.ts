@@ -8,7 +8,7 @@ import { InvalidArgumentError } from '../errors.js';
 import { demoTools, resolveModel, type AgentTool } from '../model/index.js';
 import type { Db } from '../store/db.js';
 import { checkSchema, migrate } from '../store/migrate.js';
-import { openDb } from '../store/open.js';
+import { openDb, storeOptionsFrom } from '../store/open.js';
 import type { Runtime, TurnContext } from './types.js';
 
 export interface CreateRuntimeOptions {
@@ -55,9 +55,7 @@ export async function createRuntime(config: AgentKitConfig, options: CreateRunti
       throw new InvalidArgumentError(`the tool registered as "${key}" is named "${String(tool?.name)}": register each tool under its name`);
     }
   }
-  const db = options.db ?? (await openDb({
-    databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolMax: config.poolMax, listenUrl: config.listenUrl, log: options.log,
-  }));
+  const db = options.db ?? (await openDb({ ...storeOptionsFrom(config), log: options.log }));
   try {
     if (options.autoMigrate ?? !config.databaseUrl) await migrate(db);
     if (!options.skipSchemaCheck) await checkSchema(db);

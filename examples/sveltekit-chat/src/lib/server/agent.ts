@@ -3,7 +3,7 @@
 // ordered so nothing writes to a closed store: streams end, the worker and the request-started
 // segments park at their next step boundary and finish, and only then the store closes.
 import {
-  configFromEnv, createRuntime, migrate, openDb, runWorker, type AgentKitConfig, type Db, type MaintenanceOutcome, type Runtime,
+  configFromEnv, createRuntime, migrate, openDb, runWorker, storeOptionsFrom, type AgentKitConfig, type Db, type MaintenanceOutcome, type Runtime,
 } from 'agent-kit';
 import { createHandlers, type Caller, type Handlers } from 'agent-kit/http';
 import { applyDemoDefaults, readOperators, resolveDataDir, shouldAutoMigrate } from './settings';
@@ -42,10 +42,7 @@ function logMaintenance(outcome: MaintenanceOutcome) {
 
 async function openStore(config: AgentKitConfig, dataDir: string): Promise<Db> {
   // A LISTEN that hears nothing (a pooler in transaction mode) is logged whatever AGENT_KIT_LOG says.
-  const db = await openDb({
-    databaseUrl: config.databaseUrl, dataDir, poolMax: config.poolMax, listenUrl: config.listenUrl,
-    embedded: { onMaintenance: logMaintenance }, log,
-  });
+  const db = await openDb({ ...storeOptionsFrom(config), dataDir, embedded: { onMaintenance: logMaintenance }, log });
   try {
     if (shouldAutoMigrate()) {
       const { applied, version } = await migrate(db);
