@@ -89,6 +89,15 @@ describe.skipIf(!hasChromium)(`the operator page${hasChromium ? '' : ` (skipped:
     const rows = page.getByTestId('segment-row');
     await expect.poll(() => rows.allTextContents(), { timeout: 10_000 })
       .toEqual([expect.stringMatching(/^11.*closed: completed$/)]);
+    // And its markers, which the picture names only to a pointer hovering them.
+    await page.getByTestId('timeline-entries').getByText(/^Markers as text \(\d+\)$/).click();
+    const entries = page.getByTestId('timeline-entry');
+    expect((await entries.allTextContents()).map((text) => text.replace(/\s+/g, ' ').trim())).toEqual([
+      expect.stringMatching(/^\+0\.\d s intent · user message$/),
+      expect.stringMatching(/^\+\d+\.\d s intent · queued$/),
+      expect.stringMatching(/^\+\d+\.\d s fence 1 · step 0$/),
+    ]);
+    expect(await entries.first().isVisible()).toBe(true);
     // The model's tokens, as GET /api/runs/:id adds them up (ADR-0065): the scripted model
     // counts the words of the prompt (the app's instructions and the message) and of the reply.
     const detail = await (await operator.request.get(`${server.baseUrl}/api/runs/${runId}`)).json() as {
@@ -169,6 +178,39 @@ describe.skipIf(!hasChromium)(`the operator page${hasChromium ? '' : ` (skipped:
       await open(page, `${server.baseUrl}/ops?before=00000000-0000-4000-8000-000000000000`);
       await page.waitForURL(`${server.baseUrl}/ops`);
       expect(await rows.count()).toBe(50);
+      await page.close();
+    });
+
+    it("shows a selected run's detail without leaving the table, and a linked run's row in the table", async () => {
+      const page = await operator.newPage();
+      const rows = page.getByTestId('run-row');
+      await open(page, `${server.baseUrl}/ops`);
+      await expect.poll(() => rows.count()).toBe(50);
+      const viewport = page.viewportSize()!;
+      // Fifty rows are taller than the screen; the table is not: the detail of the run clicked
+      // at its top comes into view below it, and the page has not scrolled (the detail was
+      // fifty rows down, out of view).
+      await rows.first().click();
+      const heading = page.getByTestId('run-detail').getByRole('heading', { level: 2 });
+      await heading.waitFor();
+      const box = (await heading.boundingBox())!;
+      expect(box.y + box.height).toBeLessThan(viewport.height);
+      expect(await page.evaluate(() => window.scrollY)).toBe(0);
+      const scroller = page.getByTestId('runs-scroll');
+      expect(await scroller.evaluate((el) => el.scrollHeight > el.clientHeight)).toBe(true);
+
+      // Opened on the page's last run (a link, a reload): the table scrolls to that row, its head
+      // still above it.
+      const lastId = await rows.last().getAttribute('data-run-id');
+      await open(page, `${server.baseUrl}/ops?run=${lastId}`);
+      await page.getByTestId('run-detail').waitFor();
+      const row = page.locator(`[data-testid="run-row"][data-run-id="${lastId}"]`);
+      await expect.poll(async () => {
+        const [rowBox, tableBox, headBox] = await Promise.all([
+          row.boundingBox(), scroller.boundingBox(), page.getByTestId('runs').locator('thead').boundingBox(),
+        ]);
+        return rowBox!.y >= headBox!.y + headBox!.height - 1 && rowBox!.y + rowBox!.height <= tableBox!.y + tableBox!.height + 1;
+      }).toBe(true);
       await page.close();
     });
 

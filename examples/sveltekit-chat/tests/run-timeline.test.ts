@@ -3,7 +3,7 @@
 // thinking as part of its segment; and the sidebar, which joins older pages of threads only to the
 // first page they followed.
 import { describe, expect, it } from 'vitest';
-import { buildRunTimeline, segmentKilledEventType } from '../src/lib/run-timeline';
+import { buildRunTimeline, segmentKilledEventType, timelineEntries } from '../src/lib/run-timeline';
 import { sidebarThreads, type ThreadLink } from '../src/lib/sidebar';
 import { crashedThenResumed, crashedThenResumedSpecs, makeLog, runId, t0, thoughtThenRepliedSpecs } from './event-logs';
 
@@ -71,6 +71,29 @@ describe('the run timeline', () => {
     expect(segmentless.intents.map((m) => m.label)).toEqual([
       'user message', 'queued', 'step-finished', 'tool-result', 'step-finished', 'closed: completed',
     ]);
+  });
+
+  it('lists every marker as text in time order, with its fence and its time since the run began', () => {
+    const log = makeLog([
+      ...crashedThenResumedSpecs.slice(0, 4),
+      ['takeover-requested', 0, { runId, operator: 'operator' }],
+      [segmentKilledEventType, 1, { runId, fence: 1, operator: 'operator' }],
+      ['segment-started', 2, { text: 'one ', attempt: 2, fence: 2, owner: 'b' }],
+      ['step-finished', 2, { stepNo: 0, text: 'one two', toolCalls: [{ toolName: 'record_effect' }] }],
+      ['tool-result', 2, { toolCallId: 'c1', toolName: 'record_effect', outcome: 'completed', output: {} }],
+      ['run-closed', 2, { status: 'completed', text: 'one two', partial: false }],
+    ]);
+    const entries = timelineEntries(buildRunTimeline(log, runId, t0 + 20_000, false));
+    expect(entries.map(({ offsetMs, fence, kind, label }) => [offsetMs, fence, kind, label])).toEqual([
+      [0, null, 'intent', 'user message'],
+      [1000, null, 'intent', 'queued'],
+      [4000, null, 'intent', 'takeover requested'],
+      [5000, 1, 'kill', 'killed by operator (demo)'],
+      [7000, 2, 'step', 'step 0 · 1 tool call(s)'],
+      [8000, 2, 'tool', 'record_effect → completed'],
+    ]);
+    // No event, no entry.
+    expect(timelineEntries(buildRunTimeline([], runId, t0, false))).toEqual([]);
   });
 
   it('keeps a segment live that began after the poll that saw its predecessor\'s lease expire', () => {

@@ -170,3 +170,24 @@ export function buildRunTimeline(
   const endMs = Math.max(lastMs, last?.endMs ?? 0, startMs + 1_000);
   return { startMs, endMs, bars, intents };
 }
+
+/** A marker of the picture as a line of text: when, on which fence (none for an intent), what. */
+export interface TimelineEntry extends TimelineMarker {
+  /** Since the run's first event. */
+  offsetMs: number;
+  fence: number | null;
+}
+
+/**
+ * Every marker of the timeline, the segments' and the intents', in time order: the picture's
+ * markers say what they are only to a pointer hovering them, so the page lists them as text too
+ * (a keyboard, a screen reader, a search of the page).
+ */
+export function timelineEntries(timeline: RunTimeline): TimelineEntry[] {
+  const entries: TimelineEntry[] = [
+    ...timeline.intents.map((marker) => ({ ...marker, fence: null })),
+    ...timeline.bars.flatMap((bar) => bar.markers.map((marker) => ({ ...marker, fence: bar.fence }))),
+  ].map((entry) => ({ ...entry, offsetMs: entry.atMs - timeline.startMs }));
+  // Stable: at the same instant an intent comes before a segment's marker, a fence before a later one.
+  return entries.sort((a, b) => a.atMs - b.atMs || (a.fence ?? 0) - (b.fence ?? 0));
+}
