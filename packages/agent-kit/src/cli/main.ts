@@ -17,8 +17,8 @@ import { logToStderr } from './commands/with-runtime.js';
  * `runs` on a fresh folder answers as `chat` does, instead of asking for a migrate `chat` skips.
  */
 export async function withDb<T>(fn: (db: Db) => Promise<T>, options: { anySchema?: boolean } = {}): Promise<T> {
-  const [{ configFromEnv }, { openDb, storeOptionsFrom }, { checkSchema, migrate }] = await Promise.all([
-    import('../config.js'), import('../store/open.js'), import('../store/migrate.js'),
+  const [{ configFromEnv }, { openDb, storeOptionsFrom }, { checkSchema, migrate }, { flushNotifications }] = await Promise.all([
+    import('../config.js'), import('../store/open.js'), import('../store/migrate.js'), import('../store/notify-thread.js'),
   ]);
   const config = configFromEnv();
   const db = await openDb({ ...storeOptionsFrom(config), embedded: { onMaintenance }, log: logToStderr });
@@ -27,6 +27,7 @@ export async function withDb<T>(fn: (db: Db) => Promise<T>, options: { anySchema
     if (!options.anySchema) await checkSchema(db);
     return await fn(db);
   } finally {
+    await flushNotifications(db); // the viewers of what `fn` wrote hear it now, not at their next poll
     await db.close();
   }
 }

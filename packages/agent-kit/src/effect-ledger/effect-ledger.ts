@@ -1,7 +1,7 @@
 // The effect ledger: a tool side effect is recorded `started` (guarded) before it runs and
 // `completed`/`failed` after, once per idempotency key. A key a dead segment left `started` is
 // reconciled through the tool's hook or marked `in_doubt` — never run again blindly (invariant 5).
-import { assert, ConflictError, NotFoundError } from '../errors.js';
+import { assert, ConflictError, InvalidArgumentError, NotFoundError } from '../errors.js';
 import type { Lease } from '../lease/lease.js';
 import type { Queryable } from '../store/db.js';
 import { toNumber } from '../store/db.js';
@@ -217,11 +217,15 @@ export async function reconcileDeadEffects(
  * sees the verdict beside the reply that was cut short (ADR-0043). The note stays in the ledger:
  * it is written for operators, and the thread's events are the user's to read. Pass the Db, not
  * an open transaction: viewers are woken once the statement has committed.
- * @throws NotFoundError when there is no such effect; ConflictError when it is not in doubt.
+ * @throws InvalidArgumentError for an empty `by`; NotFoundError when there is no such effect;
+ *   ConflictError when it is not in doubt.
  */
 export async function resolveEffect(
   db: Queryable, effect: { runId: string; key: string; happened: boolean; by: string; note?: string },
 ): Promise<EffectRecord> {
+  if (typeof effect.by !== 'string' || effect.by.trim() === '') {
+    throw new InvalidArgumentError('a verdict names who decided it (by)');
+  }
   const rows = await db.query<EffectRow & { thread_id: string; seq: number | string }>(
     `with resolved as (
        update agent_kit_effects

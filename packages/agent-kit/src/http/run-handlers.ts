@@ -4,6 +4,7 @@
 // waiting for the drain.
 import { resolveEffect } from '../effect-ledger/index.js';
 import { restoreTurn } from '../queue/restore-turn.js';
+import { cancelRun, releaseRun, takeOverRun } from '../queue/run-intents.js';
 import type { Queryable } from '../store/db.js';
 import { requireCaller, requireOperator, requireRunAccess } from './auth.js';
 import type { HandlerContext, RouteHandler } from './context.js';
@@ -14,8 +15,6 @@ import {
 import { notifyRunThread } from '../store/notify-thread.js';
 import type { RunAccess } from '../event-log/read-runs.js';
 import { toolKind } from '../model/agent-tool.js';
-
-const closed = new Set(['completed', 'failed', 'aborted']);
 
 async function callStatusFunction(db: Queryable, sql: string, params: unknown[]): Promise<string> {
   const rows = await db.query<{ status: string }>(sql, params);
@@ -79,9 +78,7 @@ export function createRunCancelHandler(ctx: HandlerContext): RouteHandler {
     const runId = readIdParam(params, 'id');
     const body = await readOptionalJsonBody(request, cancelBodySchema, ctx.maxBodyBytes);
     await requireRunAccess(ctx.rt.db, caller, runId);
-    const status = await callStatusFunction(ctx.rt.db,
-      'select agent_kit_request_cancel($1, $2) as status', [runId, body.shownSeq ?? null]);
-    if (closed.has(status)) throw new HttpError('CONFLICT', `run ${runId} is already ${status}`);
+    const { status } = await cancelRun(ctx.rt.db, { runId, shownSeq: body.shownSeq });
     // A running segment sees the intent at its next write; any other run needs a segment to close it.
     if (status !== 'running') ctx.segments.start(runId);
     return jsonResponse({ runId, status, cancelRequested: true }, 202);
@@ -96,10 +93,7 @@ export function createRunTakeoverHandler(ctx: HandlerContext): RouteHandler {
     await readOptionalJsonBody(request, noBodySchema, ctx.maxBodyBytes);
     await requireRunAccess(ctx.rt.db, caller, runId);
     requireOperator(caller);
-    const status = await callStatusFunction(ctx.rt.db, 'select agent_kit_takeover_run($1, $2) as status', [
-      runId, caller.userId,
-    ]);
-    return jsonResponse({ runId, status });
+    return jsonResponse(await takeOverRun(ctx.rt.db, { runId, by: caller.userId }));
   };
 }
 
@@ -111,9 +105,9 @@ export function createRunReleaseHandler(ctx: HandlerContext): RouteHandler {
     await readOptionalJsonBody(request, noBodySchema, ctx.maxBodyBytes);
     await requireRunAccess(ctx.rt.db, caller, runId);
     requireOperator(caller);
-    const status = await callStatusFunction(ctx.rt.db, 'select agent_kit_release_run($1) as status', [runId]);
-    if (status === 'queued') ctx.segments.start(runId);
-    return jsonResponse({ runId, status });
+    const result = await releaseRun(ctx.rt.db, { runId });
+    if (result.status === 'queued') ctx.segments.start(runId);
+    return jsonResponse(result);
   };
 }
 

@@ -28,7 +28,8 @@ export const notifyGapMs = 10;
 interface Outbox {
   /** Thread id → the seq to send (0: some write of the thread has no known seq). */
   threads: Map<string, number>;
-  sending: boolean;
+  /** The sending loop while it runs: it ends once every thread queued meanwhile was sent. */
+  sending: Promise<void> | null;
 }
 
 type LocalListener = (threadId: string, seq: number) => void;
@@ -66,17 +67,26 @@ export function notifyThread(db: Queryable, threadId: string, seq = 0): void {
   }
   let outbox = outboxes.get(db);
   if (!outbox) {
-    outbox = { threads: new Map(), sending: false };
+    outbox = { threads: new Map(), sending: null };
     outboxes.set(db, outbox);
   }
   const queued = outbox.threads.get(threadId);
   // Two writes of a thread in one notification: the later seq, unless either is unknown.
   outbox.threads.set(threadId, queued === undefined ? seq : queued === 0 || seq === 0 ? 0 : Math.max(queued, seq));
-  if (!outbox.sending) void send(db, outbox);
+  outbox.sending ??= send(db, outbox);
+}
+
+/**
+ * Wait until every notification queued on `db` has been sent (or failed): a process about to
+ * close its store (a command of the CLI) calls it so that its writes' viewers hear them now, not
+ * at their next poll.
+ */
+export async function flushNotifications(db: Queryable): Promise<void> {
+  await outboxes.get(db)?.sending;
 }
 
 async function send(db: Queryable, outbox: Outbox): Promise<void> {
-  outbox.sending = true;
+  await Promise.resolve(); // set outbox.sending before the loop can end and clear it
   try {
     while (outbox.threads.size > 0) {
       const threads = [...outbox.threads.keys()];
@@ -87,7 +97,7 @@ async function send(db: Queryable, outbox: Outbox): Promise<void> {
       if (outbox.threads.size > 0) await new Promise((resolve) => setTimeout(resolve, notifyGapMs));
     }
   } finally {
-    outbox.sending = false;
+    outbox.sending = null;
   }
 }
 

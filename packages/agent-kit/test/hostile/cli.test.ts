@@ -119,6 +119,11 @@ function parseCases(): CliCase[] {
     { what: 'both verdicts', args: ['resolve-effect', unknownId, 'k', '--happened', '--did-not-happen'],
       says: /exactly one of --happened/ },
     flag('resolve-effect', unknownId, 'k', '--happened'),
+    ...['cancel', 'takeover', 'release', 'restore'].flatMap((command): CliCase[] => [
+      { what: 'no run id', args: [command] },
+      ...['not-a-uuid', sql, ''].map((v) => ({ what: 'run id not a uuid', args: [command, v], says: /^error: RUN_ID must be a uuid, got / })),
+      flag(command, unknownId),
+    ]),
     { what: 'no thread id', args: ['events'] },
     ...['not-a-uuid', sql, unknownId.slice(1)].map((v) => ({ what: 'thread id not a uuid', args: ['events', v] })),
     ...['-1', 'x', '1'.repeat(16)].map((v) =>
@@ -160,6 +165,10 @@ function storeCases(): CliCase[] {
     { what: '--before an unknown run', args: ['runs', '--before', unknownId], says: /"before" names no run of this list/ },
     { what: 'unknown effect', args: ['resolve-effect', unknownId, 'k', '--happened'], says: /effect k of run .* not found/ },
     { what: 'unknown thread id', args: ['events', unknownId], says: /thread .* not found/ },
+    ...['cancel', 'takeover', 'release', 'restore'].map((command) =>
+      ({ what: 'unknown run id', args: [command, unknownId], says: /run .* not found/ })),
+    { what: 'empty --by', args: ['takeover', store.alice.runId, '--by', ''], says: /names its operator/ },
+    { what: 'empty --by', args: ['resolve-effect', unknownId, 'k', '--happened', '--by', ' '], says: /names who decided/ },
   ];
 }
 

@@ -422,7 +422,10 @@ describe.runIf(onPostgres)('the published package', () => {
     expect([version.code, version.stdout], explain(version)).toEqual([0, `${manifest.version}\n`]);
     const help = await agentKit(['--help']);
     expect(help.code, explain(help)).toBe(0);
-    for (const command of ['chat', 'drain', 'enqueue', 'events', 'migrate', 'reap', 'resolve-effect', 'runs', 'show', 'worker']) {
+    for (const command of [
+      'cancel', 'chat', 'drain', 'enqueue', 'events', 'migrate', 'reap', 'release', 'resolve-effect', 'restore', 'runs', 'show',
+      'takeover', 'worker',
+    ]) {
       expect(help.stdout).toMatch(new RegExp(`^  ${command} `, 'm'));
     }
     for (const store of ['postgres', 'embedded'] as const) {

@@ -23,7 +23,7 @@ export function register(program: Command) {
     .option('--happened', 'the outside system did it: the effect becomes completed')
     .option('--did-not-happen', 'the outside system has no trace of it: the effect becomes failed')
     .option('--note <text>', 'what was checked, kept with the verdict')
-    .addOption(new Option('--by <name>', 'who decided').default(process.env.USER ?? 'operator', '$USER, else "operator"'))
+    .addOption(new Option('--by <name>', 'who decided').default(process.env.USER || 'operator', '$USER, else "operator"'))
     .option('--json', 'print the effect as JSON, as POST /api/runs/:id/resolve-effect answers')
     .action(async (runId: string, key: string, options: ResolveOptions) => {
       const happened = resolveVerdict(options);

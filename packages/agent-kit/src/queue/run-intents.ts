@@ -1,0 +1,80 @@
+// What a person asks of a run from outside its segment: cancel it, take it over, release it.
+// Each is one SQL function that decides under the run's row lock and appends the thread's event
+// (agent_kit_request_cancel, agent_kit_takeover_run, agent_kit_release_run); these wrappers check
+// the arguments, wake the thread's viewers after the commit, and say what the call did. The HTTP
+// routes and the command line both go through them.
+import { ConflictError, InvalidArgumentError } from '../errors.js';
+import { closedStatuses, type RunStatus } from '../lease/run-row.js';
+import { uuidPattern, type Queryable } from '../store/db.js';
+import { notifyThread } from '../store/notify-thread.js';
+
+export interface RunIntentResult {
+  runId: string;
+  /**
+   * The run's status after the call: `waiting_takeover` for a run taken over at once, `queued`
+   * for one released. `running` when the running segment is yet to see the intent, at its next
+   * write (a cancel closes the run, a takeover parks it); a cancelled run that was not running
+   * keeps its status until a segment closes it (its job is due now).
+   */
+  status: RunStatus;
+}
+
+function requireRunId(runId: unknown): string {
+  if (typeof runId !== 'string' || !uuidPattern.test(runId)) {
+    throw new InvalidArgumentError(`run id must be a uuid, got ${JSON.stringify(String(runId).slice(0, 80))}`);
+  }
+  return runId;
+}
+
+/** `call` is the SQL function's call on $1 (the run id) and `params` ($2, …). */
+async function callIntent(db: Queryable, call: string, runId: string, params: unknown[]): Promise<RunStatus> {
+  // A run's thread never changes: read in the same statement, it needs no lock.
+  const rows = await db.query<{ status: RunStatus; thread_id: string }>(
+    `select ${call} as status, (select thread_id from agent_kit_runs where id = $1) as thread_id`, [runId, ...params]);
+  notifyThread(db, rows[0]!.thread_id);
+  return rows[0]!.status;
+}
+
+/**
+ * Ask the run to stop: stored once (`cancel-requested`), it closes `aborted` with the text it had
+ * (as of `shownSeq`, the last event the asking viewer had shown, when given). A running segment
+ * closes it at its next write; any other open run gets a job due now, and the segment that takes
+ * it closes it without calling the model. Pass the Db, not an open transaction.
+ * @throws InvalidArgumentError for a bad id or seq; NotFoundError; ConflictError for a run that
+ *   has closed already (nothing is stored).
+ */
+export async function cancelRun(db: Queryable, options: { runId: string; shownSeq?: number }): Promise<RunIntentResult> {
+  const runId = requireRunId(options.runId);
+  const { shownSeq } = options;
+  if (shownSeq !== undefined && (!Number.isSafeInteger(shownSeq) || shownSeq < 0)) {
+    throw new InvalidArgumentError(`shownSeq must be an integer of 0 or more, got ${String(shownSeq)}`);
+  }
+  const status = await callIntent(db, 'agent_kit_request_cancel($1, $2)', runId, [shownSeq ?? null]);
+  if (closedStatuses.includes(status)) throw new ConflictError(`run ${runId} is already ${status}: nothing to cancel`);
+  return { runId, status };
+}
+
+/**
+ * Hold the run for a person: a queued run, or one waiting for input, is `waiting_takeover` at
+ * once; a running one parks so at its next step boundary. `by` names the operator (kept as
+ * `taken_over_by` and in the event). Release it with releaseRun.
+ * @throws InvalidArgumentError; NotFoundError; ConflictError for a closed run, one being
+ *   cancelled, or one behind an earlier open run of its thread.
+ */
+export async function takeOverRun(db: Queryable, options: { runId: string; by: string }): Promise<RunIntentResult> {
+  const runId = requireRunId(options.runId);
+  if (typeof options.by !== 'string' || options.by.trim() === '') {
+    throw new InvalidArgumentError('a takeover names its operator (by)');
+  }
+  return { runId, status: await callIntent(db, 'agent_kit_takeover_run($1, $2)', runId, [options.by]) };
+}
+
+/**
+ * Give a taken-over run back: `queued`, due now, continuing where it stopped; or, while it still
+ * runs, withdraw the takeover not yet honoured (`running`).
+ * @throws InvalidArgumentError; NotFoundError; ConflictError when the run is not taken over.
+ */
+export async function releaseRun(db: Queryable, options: { runId: string }): Promise<RunIntentResult> {
+  const runId = requireRunId(options.runId);
+  return { runId, status: await callIntent(db, 'agent_kit_release_run($1)', runId, []) };
+}
