@@ -42,6 +42,18 @@ describe('configFromEnv', () => {
     expect(refused({ AGENT_KIT_MODEL_RETRIES: '1.5' })).toMatch(/^AGENT_KIT_MODEL_RETRIES: .* \(got "1.5"\)$/);
   });
 
+  it('refuses a number that is blank, hexadecimal or not finite, naming the variable', () => {
+    // A blank value was read as 0: AGENT_KIT_MODEL_RETRIES=" " meant "fail at once".
+    expect(refused({ AGENT_KIT_MODEL_RETRIES: ' ' })).toBe('AGENT_KIT_MODEL_RETRIES: expected a whole number (got " ")');
+    expect(refused({ AGENT_KIT_INVOCATION_BUDGET: '\t' })).toMatch(/^AGENT_KIT_INVOCATION_BUDGET: expected a number of seconds/);
+    expect(refused({ AGENT_KIT_POOL_MAX: '0x10' })).toBe('AGENT_KIT_POOL_MAX: expected a whole number (got "0x10")');
+    expect(refused({ AGENT_KIT_MAX_RUN_ATTEMPTS: 'Infinity' })).toMatch(/^AGENT_KIT_MAX_RUN_ATTEMPTS: expected a whole number/);
+    expect(refused({ AGENT_KIT_MAX_TOOL_RESULT_BYTES: '65536.5' })).toMatch(/whole number of bytes/);
+    // Spaces around a number, and decimal exponents, are still numbers.
+    expect(configFromEnv({ AGENT_KIT_POOL_MAX: ' 4 ', AGENT_KIT_MAX_TOOL_RESULT_BYTES: '1e6', AGENT_KIT_LEASE_TTL: '.5' }))
+      .toMatchObject({ poolMax: 4, maxToolResultBytes: 1_000_000, leaseTtlMs: 500 });
+  });
+
   it('reads the pool size, 1 to 100 connections, and leaves it unset by default', () => {
     expect(configFromEnv({ AGENT_KIT_POOL_MAX: '3' }).poolMax).toBe(3);
     expect(configFromEnv({})).not.toHaveProperty('poolMax');

@@ -45,8 +45,21 @@ export interface AgentKitConfig {
  * hour is far past any platform's limit (15 min at most) and any sensible segment; a larger value
  * is most likely milliseconds, and would hold a dead segment's run for hours.
  */
-const seconds = (min: number) => z.coerce.number({ error: 'expected a number of seconds, such as 60' })
-  .min(min, `must be at least ${min} s`).max(3_600, 'must be at most 3 600 s (an hour): is it in milliseconds?');
+const seconds = (min: number) => decimal('expected a number of seconds, such as 60')
+  .pipe(z.number().min(min, `must be at least ${min} s`).max(3_600, 'must be at most 3 600 s (an hour): is it in milliseconds?'));
+
+/**
+ * A number written in decimal (`60`, `0.5`, `1e6`), spaces around it allowed. Not what
+ * z.coerce.number() takes besides: a blank value (`" "`, read as 0: AGENT_KIT_MODEL_RETRIES=" "
+ * meant "fail at once"), hexadecimal (`0x10`), `Infinity`.
+ */
+function decimal(expected: string) {
+  return z.string().trim().regex(/^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i, expected).transform(Number);
+}
+
+/** A whole number from `min` to `max`. */
+const count = (min: number, max: number, expected = 'expected a whole number') =>
+  decimal(expected).pipe(z.number().int(expected).min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
 
 const postgresUrl = z.string().refine((url) => /^postgres(ql)?:\/\/./i.test(url) && URL.canParse(url),
   'must be a postgres:// or postgresql:// connection string');
@@ -62,14 +75,15 @@ const envSchema = z.object({
   // every 33 ms or less.
   AGENT_KIT_INVOCATION_BUDGET: seconds(1).optional(),
   AGENT_KIT_LEASE_TTL: seconds(0.1).optional(),
-  AGENT_KIT_MAX_RUN_ATTEMPTS: z.coerce.number().int().min(1).max(100).optional(),
-  AGENT_KIT_MODEL_RETRIES: z.coerce.number().int().min(0).max(20).optional(),
+  AGENT_KIT_MAX_RUN_ATTEMPTS: count(1, 100).optional(),
+  AGENT_KIT_MODEL_RETRIES: count(0, 20).optional(),
   // A role's connection limit on a managed plan is often 5 to 20: the pool must fit under it.
-  AGENT_KIT_POOL_MAX: z.coerce.number().int().min(1).max(100).optional(),
+  AGENT_KIT_POOL_MAX: count(1, 100).optional(),
   // Below 4 KiB the note and a useful head do not fit; above 100 MB a result is stored three
   // times near jsonb's ~255 MB limit, which is what the bound is there to stay away from.
-  AGENT_KIT_MAX_TOOL_RESULT_BYTES: z.coerce.number({ error: 'expected a number of bytes, such as 1048576' }).int()
-    .min(4_096, 'must be at least 4096 bytes').max(100_000_000, 'must be at most 100000000 bytes (100 MB)').optional(),
+  AGENT_KIT_MAX_TOOL_RESULT_BYTES: decimal('expected a number of bytes, such as 1048576')
+    .pipe(z.number().int('expected a whole number of bytes')
+      .min(4_096, 'must be at least 4096 bytes').max(100_000_000, 'must be at most 100000000 bytes (100 MB)')).optional(),
   // Compared with what a scheduler sends after Bearer, trimmed: stray spaces or a newline from a
   // secrets file would otherwise never match. Short secrets are guessable.
   CRON_SECRET: z.string().trim().min(minCronSecretChars, `must be at least ${minCronSecretChars} characters (e.g. \`openssl rand -hex 32\`)`).optional(),

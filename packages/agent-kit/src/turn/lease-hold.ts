@@ -26,16 +26,23 @@ export function holdUntil(
   let untilMs = performance.now() - Math.max(0, sinceClaimSentMs) + leaseTtlMs;
   let timer: NodeJS.Timeout | undefined;
   let disposed = false;
+  const lapse = () => {
+    if (disposed) return;
+    if (!nativeAborted.call(controller.signal)) onLapse();
+    controller.abort('lost' satisfies StepStop);
+  };
   const arm = () => {
     clearTimeout(timer);
-    timer = setTimeout(() => {
-      if (disposed) return;
-      if (!controller.signal.aborted) onLapse();
-      controller.abort('lost' satisfies StepStop);
-    }, Math.max(0, untilMs - performance.now()));
+    timer = setTimeout(lapse, Math.max(0, untilMs - performance.now()));
     timer.unref(); // the segment's own work keeps the process alive, not its lease's end
   };
   arm();
+  // The timer alone is late after a freeze: a process resumed past its lease runs its due timers
+  // in the order they were due, and a tool's own (a 3 s wait before its outside call) came first
+  // and found the signal not yet aborted. Read, the signal looks at the clock itself.
+  checkOnRead(controller.signal, () => {
+    if (performance.now() >= untilMs) lapse();
+  });
   return {
     renewed(sentAtMs) {
       // (A renewal that lands after the segment ended starts no timer: it would keep the process
@@ -49,6 +56,31 @@ export function holdUntil(
       clearTimeout(timer);
     },
   };
+}
+
+const nativeAborted = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted')!.get! as (this: AbortSignal) => boolean;
+
+/**
+ * Have `signal.aborted` (and `throwIfAborted()`) run `check` before answering, while the signal
+ * has not aborted: a check that aborts it makes the same read say so. For a signal whose abort
+ * is a point in time (a lease's end, a deadline), so that a read after that time never says "go
+ * on" because the timer that aborts it has not run yet. Returns the signal.
+ */
+export function checkOnRead(signal: AbortSignal, check: () => void): AbortSignal {
+  const read = () => {
+    if (!nativeAborted.call(signal)) check();
+    return nativeAborted.call(signal);
+  };
+  Object.defineProperty(signal, 'aborted', { configurable: true, get: read });
+  const throwIfAborted = AbortSignal.prototype.throwIfAborted.bind(signal);
+  Object.defineProperty(signal, 'throwIfAborted', {
+    configurable: true,
+    value: () => {
+      read();
+      throwIfAborted();
+    },
+  });
+  return signal;
 }
 
 /** Renew every third of the TTL, capped at the deadline by SQL. A rejection loses the segment. */

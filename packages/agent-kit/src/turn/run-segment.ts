@@ -50,8 +50,10 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
   const lapsed = () => rt.log?.({
     msg: 'lease ran out on this process\'s clock: no renewal landed in time', runId: lease.runId, fence: lease.fence, leaseTtlMs,
   });
-  const held = leaseTtlMs < budgetMs ? holdUntil(Date.now() - startedAtMs, leaseTtlMs, controller, lapsed) : undefined;
-  const stopRenewing = held ? renewOnTimer(rt, lease, leaseTtlMs, controller, held) : async () => {};
+  // Held on this process's clock whether or not it is renewed: a lease as long as the budget
+  // ends at the budget's end, and a process frozen past it must not go on either (ADR-0105).
+  const held = holdUntil(Date.now() - startedAtMs, leaseTtlMs, controller, lapsed);
+  const stopRenewing = leaseTtlMs < budgetMs ? renewOnTimer(rt, lease, leaseTtlMs, controller, held) : async () => held.dispose();
   const segment: Segment = {
     rt, lease, run, settings, mirror, signal: controller.signal, options, budgetMs, startText: '', journal: [], interrupt: null, contextWindow: null,
     stopRenewing,

@@ -6,6 +6,7 @@ import { EffectInDoubtError } from '../errors.js';
 import { allOrNothing, type Interrupt, type Lease } from '../lease/lease.js';
 import type { AgentTool } from '../model/index.js';
 import { toolKind } from '../model/agent-tool.js';
+import { checkOnRead } from './lease-hold.js';
 import type { Db, Queryable } from '../store/db.js';
 import { isApproval } from '../approval.js';
 import { notifyThread } from '../store/notify-thread.js';
@@ -216,7 +217,10 @@ async function runEffect(
   // The tool's signal also aborts at the segment's deadline: its result would be dropped, so
   // its work should stop (the effect stays `started` for the next owner to reconcile).
   const deadline = new AbortController();
-  const ran = await beforeDeadline(ctx, () => execute(tool, input, key, AbortSignal.any([ctx.signal, deadline.signal]), ctx.maxResultBytes));
+  // Read by the tool, it asks the segment's signal, which looks at the lease's end on this
+  // process's clock (checkOnRead): aborted there, this one follows at once.
+  const signal = checkOnRead(AbortSignal.any([ctx.signal, deadline.signal]), () => void ctx.signal.aborted);
+  const ran = await beforeDeadline(ctx, () => execute(tool, input, key, signal, ctx.maxResultBytes));
   if (ran === 'deadline') {
     deadline.abort(new Error('the segment reached its deadline while the tool ran'));
     return { kind: 'stopped', reason: 'deadline during tool' };

@@ -1,6 +1,7 @@
 // A tool still running at its segment's deadline is told so: its signal aborts (as the guide
 // says: "signal aborts when the segment gives up"), so its work stops instead of going on in the
 // background with a result nobody will record. The effect stays `started` for the next owner.
+// And one frozen past its lease finds its signal aborted when it looks, before any outside call.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
 import { stepsModel } from '../../test/harness/steps-model.js';
@@ -47,4 +48,41 @@ it("aborts a running tool's signal at the segment's deadline and leaves its effe
   expect(abortedAfterMs).toBeLessThan(2_000);
   const [effect] = await db.query<{ status: string }>('select status from agent_kit_effects where run_id = $1', [turn.runId]);
   expect(effect?.status).toBe('started');
+});
+
+// A process frozen past its lease (SIGSTOP, a stalled VM: here, a busy wait of the whole event
+// loop) runs its due timers in the order they were due when it resumes. The tool's own wait came
+// before the lease's end, so it found the signal not yet aborted and charged after another
+// process had taken the run over. Read, the signal now looks at the lease's end itself: with a
+// renewed lease (TTL under the budget) and with the default, a lease as long as the budget.
+it.each([
+  { lease: 'renewed', budgetMs: 10_000, leaseTtlMs: 400 },
+  { lease: 'as long as the budget', budgetMs: 400, leaseTtlMs: 400 },
+])('a tool that checks its signal after a freeze past the lease ($lease) does not make its call', async ({ budgetMs, leaseTtlMs }) => {
+  const charged: string[] = [];
+  let sawAborted: boolean | undefined;
+  const charge: AgentTool<{ cents: number }, { charged: true }> = {
+    name: 'charge_card', description: 'charges', inputSchema: z.object({ cents: z.number() }),
+    async execute(_input, ctx) {
+      // The process freezes 20 ms into the tool's 60 ms wait, for longer than the lease.
+      setTimeout(() => {
+        const until = performance.now() + leaseTtlMs + 300;
+        while (performance.now() < until) { /* frozen */ }
+      }, 20);
+      await new Promise((resolve) => setTimeout(resolve, 60));
+      sawAborted = ctx.signal.aborted;
+      if (ctx.signal.aborted) throw new Error('lease gone: not charging');
+      charged.push(ctx.idempotencyKey);
+      return { charged: true };
+    },
+  };
+  const model = stepsModel([{ calls: [{ id: 'c1', name: 'charge_card', input: { cents: 100 } }] }, { text: 'Charged.' }]);
+  const rt = makeRuntime(db, { tools: { charge_card: charge }, model: model as LanguageModelV3 });
+  const turn = await startTurn(db, { ownerId: 'u', text: 'charge me' });
+  const outcome = await runSegment(rt, { runId: turn.runId, owner: 'w1', budgetMs, leaseTtlMs });
+  expect(sawAborted).toBe(true);
+  expect(charged).toEqual([]);
+  expect(outcome.kind).not.toBe('closed');
+  const [effect] = await db.query<{ status: string }>('select status from agent_kit_effects where run_id = $1', [turn.runId]);
+  expect(effect?.status).toBe('started'); // for the next owner to reconcile, never run again
 });
