@@ -146,10 +146,15 @@ export type ChatBody = z.infer<typeof chatBodySchema>;
 const questionId = storable(z.string().min(1).max(200));
 
 /** An answer to a question (`answer`) or a tool approval (`approved`), never both. */
-export const inputBodySchema = z.union([
+export const inputBodySchema = z.unknown().superRefine((body, ctx) => {
+  // Else the union says only "Invalid input": neither of its shapes takes both fields.
+  if (typeof body === 'object' && body !== null && 'answer' in body && 'approved' in body) {
+    ctx.addIssue({ code: 'custom', message: 'send an answer or an approval, not both: { questionId, answer } to a question, { questionId, approved } to an approval' });
+  }
+}).pipe(z.union([
   z.object({ questionId, answer: storable(z.string().min(1).max(maxMessageChars)) }).strict(),
   z.object({ questionId, approved: z.boolean() }).strict(),
-]);
+]));
 export type InputBody = z.infer<typeof inputBodySchema>;
 
 /** An operator's verdict on an effect in doubt: its key, whether it happened, an optional note. */

@@ -132,4 +132,22 @@ describe('cron bearer secret', () => {
     await expectNothingWritten(tally, 'POST /api/cron/drain', 'bad budget, right secret', f.t.db, before);
     expect(cronCalls).toEqual([]);
   });
+
+  it('with the right secret, a query parameter the route does not take is a 400 naming it, and runs nothing', async () => {
+    // Written once into a scheduler's config, an ignored `?concurrency=4` would never do anything.
+    const headers = { authorization: `Bearer ${f.cronSecret}` };
+    const cases: Array<[string, RegExp]> = [
+      ['/api/cron/drain?concurrency=4', /query parameter "concurrency" is not one of this route's: it takes only "budget"/],
+      ['/api/cron/drain?budget=5&budjet=5', /"budjet"/],
+      ['/api/cron/reap?limit=abc', /query parameter "limit" is not one of this route's: it takes none/],
+      ['/api/cron/reap?budget=5', /"budget"/],
+    ];
+    for (const [url, says] of cases) {
+      const response = await cron.handle(hostileRequest('POST', url, { headers }));
+      const refusal = await expectRefusal(tally, `POST ${url.split('?')[0]}`, 'unknown query parameter', response, [400]);
+      expect(refusal.message).toMatch(says);
+    }
+    await expectNothingWritten(tally, 'POST /api/cron/*', 'unknown query parameter', f.t.db, before);
+    expect(cronCalls).toEqual([]);
+  });
 });

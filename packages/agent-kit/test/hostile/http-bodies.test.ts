@@ -6,7 +6,7 @@
 // error body, and the snapshot of every agent_kit_ table is unchanged after each one.
 import crypto from 'node:crypto';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cancelBodySchema, chatBodySchema, inputBodySchema, resolveEffectBodySchema } from '../../src/http/request.js';
 import {
   deepJson, hugeString, nastyText, notJsonBody, notString, notUuid, wrongContentType,
@@ -196,6 +196,14 @@ describe('POST /api/runs/:id/input bodies (on the caller\'s own waiting run)', (
       const expected = utf8Bytes(JSON.stringify(body)) > bodyLimit ? [413] : [400];
       await refused(inputRoute, 'field of the wrong type or size', 'POST', inputPath(), { body }, expected);
     }), runs);
+  });
+
+  it('a body with both an answer and an approval says so, not only "invalid input"', async () => {
+    for (const approved of [true, false]) {
+      const body = { questionId: 'q1', answer: 'yes', approved };
+      const refusal = await refused(inputRoute, 'both answer and approval', 'POST', inputPath(), { body }, [400]);
+      expect(refusal.message).toMatch(/^invalid body: send an answer or an approval, not both: /);
+    }
   });
 
   it('a valid answer to a question the run did not ask is a 409', async () => {
