@@ -169,6 +169,12 @@ export interface SettleOptions extends ReconcileOptions {
    * `started` (unsettled).
    */
   stopAtMs?: number;
+  /**
+   * Leave an effect of a tool missing from `tools` `started` (listed in `unregistered`) for a
+   * process that has the tool, instead of judging it in doubt: its hook could still confirm it.
+   * A run that goes on does; one given up (salvaged) does not, as nobody will ask again.
+   */
+  leaveUnregistered?: boolean;
 }
 
 /** A hook's time: the timeout, capped at what is left before `stopAtMs`; 0 = none left. */
@@ -181,18 +187,24 @@ export function hookTimeoutMs(options: SettleOptions): number {
  * Reconcile every effect that an earlier (dead) segment left `started`, under our lease: through
  * the tool's hook (completed) or else in doubt. Runs before a resumed segment does anything else,
  * and before a salvage. Returns how many of each it settled and how many it left `started`
- * (out of time, or `options.signal` aborted), or null if the lease was lost.
+ * (out of time, `options.signal` aborted, or a tool this process does not have with
+ * `leaveUnregistered`: those tools are named), or null if the lease was lost.
  */
 export async function reconcileDeadEffects(
   db: Queryable, lease: Lease, tools: Record<string, AgentTool<any, any>>, options: SettleOptions = {},
-): Promise<{ completed: number; inDoubt: number; unsettled: number } | null> {
+): Promise<{ completed: number; inDoubt: number; unsettled: number; unregistered: string[] } | null> {
   const rows = await db.query<EffectRow>(
     `select * from agent_kit_effects where run_id = $1 and status = 'started' and fence < $2
      order by started_at, key`,
     [lease.runId, lease.fence],
   );
-  const settled = { completed: 0, inDoubt: 0, unsettled: 0 };
+  const settled = { completed: 0, inDoubt: 0, unsettled: 0, unregistered: [] as string[] };
   for (const row of rows) {
+    if (options.leaveUnregistered && !Object.hasOwn(tools, row.tool)) {
+      settled.unsettled++;
+      if (!settled.unregistered.includes(row.tool)) settled.unregistered.push(row.tool);
+      continue;
+    }
     const outcome = await askReconcileHook(tools[row.tool], row.key, options, row.input ?? undefined);
     if (outcome === null) {
       settled.unsettled++;

@@ -1,7 +1,8 @@
 // A process settling a call of a tool it does not have (a CLI worker with the demo tools taking
 // over the web app's run) must not tell the model the call was invalid when the effect ledger
 // already has the call's effect: what another process recorded there is the call's result. A
-// `started` effect is left for reconciliation by a process that has the tool. Both stores.
+// `started` effect is left for reconciliation by a process that has the tool, by a settling step
+// and by a resumed segment alike, unless the run is given up there. Both stores.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { stepsModel } from '../../test/harness/steps-model.js';
@@ -60,11 +61,38 @@ const toolSteps = (runId: string) => db.query<{ outcome: string; output: unknown
 describe('a call of a tool this process does not have', () => {
   it('is settled from an in-doubt effect as in doubt, not as an invalid call', async () => {
     const provider = new Map<string, string>();
-    const { turn } = await webDiesMidCharge(provider);
+    const { web, turn } = await webDiesMidCharge(provider);
+    provider.clear(); // the provider has no charge under the key: the web app's hook finds none
+    await reapExpiredRuns(web); // in_doubt (not found, and the tool may still be running)
     const worker = makeRuntime(db, { model: payThenSorry() }); // the demo tools only
-    await reapExpiredRuns(worker); // no hook here: in_doubt
     expect(await runSegment(worker, { runId: turn.runId, owner: 'worker-2' })).toMatchObject({ kind: 'closed', status: 'completed' });
     expect(await toolSteps(turn.runId)).toEqual([{ outcome: 'in_doubt', output: expect.objectContaining({ status: 'in_doubt' }) }]);
+  }, 20_000);
+
+  it('leaves a started effect to a process that has the tool, whose hook confirms it', async () => {
+    // An outsider's trial: `agent-kit drain` (the demo tools) took over the app's run and marked
+    // the charge in doubt, where the app's own worker would have found it.
+    const provider = new Map<string, string>();
+    const { web, turn } = await webDiesMidCharge(provider);
+    const logs: Record<string, unknown>[] = [];
+    const worker = { ...makeRuntime(db, { model: payThenSorry() }), log: (entry: Record<string, unknown>) => logs.push(entry) };
+    await reapExpiredRuns(worker); // requeued; the effect left `started` (unregistered)
+    expect(await runSegment(worker, { runId: turn.runId, owner: 'worker-4' }))
+      .toEqual({ kind: 'stopped', fence: 2, reason: 'a started effect of charge_card, a tool this process does not have' });
+    expect(logs).toContainEqual(expect.objectContaining({ msg: expect.stringMatching(/^a started effect of charge_card, which this process does not have/) }));
+    expect(await db.query('select status from agent_kit_effects where run_id = $1', [turn.runId])).toEqual([{ status: 'started' }]);
+    await advanceFakeNow(db, 120_000); // the worker's lease runs out; the web app takes the run
+    expect(await runSegment(web, { runId: turn.runId, owner: 'web-2' })).toMatchObject({ kind: 'closed', status: 'completed' });
+    expect(await toolSteps(turn.runId)).toEqual([{ outcome: 'completed', output: { chargeId: 'ch_1' } }]);
+    expect(provider.size).toBe(1);
+  }, 20_000);
+
+  it('judges it in doubt when the run is given up there, out of attempts', async () => {
+    const provider = new Map<string, string>();
+    const { turn } = await webDiesMidCharge(provider);
+    const worker = makeRuntime(db, { model: payThenSorry(), config: { maxRunAttempts: 1 } });
+    expect(await runSegment(worker, { runId: turn.runId, owner: 'worker-5' })).toMatchObject({ kind: 'closed', status: 'aborted' });
+    expect(await db.query('select status from agent_kit_effects where run_id = $1', [turn.runId])).toEqual([{ status: 'in_doubt' }]);
   }, 20_000);
 
   it('is settled from a completed effect with its result', async () => {

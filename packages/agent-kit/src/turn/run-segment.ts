@@ -87,11 +87,22 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
   if (resumed) {
     // A hook gets no more than what is left of this segment (ADR-0041); one cut short by a lost
     // lease, or reached with no time left, stays `started` for the next segment.
+    // An effect of a tool this process does not have (`agent-kit drain` taking over a run of an
+    // app with tools of its own) is left for a process that has it, whose hook can confirm it, as
+    // the reaper leaves it; unless the run is given up here, below.
     const settled = await reconcileDeadEffects(rt.db, lease, rt.tools, {
       timeoutMs: s.settings.reconcileTimeoutMs, signal: s.signal, stopAtMs: s.stopAtMs,
-      maxResultBytes: s.settings.maxToolResultBytes,
+      maxResultBytes: s.settings.maxToolResultBytes, leaveUnregistered: lease.attempts <= rt.config.maxRunAttempts,
     });
     if (settled === null || s.signal.reason === 'lost') return lost(s);
+    if (settled.unregistered.length > 0) {
+      const tools = settled.unregistered.join(', ');
+      rt.log?.({
+        msg: `a started effect of ${tools}, which this process does not have: left for a process that has the tool to reconcile`,
+        runId: lease.runId, fence: lease.fence, attempt: lease.attempts,
+      });
+      return { kind: 'stopped', fence: lease.fence, reason: `a started effect of ${tools}, a tool this process does not have` };
+    }
     if (settled.unsettled > 0) {
       return { kind: 'stopped', fence: lease.fence, reason: s.signal.aborted ? String(s.signal.reason) : 'deadline during reconcile' };
     }
