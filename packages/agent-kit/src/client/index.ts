@@ -10,6 +10,7 @@ import { RepliesSeen, uuidShaped } from './replies.js';
 
 export { isApproval } from '../approval.js';
 export { hasTurnUnderWay, toUIMessages, type ThreadRead } from './thread-read.js';
+export { withoutReplacedText } from './replaced-text.js';
 export { threadIdOf, type AgentKitMessageMetadata, type Regenerates } from './metadata.js';
 export {
   watchThread, isNewToChat, showsConversation, conversationEventTypes, type WatchThreadOptions, type ThreadWatch, type ThreadChange,

@@ -17,6 +17,9 @@ export const uiMessageStreamHeaders: Readonly<Record<string, string>> = {
 
 type Chunk = UIMessageChunk;
 
+/** The provider-metadata key of a text part that replaces the text before it (see startText). */
+export const replacesTextKey = 'agentKit';
+
 /** Turns one run's events into UI message chunks; events of other runs become transient data. */
 export class UIMessageTranslator {
   private started = false;
@@ -28,6 +31,8 @@ export class UIMessageTranslator {
   private parts = 0;
   /** The run's text as the client shows it, since the last superseded part. */
   private shown = '';
+  /** The next text part replaces the text parts before it, back to the last that did (or the message's start). */
+  private replacing = false;
   private readonly toolCalls = new Set<string>();
   /** The last park's status while the run has not gone on since. */
   private parked: Record<string, unknown> | undefined;
@@ -185,12 +190,24 @@ export class UIMessageTranslator {
     if (!text) return;
     this.ensureStarted(out);
     this.endReasoning(out);
-    if (!this.textId) {
-      this.textId = `${this.runId}:text:${++this.parts}`;
-      out.push({ type: 'text-start', id: this.textId });
-    }
-    out.push({ type: 'text-delta', id: this.textId, delta: text });
+    this.startText(out);
+    out.push({ type: 'text-delta', id: this.textId!, delta: text });
     this.shown += text;
+  }
+
+  /**
+   * Open a text part unless one is open. The first after a supersede says, in its provider
+   * metadata, that it replaces the text parts before it (`withoutReplacedText` in agent-kit/client
+   * drops them): a page's `useChat` message keeps every part it was sent.
+   */
+  private startText(out: Chunk[]) {
+    if (this.textId) return;
+    this.ensureStarted(out);
+    this.textId = `${this.runId}:text:${++this.parts}`;
+    if (this.replacing) {
+      this.replacing = false;
+      out.push({ type: 'text-start', id: this.textId, providerMetadata: { [replacesTextKey]: { replacesText: true } } });
+    } else out.push({ type: 'text-start', id: this.textId });
   }
 
   /** Bring the shown text to `text`: extend it, or supersede it when it diverged. */
@@ -208,6 +225,8 @@ export class UIMessageTranslator {
       data: { runId: this.runId, fence, supersededTextId: superseded, text },
     });
     this.shown = '';
+    this.replacing = true;
+    this.startText(out); // now, even with no text to go on from: the replaced text goes at once
     this.appendText(out, text);
   }
 
