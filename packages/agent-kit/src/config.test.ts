@@ -102,6 +102,8 @@ describe('configFromEnv', () => {
     expect(configFromEnv({ CRON_SECRET: `${secret}\n` }).cronSecret).toBe(secret);
     const short = refused({ CRON_SECRET: 'hunter2' });
     expect(short).toMatch(/^CRON_SECRET: must be at least 16 characters .* \(got 7 characters\)$/);
+    // Compared trimmed, so counted trimmed: 15 characters between the spaces, not 21.
+    expect(refused({ CRON_SECRET: '   abcdefghijklmno   ' })).toMatch(/\(got 15 characters\)$/);
     expect(short).not.toContain('hunter2');
     expect(refused({ CRON_SECRET: '   \n' })).toMatch(/^CRON_SECRET: must be at least 16 characters/);
   });

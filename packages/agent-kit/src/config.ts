@@ -108,7 +108,9 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentKitCon
     const name = String(issue.path[0]);
     const value = String(cleaned[name]);
     // A secret is not repeated into logs: only its length.
-    const got = secretNames.has(name) ? `${value.length} characters` : JSON.stringify(value);
+    // (The cron secret is compared trimmed: its length is counted so.)
+    const length = name === 'CRON_SECRET' ? value.trim().length : value.length;
+    const got = secretNames.has(name) ? `${length} characters` : JSON.stringify(value);
     throw new InvalidArgumentError(`${name}: ${issue.message} (got ${got})`);
   }
   const e = parsed.data;

@@ -30,7 +30,7 @@ export async function cliTurnOwner(db: Queryable, options: { thread?: string; ow
 export function register(program: Command) {
   program
     .command('enqueue')
-    .description('queue a turn for the drain; prints threadId, messageId and runId')
+    .description('queue a turn for the drain; prints threadId, messageId, runId and kind')
     .argument('<text>', 'the user message')
     .option('--thread <id>', 'add the turn to this thread (default: a new thread)', uuidArgument('--thread'))
     .option(...ownerOption)

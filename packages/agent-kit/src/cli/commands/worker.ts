@@ -7,7 +7,7 @@ import { positiveNumber, withRuntimeWhenAvailable } from './with-runtime.js';
 export function register(program: Command) {
   program
     .command('worker')
-    .description('long-running: drain and reap until SIGTERM')
+    .description('long-running: drain and reap until SIGTERM or SIGINT')
     .option('--concurrency <n>', 'segments at once (default 4)', positiveNumber('--concurrency', 100, true))
     .option('--poll-ms <ms>', 'slowest look for work and expired leases (default 1000)', positiveNumber('--poll-ms', 60_000, true))
     .action(async (options: { concurrency?: number; pollMs?: number }) => {
