@@ -140,6 +140,12 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
   });
 }
 
+/** A `text-start` the server marked as replacing the text parts before it (ai-sdk-stream.ts). */
+function replacesText(chunk: UIMessageChunk): boolean {
+  if (chunk.type !== 'text-start') return false;
+  return (chunk.providerMetadata?.agentKit as { replacesText?: unknown } | undefined)?.replacesText === true;
+}
+
 /**
  * `first`'s chunks (or, given where to start, the chunks read from there), then, while its run
  * goes on, the chunks of `next(cut)`: at the end of a stream whose `finish` said it ended before
@@ -186,7 +192,9 @@ export function readOn(
     if (carried.size === 0 || chunk.type === 'start' || chunk.type === 'message-metadata') return false;
     if (chunk.type.startsWith('data-') && (chunk as { transient?: boolean }).transient) return false; // not a part
     const end = chunk.type === 'text-start' ? 'text-end' : chunk.type === 'reasoning-start' ? 'reasoning-end' : undefined;
-    const [goesOn] = [...carried].filter(([, type]) => type === end);
+    // A text part that replaces the text before it (ADR-0111) is a part of its own, never the
+    // carried one going on: carried on, its mark would be lost and the two texts joined.
+    const [goesOn] = replacesText(chunk) ? [] : [...carried].filter(([, type]) => type === end);
     if (goesOn) carried.delete(goesOn[0]);
     endCarried(controller);
     if (!goesOn) return false;

@@ -13,10 +13,12 @@ const budgetSchema = z.coerce.number().positive().max(3_600).optional();
 /**
  * A scheduler's URL is written once and then runs unattended: a parameter the route does not
  * take (`?concurrency=4`, `?limit=100`, a misspelt `?budjet=`) would be ignored for ever, so it
- * is refused, naming what the route takes.
+ * is refused, naming what the route takes. Names starting `x-` or `_` pass.
  */
 function refuseUnknownParams(url: URL, taken: readonly string[]): void {
-  const unknown = [...new Set(url.searchParams.keys())].filter((name) => !taken.includes(name));
+  // A platform's own (`x-vercel-protection-bypass`) and a cache-buster (`_=…`) are not ours to refuse.
+  const unknown = [...new Set(url.searchParams.keys())]
+    .filter((name) => !taken.includes(name) && !/^(x-|_)/i.test(name));
   if (unknown.length === 0) return;
   const takes = taken.length ? `it takes only ${taken.map((name) => `"${name}"`).join(', ')}` : 'it takes none';
   throw new HttpError('INVALID_ARGUMENT',

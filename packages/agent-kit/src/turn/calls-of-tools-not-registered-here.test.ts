@@ -87,6 +87,15 @@ describe('a call of a tool this process does not have', () => {
     expect(provider.size).toBe(1);
   }, 20_000);
 
+  it('judges it in doubt when the run is cancelled: the cancel does not wait for a process with the tool', async () => {
+    const provider = new Map<string, string>();
+    const { turn } = await webDiesMidCharge(provider);
+    await db.query('select agent_kit_request_cancel($1)', [turn.runId]);
+    const worker = makeRuntime(db, { model: payThenSorry() });
+    expect(await runSegment(worker, { runId: turn.runId, owner: 'worker-6' })).toMatchObject({ kind: 'closed', status: 'aborted' });
+    expect(await db.query('select status from agent_kit_effects where run_id = $1', [turn.runId])).toEqual([{ status: 'in_doubt' }]);
+  }, 20_000);
+
   it('judges it in doubt when the run is given up there, out of attempts', async () => {
     const provider = new Map<string, string>();
     const { turn } = await webDiesMidCharge(provider);

@@ -21,9 +21,13 @@ export interface LocalHold {
  */
 export function holdUntil(
   sinceClaimSentMs: number, leaseTtlMs: number, controller: AbortController, onLapse: () => void = () => {},
+  budgetMs = Number.POSITIVE_INFINITY,
 ): LocalHold {
   // (A wall clock stepped back since the claim was sent must not move the end later.)
-  let untilMs = performance.now() - Math.max(0, sinceClaimSentMs) + leaseTtlMs;
+  const claimSentMs = performance.now() - Math.max(0, sinceClaimSentMs);
+  // No renewal moves the lease past the invocation's deadline (the SQL caps it there too).
+  const lastMs = claimSentMs + budgetMs;
+  let untilMs = Math.min(claimSentMs + leaseTtlMs, lastMs);
   let timer: NodeJS.Timeout | undefined;
   let disposed = false;
   const lapse = () => {
@@ -47,8 +51,10 @@ export function holdUntil(
     renewed(sentAtMs) {
       // (A renewal that lands after the segment ended starts no timer: it would keep the process
       // up for a TTL, then call a run that closed cleanly lost.)
-      if (disposed || controller.signal.aborted || sentAtMs + leaseTtlMs <= untilMs) return;
-      untilMs = sentAtMs + leaseTtlMs;
+      // (The native read: a renewal sent in time that lands just past the old end still extends
+      // it, as the database did.)
+      if (disposed || nativeAborted.call(controller.signal) || Math.min(sentAtMs + leaseTtlMs, lastMs) <= untilMs) return;
+      untilMs = Math.min(sentAtMs + leaseTtlMs, lastMs);
       arm();
     },
     dispose: () => {

@@ -52,7 +52,7 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
   });
   // Held on this process's clock whether or not it is renewed: a lease as long as the budget
   // ends at the budget's end, and a process frozen past it must not go on either (ADR-0105).
-  const held = holdUntil(Date.now() - startedAtMs, leaseTtlMs, controller, lapsed);
+  const held = holdUntil(Date.now() - startedAtMs, leaseTtlMs, controller, lapsed, budgetMs);
   const stopRenewing = leaseTtlMs < budgetMs ? renewOnTimer(rt, lease, leaseTtlMs, controller, held) : async () => held.dispose();
   const segment: Segment = {
     rt, lease, run, settings, mirror, signal: controller.signal, options, budgetMs, startText: '', journal: [], interrupt: null, contextWindow: null,
@@ -89,10 +89,11 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
     // lease, or reached with no time left, stays `started` for the next segment.
     // An effect of a tool this process does not have (`agent-kit drain` taking over a run of an
     // app with tools of its own) is left for a process that has it, whose hook can confirm it, as
-    // the reaper leaves it; unless the run is given up here, below.
+    // the reaper leaves it; unless the run ends here, below (given up, or cancelled).
     const settled = await reconcileDeadEffects(rt.db, lease, rt.tools, {
       timeoutMs: s.settings.reconcileTimeoutMs, signal: s.signal, stopAtMs: s.stopAtMs,
-      maxResultBytes: s.settings.maxToolResultBytes, leaveUnregistered: lease.attempts <= rt.config.maxRunAttempts,
+      maxResultBytes: s.settings.maxToolResultBytes,
+      leaveUnregistered: lease.attempts <= rt.config.maxRunAttempts && !s.run.cancelRequestedAt,
     });
     if (settled === null || s.signal.reason === 'lost') return lost(s);
     if (settled.unregistered.length > 0) {

@@ -217,13 +217,18 @@ async function runEffect(
   // The tool's signal also aborts at the segment's deadline: its result would be dropped, so
   // its work should stop (the effect stays `started` for the next owner to reconcile).
   const deadline = new AbortController();
-  // Read by the tool, it asks the segment's signal, which looks at the lease's end on this
-  // process's clock (checkOnRead): aborted there, this one follows at once.
-  const signal = checkOnRead(AbortSignal.any([ctx.signal, deadline.signal]), () => void ctx.signal.aborted);
+  const pastDeadline = () => deadline.abort(new Error('the segment reached its deadline while the tool ran'));
+  // Read by the tool, it looks at the clock itself (checkOnRead): the segment's signal checks the
+  // lease's end, and past the segment's deadline this one aborts there and then. After a freeze
+  // the timers that would abort it run late, after the tool's own.
+  const signal = checkOnRead(AbortSignal.any([ctx.signal, deadline.signal]), () => {
+    if (!ctx.signal.aborted && Date.now() >= ctx.stopAtMs) pastDeadline();
+  });
   const ran = await beforeDeadline(ctx, () => execute(tool, input, key, signal, ctx.maxResultBytes));
-  if (ran === 'deadline') {
-    deadline.abort(new Error('the segment reached its deadline while the tool ran'));
-    return { kind: 'stopped', reason: 'deadline during tool' };
+  // (A tool that threw after reading the deadline's abort stopped for it, whatever it threw.)
+  if (ran === 'deadline' || (ran.kind === 'threw' && deadline.signal.aborted)) {
+    pastDeadline();
+    return givenUp(ctx) ?? { kind: 'stopped', reason: 'deadline during tool' };
   }
   if (ran.kind === 'ok') {
     return { step: { outcome: 'completed', output: ran.value }, effect: { key, status: 'completed', result: ran.value } };

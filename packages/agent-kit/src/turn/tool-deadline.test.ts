@@ -86,3 +86,35 @@ it.each([
   const [effect] = await db.query<{ status: string }>('select status from agent_kit_effects where run_id = $1', [turn.runId]);
   expect(effect?.status).toBe('started'); // for the next owner to reconcile, never run again
 });
+
+// Renewed, a lease is still no longer than the invocation's deadline (the SQL caps it there):
+// a process frozen past the deadline but not past its last renewal plus the TTL must not call
+// out either (a review found the local hold uncapped: it charged at 2.2 s of a 2 s budget).
+it('a tool that checks its signal after a freeze past the deadline, short of the last renewal plus the TTL, does not make its call', async () => {
+  const charged: string[] = [];
+  let startedAt = 0;
+  const charge: AgentTool<{ cents: number }, { charged: true }> = {
+    name: 'charge_card', description: 'charges', inputSchema: z.object({ cents: z.number() }),
+    async execute(_input, ctx) {
+      const since = performance.now() - startedAt;
+      // Frozen from 1.33 s to 2.2 s of a 2 s budget, its lease renewed every 0.4 s for 1.2 s.
+      setTimeout(() => {
+        const until = startedAt + 2_200;
+        while (performance.now() < until) { /* frozen */ }
+      }, Math.max(0, 1_330 - since));
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, 1_420 - since)));
+      if (ctx.signal.aborted) throw new Error('lease gone: not charging');
+      charged.push(ctx.idempotencyKey);
+      return { charged: true };
+    },
+  };
+  const model = stepsModel([{ calls: [{ id: 'c1', name: 'charge_card', input: { cents: 100 } }] }, { text: 'Charged.' }]);
+  const rt = makeRuntime(db, { tools: { charge_card: charge }, model: model as LanguageModelV3 });
+  const turn = await startTurn(db, { ownerId: 'u', text: 'charge me late' });
+  startedAt = performance.now();
+  const outcome = await runSegment(rt, { runId: turn.runId, owner: 'w1', budgetMs: 2_000, leaseTtlMs: 1_200 });
+  expect(charged).toEqual([]);
+  expect(outcome.kind).not.toBe('closed');
+  const [effect] = await db.query<{ status: string }>('select status from agent_kit_effects where run_id = $1', [turn.runId]);
+  expect(effect?.status).toBe('started');
+});

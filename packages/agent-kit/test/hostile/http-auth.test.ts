@@ -149,5 +149,9 @@ describe('cron bearer secret', () => {
     }
     await expectNothingWritten(tally, 'POST /api/cron/*', 'unknown query parameter', f.t.db, before);
     expect(cronCalls).toEqual([]);
+    // A platform's own parameter and a cache-buster pass.
+    const passed = await cron.handle(hostileRequest('POST', '/api/cron/reap?x-vercel-protection-bypass=s&_=1', { headers }));
+    expect(passed.status).toBe(200);
+    expect(cronCalls).toEqual(['reap']);
   });
 });
