@@ -7,6 +7,7 @@
 import { uiMessageChunkSchema, type UIMessageChunk } from 'ai';
 import { EventSourceParserStream } from 'eventsource-parser/stream';
 import { closedStatuses } from './thread-read.js';
+import { replacesText } from './replaced-text.js';
 
 /** Where a reply goes on: its run and thread, and the thread's event its stream ended after. */
 export interface Cut {
@@ -140,12 +141,6 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
   });
 }
 
-/** A `text-start` the server marked as replacing the text parts before it (ai-sdk-stream.ts). */
-function replacesText(chunk: UIMessageChunk): boolean {
-  if (chunk.type !== 'text-start') return false;
-  return (chunk.providerMetadata?.agentKit as { replacesText?: unknown } | undefined)?.replacesText === true;
-}
-
 /**
  * `first`'s chunks (or, given where to start, the chunks read from there), then, while its run
  * goes on, the chunks of `next(cut)`: at the end of a stream whose `finish` said it ended before
@@ -194,7 +189,8 @@ export function readOn(
     const end = chunk.type === 'text-start' ? 'text-end' : chunk.type === 'reasoning-start' ? 'reasoning-end' : undefined;
     // A text part that replaces the text before it (ADR-0111) is a part of its own, never the
     // carried one going on: carried on, its mark would be lost and the two texts joined.
-    const [goesOn] = replacesText(chunk) ? [] : [...carried].filter(([, type]) => type === end);
+    const replacing = chunk.type === 'text-start' && replacesText(chunk.providerMetadata);
+    const [goesOn] = replacing ? [] : [...carried].filter(([, type]) => type === end);
     if (goesOn) carried.delete(goesOn[0]);
     endCarried(controller);
     if (!goesOn) return false;

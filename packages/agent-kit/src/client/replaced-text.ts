@@ -3,15 +3,14 @@
 // provider that cannot continue a prefill), the stream cannot take the streamed text back: it
 // opens a new text part with the text the run goes on from, marked in its provider metadata as
 // replacing the text parts before it (ADR-0111). useChat keeps both; a page renders this.
-import type { UIMessage } from 'ai';
+import type { ProviderMetadata, UIMessage } from 'ai';
 
-/** The provider-metadata key the server marks a replacing text part under (ai-sdk-stream.ts). */
-const key = 'agentKit';
+/** The provider metadata of a `text-start` that replaces the text parts before it (the server's, ai-sdk-stream.ts). */
+export const replacingText: ProviderMetadata = { agentKit: { replacesText: true } };
 
-function replacesText(part: UIMessage['parts'][number]): boolean {
-  if (part.type !== 'text') return false;
-  const mark = part.providerMetadata?.[key] as { replacesText?: unknown } | undefined;
-  return mark?.replacesText === true;
+/** Whether a text part's (or its `text-start` chunk's) provider metadata marks it as replacing. */
+export function replacesText(metadata: ProviderMetadata | undefined): boolean {
+  return (metadata?.agentKit as { replacesText?: unknown } | undefined)?.replacesText === true;
 }
 
 /**
@@ -24,7 +23,7 @@ export function withoutReplacedText<M extends UIMessage>(message: M): M {
   let since: number[] = [];
   message.parts.forEach((part, index) => {
     if (part.type !== 'text') return;
-    if (replacesText(part)) {
+    if (replacesText(part.providerMetadata)) {
       for (const earlier of since) dropped.add(earlier);
       since = [];
     }

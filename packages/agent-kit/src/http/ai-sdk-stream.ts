@@ -5,6 +5,7 @@
 // from starts a new text part and a transient `data-agent-kit-segment` chunk names the part it
 // supersedes.
 import type { UIMessageChunk } from 'ai';
+import { replacingText } from '../client/replaced-text.js';
 import type { ThreadEvent } from '../event-log/read-events.js';
 import type { Regenerated } from '../event-log/read-threads.js';
 import { runFailureText } from '../event-log/run-failure.js';
@@ -16,9 +17,6 @@ export const uiMessageStreamHeaders: Readonly<Record<string, string>> = {
 };
 
 type Chunk = UIMessageChunk;
-
-/** The provider-metadata key of a text part that replaces the text before it (see startText). */
-export const replacesTextKey = 'agentKit';
 
 /** Turns one run's events into UI message chunks; events of other runs become transient data. */
 export class UIMessageTranslator {
@@ -206,7 +204,7 @@ export class UIMessageTranslator {
     this.textId = `${this.runId}:text:${++this.parts}`;
     if (this.replacing) {
       this.replacing = false;
-      out.push({ type: 'text-start', id: this.textId, providerMetadata: { [replacesTextKey]: { replacesText: true } } });
+      out.push({ type: 'text-start', id: this.textId, providerMetadata: replacingText });
     } else out.push({ type: 'text-start', id: this.textId });
   }
 

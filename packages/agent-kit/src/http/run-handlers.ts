@@ -4,24 +4,15 @@
 // waiting for the drain.
 import { resolveEffect } from '../effect-ledger/index.js';
 import { restoreTurn } from '../queue/restore-turn.js';
-import { cancelRun, releaseRun, takeOverRun } from '../queue/run-intents.js';
-import type { Queryable } from '../store/db.js';
+import { callIntent, cancelRun, releaseRun, takeOverRun } from '../queue/run-intents.js';
 import { requireCaller, requireOperator, requireRunAccess } from './auth.js';
 import type { HandlerContext, RouteHandler } from './context.js';
 import { HttpError, jsonResponse } from './http-error.js';
 import {
   cancelBodySchema, inputBodySchema, noBodySchema, readIdParam, readJsonBody, readOptionalJsonBody, resolveEffectBodySchema, type InputBody,
 } from './request.js';
-import { notifyRunThread } from '../store/notify-thread.js';
 import type { RunAccess } from '../event-log/read-runs.js';
 import { toolKind } from '../model/agent-tool.js';
-
-async function callStatusFunction(db: Queryable, sql: string, params: unknown[]): Promise<string> {
-  const rows = await db.query<{ status: string }>(sql, params);
-  // These functions append to the run's thread log; viewers are woken after the commit.
-  notifyRunThread(db, params[0] as string);
-  return rows[0]!.status;
-}
 
 /** POST /api/runs/:id/input {questionId, answer | approved}: a second answer is a 409. */
 export function createRunInputHandler(ctx: HandlerContext): RouteHandler {
@@ -31,9 +22,8 @@ export function createRunInputHandler(ctx: HandlerContext): RouteHandler {
     const body = await readJsonBody(request, inputBodySchema, ctx.maxBodyBytes);
     await checkAnswerFits(ctx, runId, await requireRunAccess(ctx.rt.db, caller, runId), body);
     const data = 'answer' in body ? { answer: body.answer } : { approved: body.approved };
-    const status = await callStatusFunction(ctx.rt.db,
-      'select agent_kit_submit_input($1, $2, $3::jsonb) as status',
-      [runId, body.questionId, JSON.stringify({ ...data, by: caller.userId })]);
+    const status = await callIntent(ctx.rt.db, 'agent_kit_submit_input($1, $2, $3::jsonb)', runId,
+      [body.questionId, JSON.stringify({ ...data, by: caller.userId })]);
     if (status === 'queued') ctx.segments.start(runId);
     return jsonResponse({ runId, status });
   };

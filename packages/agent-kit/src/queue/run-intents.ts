@@ -2,7 +2,7 @@
 // Each is one SQL function that decides under the run's row lock and appends the thread's event
 // (agent_kit_request_cancel, agent_kit_takeover_run, agent_kit_release_run); these wrappers check
 // the arguments, wake the thread's viewers after the commit, and say what the call did. The HTTP
-// routes and the command line both go through them.
+// routes and the command line both go through them (callIntent: the answer to a question too).
 import { ConflictError, InvalidArgumentError } from '../errors.js';
 import { closedStatuses, type RunStatus } from '../lease/run-row.js';
 import { uuidPattern, type Queryable } from '../store/db.js';
@@ -26,8 +26,12 @@ function requireRunId(runId: unknown): string {
   return runId;
 }
 
-/** `call` is the SQL function's call on $1 (the run id) and `params` ($2, …). */
-async function callIntent(db: Queryable, call: string, runId: string, params: unknown[]): Promise<RunStatus> {
+/**
+ * Call a SQL function that decides on the run and appends to its thread's log (`call` takes the
+ * run id as $1 and `params` as $2, …), then wake the thread's viewers: the status it returns.
+ * The HTTP route that answers a question uses it too.
+ */
+export async function callIntent(db: Queryable, call: string, runId: string, params: unknown[]): Promise<RunStatus> {
   // A run's thread never changes: read in the same statement, it needs no lock.
   const rows = await db.query<{ status: RunStatus; thread_id: string }>(
     `select ${call} as status, (select thread_id from agent_kit_runs where id = $1) as thread_id`, [runId, ...params]);

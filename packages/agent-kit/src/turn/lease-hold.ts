@@ -15,7 +15,8 @@ export interface LocalHold {
 /**
  * The lease as this process can vouch for it, on its own monotonic clock: held until the claim
  * was sent plus the TTL, and from each renewal that lands, until it was sent plus the TTL (the
- * database set the expiry later than that). Past it another segment may hold the run, so the
+ * database set the expiry later than that), never past the claim plus `budgetMs` (the deadline
+ * the database caps it at). Past it another segment may hold the run, so the
  * segment's signal aborts as lost: a process frozen past its lease, or whose renewals do not come
  * back, stops its tool before the tool's next outside call, not when a refusal finally arrives.
  */
@@ -53,8 +54,9 @@ export function holdUntil(
       // up for a TTL, then call a run that closed cleanly lost.)
       // (The native read: a renewal sent in time that lands just past the old end still extends
       // it, as the database did.)
-      if (disposed || nativeAborted.call(controller.signal) || Math.min(sentAtMs + leaseTtlMs, lastMs) <= untilMs) return;
-      untilMs = Math.min(sentAtMs + leaseTtlMs, lastMs);
+      const endMs = Math.min(sentAtMs + leaseTtlMs, lastMs);
+      if (disposed || nativeAborted.call(controller.signal) || endMs <= untilMs) return;
+      untilMs = endMs;
       arm();
     },
     dispose: () => {

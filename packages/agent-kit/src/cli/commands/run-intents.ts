@@ -11,42 +11,28 @@ interface JsonOption {
   json?: boolean;
 }
 
-const runIdArgument = ['<run-id>', 'the run id (a uuid)', uuidArgument('RUN_ID')] as const;
-const jsonOption = ['--json', 'print the result as JSON, as the HTTP route answers'] as const;
+/** The commands that take only a run id (and --json): name, description, what it prints. */
+const plain: Array<[name: string, description: string, format: (db: Db, runId: string, options: JsonOption) => Promise<string>]> = [
+  ['cancel', 'ask a run to stop: it closes aborted with the text it had, at its next write or by the next drain', formatCancelCommand],
+  ['release', 'give a taken-over run back: it is queued, due now, and goes on where it stopped', formatReleaseCommand],
+  ['restore', 'put an earlier answer (a reply that a regeneration replaced) back in the conversation', formatRestoreCommand],
+];
 
 export function register(program: Command) {
-  program
-    .command('cancel')
-    .description('ask a run to stop: it closes aborted with the text it had, at its next write or by the next drain')
-    .argument(...runIdArgument)
-    .option(...jsonOption)
-    .action(async (runId: string, options: JsonOption) => {
-      process.stdout.write(await withDb((db) => formatCancelCommand(db, runId, options)));
+  const runCommand = (name: string, description: string) => program
+    .command(name)
+    .description(description)
+    .argument('<run-id>', 'the run id (a uuid)', uuidArgument('RUN_ID'))
+    .option('--json', 'print the result as JSON, as the HTTP route answers');
+  for (const [name, description, format] of plain) {
+    runCommand(name, description).action(async (runId: string, options: JsonOption) => {
+      process.stdout.write(await withDb((db) => format(db, runId, options)));
     });
-  program
-    .command('takeover')
-    .description('hold a run for a person: waiting_takeover now, or at its next step boundary if it is running')
-    .argument(...runIdArgument)
+  }
+  runCommand('takeover', 'hold a run for a person: waiting_takeover now, or at its next step boundary if it is running')
     .addOption(new Option('--by <name>', 'who holds it').default(process.env.USER || 'operator', '$USER, else "operator"'))
-    .option(...jsonOption)
     .action(async (runId: string, options: JsonOption & { by: string }) => {
       process.stdout.write(await withDb((db) => formatTakeoverCommand(db, runId, options)));
-    });
-  program
-    .command('release')
-    .description('give a taken-over run back: it is queued, due now, and goes on where it stopped')
-    .argument(...runIdArgument)
-    .option(...jsonOption)
-    .action(async (runId: string, options: JsonOption) => {
-      process.stdout.write(await withDb((db) => formatReleaseCommand(db, runId, options)));
-    });
-  program
-    .command('restore')
-    .description('put an earlier answer (a reply that a regeneration replaced) back in the conversation')
-    .argument(...runIdArgument)
-    .option(...jsonOption)
-    .action(async (runId: string, options: JsonOption) => {
-      process.stdout.write(await withDb((db) => formatRestoreCommand(db, runId, options)));
     });
 }
 
