@@ -88,7 +88,7 @@ describe('resolveModel', () => {
   it('rejects an unknown provider, naming the spec and the accepted forms', () => {
     const attempt = () => resolveModel('gemini:pro', {});
     expect(attempt).toThrow(ModelConfigError);
-    expect(attempt).toThrow(/"gemini:pro"/);
+    expect(attempt).toThrow(/"gemini:pro" \(AGENT_KIT_MODEL, or config.model\)/);
     expect(attempt).toThrow(/scripted, openai:<model>, anthropic:<model>, openai-compatible:/);
     try {
       attempt();
@@ -98,7 +98,8 @@ describe('resolveModel', () => {
   });
 
   it('rejects an empty model name', () => {
-    expect(() => resolveModel('openai:', { OPENAI_API_KEY: 'k' })).toThrow(/no model name/);
+    expect(() => resolveModel('openai:', { OPENAI_API_KEY: 'k' }))
+      .toThrow(/\(AGENT_KIT_MODEL, or config.model\) has no model name/);
     expect(() => resolveModel('anthropic: ', { ANTHROPIC_API_KEY: 'k' })).toThrow(ModelConfigError);
   });
 

@@ -41,7 +41,8 @@ export function resolveModel(spec: string | undefined,
   const provider = colon === -1 ? given : given.slice(0, colon);
   const modelId = colon === -1 ? '' : given.slice(colon + 1).trim();
   if (modelId === '' && ['openai', 'anthropic', 'openai-compatible'].includes(provider)) {
-    throw new ModelConfigError(`Model spec "${given}" has no model name after "${provider}:". ` +
+    throw new ModelConfigError(`Model spec "${given}" (AGENT_KIT_MODEL, or config.model) has no ` +
+      `model name after "${provider}:". ` +
       `Accepted forms: ${acceptedForms}.`);
   }
   switch (provider) {
@@ -65,7 +66,8 @@ export function resolveModel(spec: string | undefined,
         apiKey: readSetting(env, 'OPENAI_API_KEY'), // local servers often need none
       }).chatModel(modelId);
     default:
-      throw new ModelConfigError(`Unknown model spec "${given}". Accepted forms: ` +
+      throw new ModelConfigError(`Unknown model spec "${given}" (AGENT_KIT_MODEL, or ` +
+        `config.model). Accepted forms: ` +
         `${acceptedForms}.`);
   }
 }
