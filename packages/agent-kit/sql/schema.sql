@@ -415,7 +415,7 @@ begin
         or (r.status = 'running' and r.lease_expires_at <= v_now and r.attempts < p_max_attempts)
         or (r.status in ('waiting_input', 'waiting_takeover') and r.cancel_requested_at is not null))
     order by array_position(v_candidates, r.id)
-    for update of r skip locked
+    for no key update of r skip locked
   loop
     return query select * from agent_kit_claim_run(v_run_id, p_owners[v_claimed + 1], p_ttl, p_budget);
     if found then
@@ -568,8 +568,9 @@ begin
     raise exception 'an effect to start needs a key and a tool name, and a closing step starts none'
       using errcode = 'AK001';
   end if;
-  -- The guard, and the row lock its writes need.
-  if coalesce(p_delta, '') <> '' then
+  -- The guard, and the row lock its writes need: a step that updates the run (its delta, or the
+  -- close) locks it for that update at once, never sharing it first and upgrading later.
+  if coalesce(p_delta, '') <> '' or p_close_status is not null then
     select r.thread_id, r.cancel_requested_at, r.takeover_requested_at into v_thread_id, v_cancel, v_takeover
     from agent_kit_runs r
     where r.id = p_run_id and r.owner = p_owner and r.fence = p_fence and r.status = 'running'

@@ -62,6 +62,24 @@ describe('a failed segment', () => {
     });
   });
 
+  it('reports the run lost, not stopped, when another segment took it before the failure was written', async () => {
+    await withTestDb(async (db) => {
+      const turn = await startTurn(db, { ownerId: 'u', text: 'fails after a takeover' });
+      const rt = {
+        ...makeRuntime(db),
+        instructions: async () => {
+          // A second segment claims the run (its lease ran out while this one waited on a service).
+          await db.query(`update agent_kit_runs set owner = 'w2', fence = fence + 1 where id = $1`, [turn.runId]);
+          throw new BillingDown();
+        },
+      };
+      expect(await runSegment(rt, { runId: turn.runId, owner: 'w1' })).toEqual({ kind: 'lost', fence: 1 });
+      const [row] = await db.query<{ failed: number }>(
+        `select count(*)::int as failed from agent_kit_thread_events where run_id = $1 and type = 'segment-failed'`, [turn.runId]);
+      expect(row!.failed).toBe(0);
+    });
+  });
+
   it('takes an error of any JSON shape, and no stack of its causes reaches the thread', async () => {
     await withTestDb(async (db) => {
       const fail = async (text: string, error: string) => {

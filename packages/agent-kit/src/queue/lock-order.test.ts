@@ -1,3 +1,6 @@
+// A lock taken in the wrong order deadlocks only when two calls meet at the wrong moment; each
+// test forces that moment with a transaction that holds the thread row while the calls line up.
+//
 // Regenerate and restore take the thread row, and every writer of a run (a claim, a segment's
 // writes, a close, a cancel) takes its run before the thread row. A regenerate that locked the
 // message's run after the thread row deadlocked with that run's first claim when the turn was
@@ -8,6 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gate, makeRuntime } from '../../test/harness/turn-kit.js';
 import { onPostgres, openTestDb } from '../../test/harness/test-db.js';
 import { ConflictError } from '../errors.js';
+import { claimRun } from '../lease/lease.js';
+import { advanceFakeNow, clearFakeNow } from '../store/clock.js';
 import type { Db } from '../store/db.js';
 import { claimSegment } from '../turn/segment-claim.js';
 import { runSegment } from '../turn/run-segment.js';
@@ -51,7 +56,7 @@ async function holdThread(threadId: string) {
 
 const settled = <T>(promise: Promise<T>) => promise.then((value) => ({ value }), (error: unknown) => ({ error }));
 
-describe.runIf(onPostgres)('the lock order of regenerate and restore (Postgres)', () => {
+describe.runIf(onPostgres)('the lock order of the writers of a run (Postgres)', () => {
   const run = (runId: string) => runSegment(makeRuntime(db), { runId, owner: 'w' });
 
   it('refuses to regenerate a queued turn while its first claim comes, and the claim goes through', async () => {
@@ -90,5 +95,38 @@ describe.runIf(onPostgres)('the lock order of regenerate and restore (Postgres)'
     const [restored, started] = await Promise.all([restore, next]);
     expect('value' in restored && restored.value).toMatchObject({ runId: first.runId, restored: true });
     expect('value' in started && started.value).toMatchObject({ created: true });
+  });
+
+  it("closes a segment's last step with its effect while the reaper reconciles that effect: no deadlock", async () => {
+    // A step that finishes an effect and closes the run, written after the lease ran out and before
+    // anyone claimed it. Up to migration 0041 it locked the run FOR SHARE and upgraded the lock in
+    // the close, after taking the effect's row: the reaper, sharing the run and waiting for that
+    // row, made a cycle (40P01).
+    const turn = await startTurn(db, { ownerId: 'ann', text: 'pay then close', clientMessageId: 'lc-1' });
+    const claim = await claimRun(db, { runId: turn.runId, owner: 'w1', leaseTtlMs: 60_000 });
+    if (!claim.claimed) throw new Error(`not claimed: ${claim.reason}`);
+    const { fence } = claim.lease;
+    await db.query(`select agent_kit_record_effect($1, 'w1', $2, 'pay-1', 'started', 'pay', '{}'::jsonb)`, [turn.runId, fence]);
+    await advanceFakeNow(db, 120_000);
+    try {
+      const holder = await holdThread(turn.threadId);
+      const commit = settled(db.query<{ message_id: string | null }>(
+        `select message_id from agent_kit_commit_step($1, 'w1', $2, 1, 'tool', '{}'::jsonb, 'tool-result', '{}'::jsonb,
+           null, 'pay-1', 'completed', '{"paid": true}'::jsonb, 'completed', '{"text": "paid"}'::jsonb)`,
+        [turn.runId, fence]));
+      await waitsForALock('agent_kit_commit_step');
+      const reconcile = settled(db.query(`select agent_kit_reconcile_effect($1, $2, 'pay-1', 'in_doubt') as ok`, [turn.runId, fence]));
+      await waitsForALock('agent_kit_reconcile_effect'); // on the run now; on the effect's row before 0041
+      holder.release();
+      await holder.done;
+
+      const [committed, reconciled] = await Promise.all([commit, reconcile]);
+      expect('error' in reconciled ? reconciled.error : null).toBeNull();
+      expect('value' in committed && committed.value[0]?.message_id).toEqual(expect.any(String));
+      const [effect] = await db.query<{ status: string }>(`select status from agent_kit_effects where run_id = $1`, [turn.runId]);
+      expect(effect!.status).toBe('completed');
+    } finally {
+      await clearFakeNow(db);
+    }
   });
 });

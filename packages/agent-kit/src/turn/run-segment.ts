@@ -70,8 +70,8 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
     const error = asError(raw);
     rt.log?.({ msg: 'segment error', runId: lease.runId, fence: lease.fence, error: error.message, stack: error.stack });
     if (error instanceof StoreUnavailableError) return await afterStoreError(segment, error);
-    await failSegment(segment, error).catch(() => {});
-    return { kind: 'stopped', fence: lease.fence, reason: error.message };
+    // (A failure that could not be written leaves the lease to run out, and the run to the reaper.)
+    return await failSegment(segment, error).catch(() => ({ kind: 'stopped', fence: lease.fence, reason: error.message }));
   } finally {
     void stopRenewing(); // (which ends the local hold too, before its first await)
     mirror.dispose();
@@ -379,7 +379,7 @@ async function failSegment(s: Segment, error: Error): Promise<SegmentOutcome> {
   s.rt.log?.({ msg: 'segment failed', runId: s.lease.runId, fence: s.lease.fence, error: error.message });
   await s.stopRenewing();
   await s.mirror.flush();
-  await failLease(s.rt.db, s.lease, error);
+  if (!await failLease(s.rt.db, s.lease, error)) return lost(s);
   notifyThread(s.rt.db, s.lease.threadId);
   return { kind: 'stopped', fence: s.lease.fence, reason: error.message };
 }
