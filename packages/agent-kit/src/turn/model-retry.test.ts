@@ -156,6 +156,10 @@ describe('a segment whose model request is refused for now', () => {
       { name: 'ModelStreamError', message: 'overloaded_error: Overloaded', statusCode: 529 }, [' the', ' stub.'], 'Hello from the stub.'],
     ['a connection dropped', { text: ['Hello.', '\n\n'], drop: true },
       { name: 'AI_APICallError', message: 'Failed to process successful response' }, ['\n\nThe stub.'], 'Hello.\n\nThe stub.'],
+    // The AI SDK ends such a step as finished ('other'): it used to close the run completed, cut.
+    ['a response ended cleanly before the message_stop', { text: ['Hello', ' from '], endEarly: true },
+      { name: 'ModelStreamCutError', message: 'the model stream ended before the provider finished the step (no finish reason)' },
+      [' the', ' stub.'], 'Hello from the stub.'],
   ] as const) {
     it(`${cut} in the middle of a stream (a local Messages API): asked again from the text, then completed`, async () => {
       const stub = await startAnthropicStub([first, { text: second }]);

@@ -64,6 +64,19 @@ export class ModelStalledError extends Error {
 }
 
 /**
+ * A model stream that ended without the provider's finish (no finish reason): the response was
+ * closed early, by the provider or by a proxy between. The AI SDK ends such a step as if it had
+ * finished ('other'); its text is only what arrived, so it is retryable, as a cut connection is.
+ */
+export class ModelStreamCutError extends Error {
+  override readonly name = 'ModelStreamCutError';
+  readonly isRetryable = true;
+  constructor() {
+    super('the model stream ended before the provider finished the step (no finish reason)');
+  }
+}
+
+/**
  * A segment's deadline came in a model step before it left anything to go on from: no step
  * journalled in the segment, no text a prefill continues. Asking again in a segment of the same
  * budget would end the same way, so the segment fails and spends its attempt (ADR-0071).

@@ -8,7 +8,7 @@ import type { AgentTool } from '../model/index.js';
 import { storableText, StorableTextStream, storableValue } from '../store/storable.js';
 import { tokenUsage, type TokenUsage } from '../event-log/token-usage.js';
 import type { Reasoning, ToolCall } from './journal.js';
-import { ModelStalledError, streamError } from './model-retry.js';
+import { ModelStalledError, ModelStreamCutError, streamError } from './model-retry.js';
 import type { StreamMirror } from './stream-mirror.js';
 
 type StreamPart = TextStreamPart<ToolSet>;
@@ -108,6 +108,9 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
   const reasoning = new ReasoningParts();
   const shown = new ShownReasoning();
   let finishReason = 'unknown';
+  // Whether the provider said the step finished: the AI SDK ends a stream cut after some output
+  // with 'other' and no raw reason of the provider's, as if it had.
+  let finished = false;
   let usage: TokenUsage | undefined;
   try {
     const prompt: ModelMessage[] = prefill
@@ -169,11 +172,13 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
         throw streamError(part.error);
       } else if (part.type === 'finish') {
         finishReason = part.finishReason;
+        finished = part.finishReason !== 'other' || part.rawFinishReason !== undefined;
         usage = tokenUsage(part.totalUsage);
       }
       if (stop) break;
     }
     if (stop || controller.signal.aborted) return stopped(stop ?? 'lost');
+    if (!finished) return { kind: 'error', error: new ModelStreamCutError(), text, produced };
     const thoughtTail = options.showReasoning ? shown.end() : '';
     if (thoughtTail) options.mirror.pushReasoning(thoughtTail);
     const tail = deltas.end();

@@ -48,7 +48,9 @@ describe('a tool aborted by its own segment\'s signal', () => {
     const rt = makeRuntime(db, {
       tools: { charge_card: charge },
       model: retryingModel('charge_card', { cents: 5000 }),
-      config: { leaseTtlMs: 300, invocationBudgetMs: 30_000 },
+      // Long enough that a loaded machine's slow renewal does not end the lease on the local clock
+      // before the tool runs (at 300 ms it did, and the tool never charged); the fake clock ends it.
+      config: { leaseTtlMs: 2_000, invocationBudgetMs: 30_000 },
     });
     const turn = await startTurn(db, { ownerId: 'u', text: 'pay 50 EUR' });
     expect(await runSegment(rt, { runId: turn.runId, owner: 'w1' })).toMatchObject({ kind: 'lost', fence: 1 });

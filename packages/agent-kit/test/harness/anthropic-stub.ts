@@ -16,13 +16,15 @@ export type AnthropicBody = {
 /**
  * One reply: thinking first when given, its text pieces, a tool_use when given (then the stop
  * reason is `tool_use`, else `end_turn`); or, after the pieces, the error event `{ type, message }`;
- * or, with `drop`, the connection closed after the pieces, as a network cut does.
+ * or, with `drop`, the connection closed after the pieces, as a network cut does; or, with
+ * `endEarly`, the response ended cleanly after the pieces, without the message's end (a proxy or
+ * load balancer that closes a long response).
  */
 export type AnthropicReply = {
   thinking?: string; text: readonly string[]; toolUse?: { name: string; input: unknown };
   /** Stop at the output limit (`max_tokens`) after the text pieces, as a reply longer than it does. */
   maxTokens?: true;
-  error?: { type: string; message: string }; drop?: true;
+  error?: { type: string; message: string }; drop?: true; endEarly?: true;
 };
 
 export interface AnthropicStub {
@@ -155,7 +157,7 @@ export async function startAnthropicStub(replies: AnthropicReply[], options: { c
       response.write(head.join(''), () => response.socket?.destroy());
       return;
     }
-    for (const event of [...head, ...tail]) response.write(event);
+    for (const event of reply.endEarly ? head : [...head, ...tail]) response.write(event);
     response.end();
   });
   return { ...server, received };
