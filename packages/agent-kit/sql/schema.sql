@@ -894,6 +894,30 @@ begin
   return true;
 end $function$
 
+-- function agent_kit_park_started_late(p_run_id uuid, p_owner text, p_fence bigint)
+CREATE OR REPLACE FUNCTION agent_kit_park_started_late(p_run_id uuid, p_owner text, p_fence bigint)
+ RETURNS boolean
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_attempts int;
+begin
+  -- The lock agent_kit_park_run takes next, taken once (ADR-0112).
+  select r.attempts into v_attempts from agent_kit_runs r
+  where r.id = p_run_id and r.owner = p_owner and r.fence = p_fence and r.status = 'running'
+  for update;
+  if not found then
+    return false;
+  end if;
+  if not agent_kit_park_run(p_run_id, p_owner, p_fence, 'queued') then
+    return false;
+  end if;
+  -- Parked queued (not waiting_takeover, which starts the count again): the count before this claim.
+  update agent_kit_runs set attempts = greatest(v_attempts - 1, 0)
+  where id = p_run_id and status = 'queued';
+  return true;
+end $function$
+
 -- function agent_kit_reconcile_effect(p_run_id uuid, p_fence bigint, p_key text, p_status text, p_result jsonb)
 CREATE OR REPLACE FUNCTION agent_kit_reconcile_effect(p_run_id uuid, p_fence bigint, p_key text, p_status text, p_result jsonb DEFAULT NULL::jsonb)
  RETURNS boolean

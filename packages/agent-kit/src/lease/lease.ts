@@ -260,6 +260,18 @@ export async function parkRun(
 }
 
 /**
+ * Give back a run whose segment started too late in its invocation to finish its step (ADR-0113):
+ * queued, as a slice end, with the attempt its claim counted taken back. False = lost.
+ */
+export async function parkStartedLate(db: Queryable, lease: Lease): Promise<boolean> {
+  const rows = await db.query<{ ok: boolean }>('select agent_kit_park_started_late($1, $2, $3) as ok',
+    [lease.runId, lease.owner, lease.fence]);
+  if (rows[0]?.ok !== true) return false;
+  notifyThread(db, lease.threadId);
+  return true;
+}
+
+/**
  * Park the run to wait for an answer, with the input-requested event that asks for it, in one
  * transaction: a crash between the two would leave the question asked twice. False = lost.
  */

@@ -55,6 +55,25 @@ describe('drainQueue', () => {
     for (const runId of runs) expect(await runState(db, runId)).toEqual({ status: 'completed', fence: 1, messages: 1, jobs: 0 });
   });
 
+  it('tells each segment the whole budget of its invocation, of which it got what was left (ADR-0113)', async () => {
+    await emptyQueue();
+    await newRuns(3);
+    const seen: Array<{ budgetMs?: number; invocationBudgetMs?: number }> = [];
+    const inner = nullTurn();
+    const segment: RunSegment = (rt, options) => {
+      seen.push({ budgetMs: options.budgetMs, invocationBudgetMs: options.invocationBudgetMs });
+      return inner(rt, options);
+    };
+    const rt = testRuntime(db);
+    await drainQueue(rt, { runSegment: segment, concurrency: 1, budgetMs: 20_000 });
+    const whole = Math.min(20_000, rt.config.invocationBudgetMs);
+    expect(seen).toHaveLength(3);
+    for (const given of seen) {
+      expect(given.invocationBudgetMs).toBe(whole);
+      expect(given.budgetMs).toBeLessThanOrEqual(whole);
+    }
+  });
+
   it('claims fresh runs in one batch statement and hands each segment its claim', async () => {
     await emptyQueue();
     for (let i = 0; i < 6; i++) await startTurn(db, { ownerId: 'u', text: `batch ${i}` });

@@ -105,14 +105,16 @@ export async function drainQueue(rt: Runtime, options: DrainOptions = {}): Promi
   let segmentsEnded = 0;
   let takeFailures = 0;
 
+  // What a segment started now gets, and what one started first would (a worker's: the whole budget).
   const segmentBudgetMs = () => Math.max(1, Math.min(remainingMs(), rt.config.invocationBudgetMs));
+  const invocationBudgetMs = Math.min(budgetMs, rt.config.invocationBudgetMs);
   // Runs claimed ahead of a free slot, oldest first; a finishing segment starts the next at once.
   const ready: ReadySegment[] = [];
   const pace = new ClaimPace(rt.config.leaseTtlMs);
   const start = (job: JobToRun, budgetMs: number, preClaimed?: SegmentOptions['preClaimed']) => {
     const owner = preClaimed?.claim.lease.owner ?? `${ownerPrefix}-${++segmentNo}`;
     const segmentStartedMs = performance.now();
-    const running = runJob(rt, runSegment, job, { owner, budgetMs, stopSignal: signal, preClaimed }, report)
+    const running = runJob(rt, runSegment, job, { owner, budgetMs, invocationBudgetMs, stopSignal: signal, preClaimed }, report)
       .then((outcome) => {
         // A job whose run was not claimed (held by another process, closed, blocked) ends in
         // milliseconds: it says nothing about how long this drain's segments hold their slots.

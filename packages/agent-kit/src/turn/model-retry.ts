@@ -83,9 +83,12 @@ export class ModelStreamCutError extends Error {
  */
 export class StepPastBudgetError extends Error {
   override readonly name = 'StepPastBudgetError';
-  constructor(budgetMs: number) {
+  /** `streamed`: the step had sent text, which a model that cannot continue a prefill starts again. */
+  constructor(budgetMs: number, streamed = false) {
     super(`a model step did not finish within the segment's budget of ${Math.round(budgetMs / 100) / 10} s, ` +
-      'and gave nothing to go on from (the model thought, or waited, that long before its first word); ' +
+      (streamed
+        ? 'and its text cannot be continued by this model (no prefill: the step starts again); '
+        : 'and gave nothing to go on from (the model thought, or waited, that long before its first word); ') +
       'a longer budget (AGENT_KIT_INVOCATION_BUDGET) lets it finish');
   }
 }

@@ -5,7 +5,7 @@ import { asError, assert, StoreUnavailableError } from '../errors.js';
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
-  closeRun, effectsInDoubt, failLease, parkRun, requestInput, retryStep, salvageRun, type ParkStatus,
+  closeRun, effectsInDoubt, failLease, parkRun, parkStartedLate, requestInput, retryStep, salvageRun, type ParkStatus,
 } from '../lease/lease.js';
 import {
   buildMessages, commitStep, committedText, hasReasoning, isTurnFinished, loadJournal, modelStepOf, pendingToolCalls,
@@ -305,14 +305,17 @@ async function handleStop(s: Segment, reason: StepStop, progressed: () => boolea
       s.rt.log?.({ msg: 'segment error', runId: s.lease.runId, fence: s.lease.fence, error: s.mirror.stopError?.message });
       return afterStoreError(s, s.mirror.stopError ?? new StoreUnavailableError('the store failed a write'));
     case 'deadline': {
-      // A mid-step cut after progress is a slice (voluntary, progress kept): the next segment
-      // goes on from the steps journalled here, and with prefill from the mirrored text. One with
-      // none would be asked the same step from the same point again, and again, with no end: a
-      // model that thinks, or waits, longer than a segment before its first word (ADR-0071).
+      // A mid-step cut after progress is a slice: the next segment goes on from the steps journalled
+      // here, and with prefill from the mirrored text. One with none spends its attempt, unless it
+      // started late in its invocation (ADR-0113): a whole budget would cut it the same (ADR-0071).
       const stopped = await s.mirror.flush();
       if (stopped) return handleStop(s, stopped, progressed);
       if (progressed()) return park(s, 'queued');
-      return failSegment(s, new StepPastBudgetError(s.budgetMs));
+      if (s.budgetMs < (s.options.invocationBudgetMs ?? s.budgetMs) / 2) {
+        s.rt.log?.({ msg: 'segment started too late to finish its step: run given back, attempt not spent', runId: s.lease.runId, fence: s.lease.fence, budgetMs: s.budgetMs });
+        return (await parkStartedLate(s.rt.db, s.lease)) ? parked(s, 'queued') : lost(s); // ADR-0113
+      }
+      return failSegment(s, new StepPastBudgetError(s.budgetMs, s.mirror.writtenText !== ''));
     }
   }
 }

@@ -69,4 +69,33 @@ describe('a segment cut by its deadline mid-step', () => {
     expect(second).toMatchObject({ data: { attempt: 1, continued: false, stepNo: 2 } }); // a slice spends no attempt
     expect(effects.lines().filter((line) => line.startsWith(turn.runId))).toHaveLength(1);
   });
+
+  it('gives the run back without spending its attempt when it started with less than half of its invocation left', async () => {
+    // A 600 ms reply on a model without prefill: a drain's late segment (400 ms of a 2 s
+    // invocation) is cut; a segment with the whole budget finishes it (ADR-0113).
+    const tokens = 60;
+    const text = 'a reply that needs most of a budget';
+    const runtime = makeRuntime(db, { tokens, delayMs: 10, settings: { continueMidStep: false } });
+    const turn = await startTurn(db, { ownerId: 'u', text });
+    expect(await runSegment(runtime, { runId: turn.runId, owner: 'late', budgetMs: 400, invocationBudgetMs: 2_000 }))
+      .toEqual({ kind: 'parked', status: 'queued', fence: 1 });
+    const [run] = await db.query<{ status: string; attempts: number }>('select status, attempts from agent_kit_runs where id = $1', [turn.runId]);
+    expect(run).toEqual({ status: 'queued', attempts: 0 });
+    expect(await eventsOf(turn.runId, 'segment-failed')).toEqual([]);
+    expect(await runSegment(runtime, { runId: turn.runId, owner: 'early', budgetMs: 2_000, invocationBudgetMs: 2_000 }))
+      .toMatchObject({ kind: 'closed', status: 'completed' });
+    expect(await finalMessage(db, turn.runId)).toEqual([{ text: scriptedReplyText([text], tokens), partial: false }]);
+    const started = await eventsOf(turn.runId, 'segment-started');
+    expect(started.map((e) => e.data.attempt)).toEqual([1, 1]);
+  });
+
+  it('still spends the attempt of a segment that had most of its invocation, saying its text cannot be continued', async () => {
+    const runtime = makeRuntime(db, { tokens: 60, delayMs: 10, settings: { continueMidStep: false } });
+    const turn = await startTurn(db, { ownerId: 'u', text: 'a reply longer than the budget' });
+    expect(await runSegment(runtime, { runId: turn.runId, owner: 'w', budgetMs: 400, invocationBudgetMs: 700 }))
+      .toMatchObject({ kind: 'stopped' });
+    const [failed] = await eventsOf(turn.runId, 'segment-failed');
+    expect(failed!.data.error).toMatchObject({ name: 'StepPastBudgetError' });
+    expect(failed!.data.error.message).toMatch(/budget of 0\.4 s, and its text cannot be continued by this model \(no prefill/);
+  });
 });

@@ -51,6 +51,13 @@ export interface SegmentOptions {
   owner: string;
   /** This invocation's budget; defaults to config.invocationBudgetMs. The lease never outlives it. */
   budgetMs?: number;
+  /**
+   * The whole budget of the invocation this segment runs in, of which `budgetMs` is what was left
+   * when it started (a drain's later segments); defaults to `budgetMs`. A segment that started with
+   * less than half of it, cut before its step left anything to go on from, gives the run back
+   * without spending an attempt: a whole budget may fit the step (ADR-0113).
+   */
+  invocationBudgetMs?: number;
   /** Defaults to config.leaseTtlMs (capped at the budget). */
   leaseTtlMs?: number;
   /** Stop taking new steps and park (slice) at the next step boundary: SIGTERM, drain budget. */
