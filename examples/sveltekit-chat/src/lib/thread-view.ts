@@ -721,3 +721,11 @@ export function announceEvent(view: ThreadView, event: WireEvent): string | null
   // tool's result): those said it over a sentence about another turn (queued behind it).
   return run.status === 'running' && event.type === 'segment-started' ? 'Assistant is replying…' : null;
 }
+
+/**
+ * Nothing a reader would see: white space and invisible format characters only (a zero-width
+ * space, joiners, direction marks), as the server judges a message blank.
+ */
+export function isBlank(text: string): boolean {
+  return /^[\s\p{Cf}]*$/u.test(text);
+}

@@ -213,6 +213,7 @@ describe('input validation', () => {
     ['a number as message', { body: { message: 42 } }, 400],
     ['an empty message', { body: { message: '' } }, 400],
     ['a blank message', { body: { message: '   ' } }, 400],
+    ['a message of invisible characters only', { body: { message: '\u200b\u200d\ufeff \u2060\u00ad\u200e' } }, 400],
     ['a message over 32 000 characters', { body: { message: 'y'.repeat(32_001) } }, 400],
     ['a malformed thread id', { body: { message: 'hi', threadId: 'thread-1' } }, 400],
     ['an unknown thread id', { body: { message: 'hi', threadId: crypto.randomUUID() } }, 404],

@@ -1,7 +1,7 @@
 // Input at the HTTP edge: every body and parameter is checked before anything is written. Bodies
 // are JSON, at most maxBodyBytes (checked while reading, before parsing), and validated with zod.
 import { z } from 'zod';
-import { maxMessageChars } from '../queue/start-turn.js';
+import { isBlank, maxMessageChars } from '../queue/start-turn.js';
 import { HttpError } from './http-error.js';
 
 /** Default body limit: a 32 000-character message in UTF-8 plus its envelope fits. */
@@ -127,7 +127,7 @@ const storable = (schema: z.ZodString) => schema.refine((s) => !s.includes('\u00
  */
 export const chatBodySchema = z.object({
   threadId: z.guid().optional(),
-  message: storable(z.string().min(1).max(maxMessageChars)).refine((s) => s.trim() !== '', 'must not be blank').optional(),
+  message: storable(z.string().min(1).max(maxMessageChars)).refine((s) => !isBlank(s), 'must not be blank').optional(),
   clientMessageId: storable(z.string().min(1).max(200)).optional(),
   regenerate: z.boolean().optional(),
   replaces: z.guid().optional(),
@@ -152,7 +152,7 @@ export const inputBodySchema = z.unknown().superRefine((body, ctx) => {
     ctx.addIssue({ code: 'custom', message: 'send an answer or an approval, not both: { questionId, answer } to a question, { questionId, approved } to an approval' });
   }
 }).pipe(z.union([
-  z.object({ questionId, answer: storable(z.string().min(1).max(maxMessageChars)) }).strict(),
+  z.object({ questionId, answer: storable(z.string().min(1).max(maxMessageChars)).refine((s) => !isBlank(s), 'must not be blank') }).strict(),
   z.object({ questionId, approved: z.boolean() }).strict(),
 ]));
 export type InputBody = z.infer<typeof inputBodySchema>;

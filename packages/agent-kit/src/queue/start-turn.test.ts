@@ -9,7 +9,7 @@ import { InvalidArgumentError, NotFoundError } from '../errors.js';
 import type { Db } from '../store/db.js';
 import { readEvents } from '../event-log/read-events.js';
 import { beginSegment, claimRun, mirrorPartial, parkRun } from '../lease/lease.js';
-import { startTurn } from './start-turn.js';
+import { isBlank, startTurn } from './start-turn.js';
 
 let db: Db;
 beforeAll(async () => {
@@ -71,6 +71,20 @@ describe.runIf(onPostgres)('lock order on Postgres', () => {
       const errors = results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason));
       expect(errors.filter((e) => /deadlock/i.test(e))).toEqual([]);
     }
+  });
+});
+
+describe('isBlank', () => {
+  it('sees white space and invisible format characters only as blank, and anything a reader sees as text', () => {
+    expect(['', ' \n\t', '\u200b', '\u200c\u200d', '\ufeff\u2060', '\u00ad', '\u200e\u200f', '\u00a0\u3000'].map(isBlank))
+      .toEqual([true, true, true, true, true, true, true, true]);
+    // A family emoji is joined by zero-width joiners; a zero-width space inside a word is still a word.
+    expect(['\u{1F468}\u200d\u{1F469}\u200d\u{1F467}', 'a\u200bb', '.', '\u05e9\u05dc\u05d5\u05dd'].map(isBlank))
+      .toEqual([false, false, false, false]);
+  });
+
+  it('is what startTurn refuses', async () => {
+    await expect(startTurn(db, { ownerId: 'u', text: '\u200b\u200b' })).rejects.toThrow(InvalidArgumentError);
   });
 });
 

@@ -37,9 +37,17 @@ export const defaultHeadStartMs = 5_000;
 /** Maximum accepted message size, in characters. */
 export const maxMessageChars = 32_000;
 
+/**
+ * Nothing a reader would see: white space and invisible format characters only (zero-width space
+ * and joiners, word joiner, byte order mark, soft hyphen, direction marks: Unicode's Cf).
+ */
+export function isBlank(text: string): boolean {
+  return /^[\s\p{Cf}]*$/u.test(text);
+}
+
 /** A user message's text: a non-blank string of at most maxMessageChars (InvalidArgumentError otherwise). */
 export function requireMessageText(text: unknown): asserts text is string {
-  if (typeof text !== 'string' || text.trim() === '') throw new InvalidArgumentError('message text must be a non-empty string');
+  if (typeof text !== 'string' || isBlank(text)) throw new InvalidArgumentError('message text must be a non-empty string');
   if (text.length > maxMessageChars) {
     throw new InvalidArgumentError(`message is ${text.length} characters; the limit is ${maxMessageChars}`);
   }

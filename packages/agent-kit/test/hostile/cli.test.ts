@@ -149,6 +149,7 @@ function storeCases(): CliCase[] {
   const textCases = (command: string): CliCase[] => [
     { what: 'empty text', args: [command, ''], says: empty },
     { what: 'blank text', args: [command, ' \n\t '], says: empty },
+    { what: 'zero-width characters only', args: [command, '\u200b\u200b'], says: empty },
     { what: 'text over 32 000 chars', args: [command, 'x'.repeat(32_001)], says: tooLong },
     { what: 'text over 32 000 chars (3-byte)', args: [command, '字'.repeat(32_001)], says: tooLong },
     { what: '--thread unknown', args: [command, 'hi', '--thread', unknownId], says: notFound },

@@ -1,0 +1,132 @@
+// The composer and the edit box in headless Chromium, where a hurried or unlucky writer loses
+// text (found by an outsider's trial): Enter pressed while the message before is still on its
+// way, an edit box left open while the thread goes on, a paste past the length limit, a message
+// of invisible characters, and an approval asked while an operator holds the run.
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  announcementsSaid, createTestStore, hasChromium, launchBrowser, open, printServerOutputOnFailure, recordAnnouncements, sendChat,
+  signIn, skipReason, startServer, waitForRunStatus, type AppServer, type TestStore,
+} from './harness';
+
+const userMessages = (page: Page) => page.getByTestId('user-message').allTextContents();
+
+describe.skipIf(!hasChromium)(`the composer${hasChromium ? '' : ` (skipped: ${skipReason})`}`, () => {
+  let store: TestStore;
+  let server: AppServer;
+  let browser: Browser;
+  let alice: BrowserContext;
+
+  beforeAll(async () => {
+    store = await createTestStore();
+    server = await startServer({ store, env: { AGENT_KIT_SCRIPTED_TOKENS: '8', AGENT_KIT_SCRIPTED_DELAY_MS: '20' } });
+    browser = await launchBrowser();
+    alice = await signIn(browser, server.baseUrl, 'alice');
+  });
+
+  printServerOutputOnFailure(() => server);
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.stop();
+    await store?.dispose();
+  });
+
+  /** A thread with one answered message, open in a new page. */
+  async function answeredThread(first: string): Promise<{ page: Page; threadId: string }> {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    const threadId = await sendChat(page, first);
+    await waitForRunStatus(page, 'completed');
+    return { page, threadId };
+  }
+
+  it('sends each message ended with Enter while the one before was on its way, in order and apart', async () => {
+    const { page } = await answeredThread(`hurry ${Date.now()}`);
+    // The server takes a second and a half to answer each message, as on a slow network.
+    await page.route('**/api/chat', async (route) => {
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      await route.continue();
+    });
+    const box = page.getByRole('textbox', { name: 'Message', exact: true });
+    await box.focus();
+    for (const text of ['q-one', 'q-two', 'q-three']) {
+      await page.keyboard.type(text, { delay: 10 });
+      await page.keyboard.press('Enter');
+    }
+    // Before: the second Enter was ignored, and "q-twoq-three" was sent as one message.
+    await expect.poll(() => userMessages(page), { timeout: 30_000 }).toEqual([expect.any(String), 'q-one', 'q-two', 'q-three']);
+    await expect.poll(() => box.inputValue(), { timeout: 10_000 }).toBe('');
+    await page.close();
+  });
+
+  it('closes an edit box the thread went on past, keeping its text, so sending it cannot drop a later turn', async () => {
+    const first = `edit later ${Date.now()}`;
+    const { page } = await answeredThread(first);
+    await page.getByRole('button', { name: 'Edit' }).click();
+    const edit = page.getByRole('textbox', { name: 'Edit message' });
+    await edit.fill(`${first}, edited`);
+    await recordAnnouncements(page);
+    // The writer goes on in the composer instead, and sends a second message.
+    await page.getByRole('textbox', { name: 'Message', exact: true }).fill('second question');
+    await page.getByRole('button', { name: 'Send', exact: true }).last().click();
+    await waitForRunStatus(page, 'completed');
+    await expect.poll(() => edit.count()).toBe(0);
+    expect(await announcementsSaid(page)).toContain('The edit was closed: the conversation went on after that message.');
+    expect(await page.getByRole('textbox', { name: 'Message', exact: true }).inputValue()).toBe(`${first}, edited`);
+    expect(await userMessages(page)).toEqual([first, 'second question']);
+    await page.close();
+  });
+
+  it('says how much of the limit a long draft uses, and that a paste past it was cut', async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    const box = page.getByRole('textbox', { name: 'Message', exact: true });
+    await box.fill('x'.repeat(20_000));
+    expect(await page.getByTestId('length-left').count()).toBe(0);
+    await box.press('End');
+    await page.evaluate(() => {
+      const data = new DataTransfer();
+      data.setData('text/plain', 'y'.repeat(20_000));
+      document.querySelector('textarea[name="message"]')!.dispatchEvent(new ClipboardEvent('paste', { clipboardData: data, bubbles: true, cancelable: true }));
+    });
+    await box.fill('x'.repeat(32_000)); // what the browser's paste leaves: the text up to the limit
+    await expect.poll(() => page.getByTestId('length-left').textContent())
+      .toBe('32,000 of 32,000 characters: the pasted text was cut there');
+    await box.fill('short');
+    await expect.poll(() => page.getByTestId('length-left').count()).toBe(0);
+    await page.close();
+  });
+
+  it('does not send a message of invisible characters only', async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    await page.getByRole('textbox', { name: 'Message', exact: true }).fill('\u200b\u200d\u2060');
+    expect(await page.getByRole('button', { name: 'Send' }).isDisabled()).toBe(true);
+    await page.close();
+  });
+
+  it('keeps an approval from being answered while an operator holds the run, and offers it again on release', async () => {
+    const { page } = await answeredThread(`warm up ${Date.now()}`);
+    await page.getByRole('textbox', { name: 'Message', exact: true }).fill('pay it #approve');
+    await page.getByRole('button', { name: 'Send' }).click();
+    await waitForRunStatus(page, 'waiting_input');
+    const runId = (await page.getByTestId('run').last().getAttribute('data-run-id'))!;
+    const operator = await signIn(browser, server.baseUrl, 'operator');
+    const act = async (action: string) =>
+      expect((await operator.request.post(`${server.baseUrl}/api/runs/${runId}/${action}`, { data: {} })).status()).toBe(200);
+    await act('takeover');
+    await waitForRunStatus(page, 'waiting_takeover');
+    const approve = page.getByRole('button', { name: 'Approve' });
+    expect(await approve.isDisabled()).toBe(true);
+    expect(await page.getByTestId('held-note').textContent()).toContain('An operator is handling this reply');
+    await act('release');
+    await waitForRunStatus(page, 'waiting_input');
+    await expect.poll(() => approve.isDisabled()).toBe(false);
+    expect(await page.getByTestId('held-note').count()).toBe(0);
+    await approve.click();
+    await waitForRunStatus(page, 'completed');
+    await operator.close();
+    await page.close();
+  });
+});
