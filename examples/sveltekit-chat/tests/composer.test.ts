@@ -129,4 +129,36 @@ describe.skipIf(!hasChromium)(`the composer${hasChromium ? '' : ` (skipped: ${sk
     await operator.close();
     await page.close();
   });
+
+  it('has the keyboard in the right place: the composer of a new conversation, the sign-in name, Escape out of an edit', async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    const focused = () => page.evaluate(() => document.activeElement?.getAttribute('aria-label') ?? document.activeElement?.id ?? '');
+    await expect.poll(focused).toBe('Message');
+    const visitor = await browser.newContext();
+    const login = await visitor.newPage();
+    await open(login, `${server.baseUrl}/login`);
+    await expect.poll(() => login.evaluate(() => document.activeElement?.id)).toBe('name');
+    await visitor.close();
+
+    const first = `escape ${Date.now()}`;
+    await sendChat(page, first);
+    await waitForRunStatus(page, 'completed');
+    await page.getByRole('button', { name: 'Edit' }).click();
+    await expect.poll(focused).toBe('Edit message');
+    await page.keyboard.press('Escape');
+    await expect.poll(() => page.getByRole('textbox', { name: 'Edit message' }).count()).toBe(0);
+    await expect.poll(focused).toBe('Message');
+    expect(await userMessages(page)).toEqual([first]);
+    await page.close();
+  });
+
+  it('lays a right-to-left message out right to left', async () => {
+    const { page } = await answeredThread('\u05e9\u05dc\u05d5\u05dd \u05e2\u05d5\u05dc\u05dd');
+    const direction = (testId: string) => page.getByTestId(testId).first()
+      .evaluate((el) => getComputedStyle(el).direction);
+    expect(await direction('user-message')).toBe('rtl');
+    expect(await direction('run-text')).toBe('ltr'); // the scripted model answers in English
+    await page.close();
+  });
 });
