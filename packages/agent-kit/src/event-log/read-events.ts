@@ -243,7 +243,8 @@ export async function readRunSegments(db: Queryable, runId: string): Promise<Run
     } else if (current && current.endedAs === null && event.fence === current.fence) {
       const failed = event.type === 'segment-failed';
       current.endedAs = failed ? 'failed' : String(event.data.status ?? event.type);
-      if (failed) current.error = describeFailure(event.data.error);
+      // A run closed failed (the provider refused the request for good) says why in its close.
+      if (failed || event.data.error !== undefined) current.error = describeFailure(event.data.error);
       if (event.type === 'run-parked' && typeof event.data.dueAt === 'string') current.retryDueAt = event.data.dueAt;
       current.endedSeq = event.seq;
     } else if (current && current.endedAs === null && event.type === 'run-closed') {

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { answering, calling } from '../../test/harness/mock-streams.js';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { effectsFile, makeRuntime } from '../../test/harness/turn-kit.js';
+import { readRunSegments } from '../event-log/read-events.js';
 import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
 import { isRetryableModelError, ModelStreamError, refusedForGood } from './model-retry.js';
@@ -77,7 +78,7 @@ describe('a turn whose request the provider rejects as invalid', () => {
   it('fails at once, on its first attempt, with the provider\'s words for every viewer', async () => {
     const tooLong = "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.";
     const { model, calls } = modelOf(rejection(400, tooLong));
-    const { outcome, run, message, events } = await turnWith(model);
+    const { runId, outcome, run, message, events } = await turnWith(model);
     expect(outcome).toMatchObject({ kind: 'closed', status: 'failed' });
     expect(run).toMatchObject({ status: 'failed', attempts: 1 });
     expect(calls()).toBe(1); // not asked again: it would be refused again
@@ -87,6 +88,10 @@ describe('a turn whose request the provider rejects as invalid', () => {
     expect(closed.data).toMatchObject({ status: 'failed', text: '', error });
     expect(events.map((e) => e.type)).not.toContain('model-retry');
     expect(events.map((e) => e.type)).not.toContain('segment-failed');
+    // What `agent-kit show` and the operator page list: the segment, and why it failed.
+    expect(await readRunSegments(db, runId)).toMatchObject([
+      { fence: 1, endedAs: 'failed', error: `AI_APICallError: ${tooLong}` },
+    ]);
   });
 
   it('keeps what the turn had done: the answer so far is its message, its tool ran once', async () => {
