@@ -54,9 +54,49 @@ describe.skipIf(!hasChromium)(`the composer${hasChromium ? '' : ` (skipped: ${sk
       await page.keyboard.type(text, { delay: 10 });
       await page.keyboard.press('Enter');
     }
-    // Before: the second Enter was ignored, and "q-twoq-three" was sent as one message.
+    // Listed under the composer while they wait (before: the second Enter was ignored, and
+    // "q-twoq-three" was sent as one message).
+    await expect.poll(() => page.getByTestId('queued').locator('li').allTextContents()).toEqual(['Next: q-two', 'Next: q-three']);
     await expect.poll(() => userMessages(page), { timeout: 30_000 }).toEqual([expect.any(String), 'q-one', 'q-two', 'q-three']);
     await expect.poll(() => box.inputValue(), { timeout: 10_000 }).toBe('');
+    expect(await page.getByTestId('queued').count()).toBe(0);
+    await page.close();
+  });
+
+  it('sends them apart on a new conversation too, from its own page', async () => {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    await page.route('**/api/chat', async (route) => {
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      await route.continue();
+    });
+    const box = page.getByRole('textbox', { name: 'Message', exact: true });
+    await box.focus();
+    const first = `new one ${Date.now()}`;
+    for (const text of [first, 'then two', 'then three']) {
+      await page.keyboard.type(text, { delay: 10 });
+      await page.keyboard.press('Enter');
+    }
+    await page.waitForURL(/\/t\/[0-9a-f-]{36}$/);
+    await expect.poll(() => userMessages(page), { timeout: 30_000 }).toEqual([first, 'then two', 'then three']);
+    await expect.poll(() => box.inputValue(), { timeout: 10_000 }).toBe('');
+    await page.close();
+  });
+
+  it('puts what was queued back in the composer when a send fails', async () => {
+    const { page } = await answeredThread(`fail ${Date.now()}`);
+    await page.route('**/api/chat', async (route) => {
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      await route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ error: { code: 'UNAVAILABLE', message: 'down for a moment' } }) });
+    });
+    const box = page.getByRole('textbox', { name: 'Message', exact: true });
+    await box.focus();
+    for (const text of ['lost one', 'lost two']) {
+      await page.keyboard.type(text, { delay: 10 });
+      await page.keyboard.press('Enter');
+    }
+    await expect.poll(() => box.inputValue(), { timeout: 15_000 }).toBe('lost one\nlost two');
+    expect(await page.getByTestId('queued').count()).toBe(0);
     await page.close();
   });
 
@@ -72,6 +112,7 @@ describe.skipIf(!hasChromium)(`the composer${hasChromium ? '' : ` (skipped: ${sk
     await page.getByRole('button', { name: 'Send', exact: true }).last().click();
     await waitForRunStatus(page, 'completed');
     await expect.poll(() => edit.count()).toBe(0);
+    // (A draft in the composer would have kept the edit too, on a line of its own after it.)
     expect(await announcementsSaid(page)).toContain('The edit was closed: the conversation went on after that message.');
     expect(await page.getByRole('textbox', { name: 'Message', exact: true }).inputValue()).toBe(`${first}, edited`);
     expect(await userMessages(page)).toEqual([first, 'second question']);

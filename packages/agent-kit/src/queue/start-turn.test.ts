@@ -79,8 +79,9 @@ describe('isBlank', () => {
     expect(['', ' \n\t', '\u200b', '\u200c\u200d', '\ufeff\u2060', '\u00ad', '\u200e\u200f', '\u00a0\u3000'].map(isBlank))
       .toEqual([true, true, true, true, true, true, true, true]);
     // A family emoji is joined by zero-width joiners; a zero-width space inside a word is still a word.
-    expect(['\u{1F468}\u200d\u{1F469}\u200d\u{1F467}', 'a\u200bb', '.', '\u05e9\u05dc\u05d5\u05dd'].map(isBlank))
-      .toEqual([false, false, false, false]);
+    expect(['\u{1F468}\u200d\u{1F469}\u200d\u{1F467}', 'a\u200bb', '.', '\u05e9\u05dc\u05d5\u05dd', '\u06dd', '\u0600'].map(isBlank))
+      .toEqual([false, false, false, false, false, false]);
+    expect(['\u2800', '\u3164', '\u2066\u2069', '\u180e'].map(isBlank)).toEqual([true, true, true, true]);
   });
 
   it('is what startTurn refuses', async () => {

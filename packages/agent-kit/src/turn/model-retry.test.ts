@@ -180,6 +180,22 @@ describe('a segment whose model request is refused for now', () => {
     });
   }
 
+  it("an older-spec (v2) model's finish, which never has a raw reason, is taken at its word, 'unknown' too", async () => {
+    const parts = [
+      { type: 'stream-start', warnings: [] }, { type: 'text-start', id: 't' }, { type: 'text-delta', id: 't', delta: 'From v2.' },
+      { type: 'text-end', id: 't' }, { type: 'finish', finishReason: 'unknown', usage: { inputTokens: 1, outputTokens: 2, totalTokens: 3 } },
+    ];
+    const v2 = {
+      specificationVersion: 'v2', provider: 'community', modelId: 'old', supportedUrls: {},
+      doGenerate: () => Promise.reject(new Error('stream only')),
+      doStream: async () => ({ stream: new ReadableStream({ start(c) { for (const p of parts) c.enqueue(p); c.close(); } }) }),
+    } as unknown as LanguageModelV3;
+    const { runId, outcome, retries } = await segmentOf(v2);
+    expect(outcome).toMatchObject({ kind: 'closed', status: 'completed' });
+    expect(retries).toEqual([]);
+    expect(await messageText(db, runId)).toBe('From v2.');
+  });
+
   it("OpenAI's server_error in its stream, before any text (a local chat-completions API): asked again, then completed", async () => {
     const stub = await startOpenAiStub();
     try {

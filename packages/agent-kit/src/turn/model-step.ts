@@ -109,7 +109,9 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
   const shown = new ShownReasoning();
   let finishReason = 'unknown';
   // Whether the provider said the step finished: the AI SDK ends a stream cut after some output
-  // with 'other' and no raw reason of the provider's, as if it had.
+  // with 'other' and no raw reason of the provider's, as if it had. (An older-spec (v2) model's
+  // finish never has a raw reason, and its 'unknown' becomes 'other': taken at its word.)
+  const rawReasons = typeof options.model === 'string' || options.model.specificationVersion === 'v3';
   let finished = false;
   let usage: TokenUsage | undefined;
   try {
@@ -172,7 +174,7 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
         throw streamError(part.error);
       } else if (part.type === 'finish') {
         finishReason = part.finishReason;
-        finished = part.finishReason !== 'other' || part.rawFinishReason !== undefined;
+        finished = !rawReasons || part.finishReason !== 'other' || part.rawFinishReason !== undefined;
         usage = tokenUsage(part.totalUsage);
       }
       if (stop) break;
