@@ -10,6 +10,9 @@ import { configFromEnv } from '../config.js';
 import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
 import type { Runtime } from '../turn/types.js';
+import { makeRuntime } from '../../test/harness/turn-kit.js';
+import { cancelRun } from '../queue/run-intents.js';
+import { runSegment } from '../turn/run-segment.js';
 import { followEvents } from './follow-events.js';
 import { readEvents, readRunSegments, type ThreadEvent } from './read-events.js';
 
@@ -162,5 +165,16 @@ describe('readRunSegments', () => {
       [1, 'owner-a', 'waiting_input'],
       [2, 'owner-b', 'completed'],
     ]);
+  });
+
+  it('lists the claim that closed a run cancelled while it waited, which starts no segment', async () => {
+    const engine = makeRuntime(db, { tokens: 4 });
+    const turn = await startTurn(db, { ownerId: 'u1', text: 'cancel me while I ask #ask' });
+    expect(await runSegment(engine, { runId: turn.runId, owner: 'owner-a' })).toMatchObject({ kind: 'parked', status: 'waiting_input' });
+    await cancelRun(db, { runId: turn.runId });
+    expect(await runSegment(engine, { runId: turn.runId, owner: 'owner-b' })).toMatchObject({ kind: 'closed', status: 'aborted' });
+    const segments = await readRunSegments(db, turn.runId);
+    // Before, the list ended at fence 1, parked, though the run's fence was 2 and it had closed.
+    expect(segments.map((s) => [s.fence, s.endedAs])).toEqual([[1, 'waiting_input'], [2, 'aborted']]);
   });
 });
