@@ -8,6 +8,7 @@ import crypto from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cancelBodySchema, chatBodySchema, inputBodySchema, resolveEffectBodySchema } from '../../src/http/request.js';
+import { isBlank } from '../../src/queue/start-turn.js';
 import {
   deepJson, hugeString, nastyText, notJsonBody, notString, notUuid, wrongContentType,
 } from './arbitraries.js';
@@ -116,7 +117,7 @@ describe('POST /api/chat bodies', () => {
 
   it('SQL-looking and control-character text in a valid body only ever reaches an unknown thread (404)', async () => {
     await fc.assert(fc.asyncProperty(nastyText, nastyText, async (message, clientMessageId) => {
-      const text = message.trim() === '' ? `${message}x` : message;
+      const text = isBlank(message) ? `${message}x` : message;
       const body = { message: text, clientMessageId, threadId: unknownThread() };
       const expected = hasNul(body) ? [400] : [404]; // Postgres text cannot hold U+0000
       await refused(chatRoute, 'SQL-looking or control text', 'POST', '/api/chat', { body }, expected);
@@ -212,7 +213,9 @@ describe('POST /api/runs/:id/input bodies (on the caller\'s own waiting run)', (
       fc.oneof(nastyText.map((answer) => ({ answer })), fc.boolean().map((approved) => ({ approved }))),
       async (questionId, data) => {
         // Postgres's JSON parser refuses a lone surrogate in the stored answer first (a 400).
-        const expected = hasNul([questionId, data]) ? [400]
+        // A blank answer (white space, invisible characters) is refused as blank.
+        const blank = 'answer' in data && isBlank(data.answer);
+        const expected = hasNul([questionId, data]) || blank ? [400]
           : hasLoneSurrogate(JSON.stringify(data)) ? [400, 409] : [409];
         const body = { questionId, ...data };
         await refused(inputRoute, 'answer to another question', 'POST', inputPath(), { body }, expected);

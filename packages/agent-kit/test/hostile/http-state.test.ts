@@ -6,6 +6,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandlers, type Handlers } from '../../src/http/handlers.js';
 import type { RunSegment } from '../../src/turn/types.js';
+import { isBlank } from '../../src/queue/start-turn.js';
 import { nastyText } from './arbitraries.js';
 import {
   expectNothingWritten, expectRefusal, hostileRequest, hostileRuns, operatorName, sessionAuth,
@@ -60,8 +61,12 @@ const answerBody = fc.record({
   data: fc.oneof(nastyText.map((answer) => ({ answer })), fc.boolean().map((approved) => ({ approved }))),
 }).map(({ questionId, data }) => ({ questionId, ...data }));
 const hasLoneSurrogate = (json: string) => /\\ud[89a-f][0-9a-f]{2}/i.test(json);
-/** Postgres refuses U+0000 in text and jsonb (a 400) before the run's state is looked at. */
-const expectedFor = (body: unknown) => (JSON.stringify(body).includes('\\u0000') ? [400]
+/**
+ * Postgres refuses U+0000 in text and jsonb (a 400) before the run's state is looked at, and a
+ * blank answer is refused as blank (a 400).
+ */
+const expectedFor = (body: object) => (JSON.stringify(body).includes('\\u0000')
+  || ('answer' in body && typeof body.answer === 'string' && isBlank(body.answer)) ? [400]
   : hasLoneSurrogate(JSON.stringify(body)) ? [400, 409] : [409]);
 
 describe('answers', () => {
