@@ -27,3 +27,4 @@ export {
 } from './model/index.js';
 export * from './event-log/index.js';
 export { isApproval } from './approval.js';
+export { isBlank } from './blank.js';

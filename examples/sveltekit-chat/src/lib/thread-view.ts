@@ -721,11 +721,3 @@ export function announceEvent(view: ThreadView, event: WireEvent): string | null
   // tool's result): those said it over a sentence about another turn (queued behind it).
   return run.status === 'running' && event.type === 'segment-started' ? 'Assistant is replying…' : null;
 }
-
-/** White space, and the characters that show nothing (as agent-kit's own isBlank lists them). */
-const invisible = /^[\s\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\u2800\u3164\ufeff\uffa0]*$/;
-
-/** Nothing a reader would see: white space and invisible characters only, as the server judges a message blank. */
-export function isBlank(text: string): boolean {
-  return invisible.test(text);
-}

@@ -9,6 +9,7 @@ import { threadIdOf } from './metadata.js';
 import { RepliesSeen, uuidShaped } from './replies.js';
 
 export { isApproval } from '../approval.js';
+export { isBlank } from '../blank.js';
 export { hasTurnUnderWay, toUIMessages, type ThreadRead } from './thread-read.js';
 export { withoutReplacedText } from './replaced-text.js';
 export { threadIdOf, type AgentKitMessageMetadata, type Regenerates } from './metadata.js';

@@ -1,7 +1,8 @@
 // Input at the HTTP edge: every body and parameter is checked before anything is written. Bodies
 // are JSON, at most maxBodyBytes (checked while reading, before parsing), and validated with zod.
 import { z } from 'zod';
-import { isBlank, maxMessageChars } from '../queue/start-turn.js';
+import { isBlank } from '../blank.js';
+import { maxMessageChars } from '../queue/start-turn.js';
 import { HttpError } from './http-error.js';
 
 /** Default body limit: a 32 000-character message in UTF-8 plus its envelope fits. */

@@ -9,7 +9,8 @@ import { InvalidArgumentError, NotFoundError } from '../errors.js';
 import type { Db } from '../store/db.js';
 import { readEvents } from '../event-log/read-events.js';
 import { beginSegment, claimRun, mirrorPartial, parkRun } from '../lease/lease.js';
-import { isBlank, startTurn } from './start-turn.js';
+import { isBlank } from '../blank.js';
+import { startTurn } from './start-turn.js';
 
 let db: Db;
 beforeAll(async () => {

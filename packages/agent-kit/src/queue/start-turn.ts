@@ -1,6 +1,7 @@
 // Starting a turn: the user's message, its queued run and job, and their events, in one SQL call
 // (agent_kit_start_turn). A retried call with the same client message id creates nothing new.
 import { InvalidArgumentError } from '../errors.js';
+import { isBlank } from '../blank.js';
 import { uuidPattern, type Queryable } from '../store/db.js';
 import { notifyThread } from '../store/notify-thread.js';
 
@@ -36,19 +37,6 @@ export const defaultHeadStartMs = 5_000;
 
 /** Maximum accepted message size, in characters. */
 export const maxMessageChars = 32_000;
-
-/**
- * White space, and the characters that show nothing: soft hyphen, Arabic letter mark, Mongolian
- * vowel separator, zero-width space and joiners, direction marks and embeddings, word joiner and
- * invisible operators, direction isolates, byte order mark, Hangul fillers, braille blank. (Not
- * all of Unicode's Cf: U+0600–0605 and U+06DD are visible marks.)
- */
-const invisible = /^[\s\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\u2800\u3164\ufeff\uffa0]*$/;
-
-/** Nothing a reader would see: white space and invisible characters only. */
-export function isBlank(text: string): boolean {
-  return invisible.test(text);
-}
 
 /** A user message's text: a non-blank string of at most maxMessageChars (InvalidArgumentError otherwise). */
 export function requireMessageText(text: unknown): asserts text is string {

@@ -8,7 +8,7 @@ import crypto from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cancelBodySchema, chatBodySchema, inputBodySchema, resolveEffectBodySchema } from '../../src/http/request.js';
-import { isBlank } from '../../src/queue/start-turn.js';
+import { isBlank } from '../../src/blank.js';
 import {
   deepJson, hugeString, nastyText, notJsonBody, notString, notUuid, wrongContentType,
 } from './arbitraries.js';

@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandlers, type Handlers } from '../../src/http/handlers.js';
 import type { RunSegment } from '../../src/turn/types.js';
-import { isBlank } from '../../src/queue/start-turn.js';
+import { isBlank } from '../../src/blank.js';
 import { nastyText } from './arbitraries.js';
 import {
   expectNothingWritten, expectRefusal, hostileRequest, hostileRuns, operatorName, sessionAuth,
