@@ -461,7 +461,7 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     await page.getByRole('button', { name: 'Send' }).click();
     await waitForRunStatus(page, 'waiting_input');
     const link = page.getByRole('navigation', { name: 'Threads' }).locator(`a[href="/t/${threadId}"]`);
-    await link.getByText('waiting input').waitFor({ timeout: 10_000 });
+    await link.getByText('waiting for you').waitFor({ timeout: 10_000 });
     await dana.close();
   });
 
@@ -491,7 +491,7 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
     const threadId = await sendChat(page, `${'A'.repeat(3_000)} ${Date.now()}`);
     await page.waitForURL(`**/t/${threadId}`);
     const entry = page.getByRole('navigation', { name: 'Threads' }).locator(`a[href="/t/${threadId}"]`);
-    await entry.getByText('running').waitFor(); // as the thread's page read its list
+    await entry.getByText('replying').waitFor(); // as the thread's page read its list
     // The thread's own entry says so with the reply, in the same frame, not after the list is
     // read again (300 ms after the close).
     const entryWhenCompleted = await page.waitForFunction((href) => {
@@ -499,7 +499,7 @@ describe.skipIf(!hasChromium)(`the chat page${hasChromium ? '' : ` (skipped: ${s
       if (runs[runs.length - 1]?.getAttribute('data-status') !== 'completed') return null;
       return document.querySelector(`nav a[href="${href}"]`)?.textContent ?? '';
     }, `/t/${threadId}`, { polling: 'raf' });
-    expect(await entryWhenCompleted.jsonValue()).not.toMatch(/running/);
+    expect(await entryWhenCompleted.jsonValue()).not.toMatch(/replying/);
     await page.waitForTimeout(1_500); // the sidebar's reload comes 300 ms after the close
     // The thread's page follows it with one stream. Before, the reload replaced the page's data
     // and the follower restarted its stream (2 here).

@@ -4,7 +4,7 @@
 // first page they followed.
 import { describe, expect, it } from 'vitest';
 import { buildRunTimeline, segmentKilledEventType, timelineEntries } from '../src/lib/run-timeline';
-import { sidebarThreads, type ThreadLink } from '../src/lib/sidebar';
+import { sidebarThreads, threadStatusLabel, type ThreadLink } from '../src/lib/sidebar';
 import { crashedThenResumed, crashedThenResumedSpecs, makeLog, runId, t0, thoughtThenRepliedSpecs } from './event-logs';
 
 describe('the run timeline', () => {
@@ -128,5 +128,18 @@ describe('sidebarThreads', () => {
     expect(sidebarThreads(first, null, older)).toEqual({ links: first, next: null });
     const overlapping = { after: 't7', links: ['t7', 't6'].map(link), next: null };
     expect(sidebarThreads(first, 't7', overlapping).links.map((t) => t.id)).toEqual(['t9', 't8', 't7', 't6']);
+  });
+});
+
+describe('threadStatusLabel', () => {
+  it('says a thread\'s open run in the reply\'s words, and nothing for a completed one', () => {
+    expect(threadStatusLabel('completed')).toBeNull();
+    expect(threadStatusLabel(null)).toBeNull();
+    expect(threadStatusLabel('waiting_takeover')).toBe('held by an operator');
+    expect(threadStatusLabel('waiting_input')).toBe('waiting for you');
+    expect(threadStatusLabel('running')).toBe('replying');
+    expect(threadStatusLabel('aborted')).toBe('stopped');
+    expect(threadStatusLabel('queued')).toBe('queued');
+    expect(threadStatusLabel('failed')).toBe('failed');
   });
 });

@@ -46,7 +46,7 @@ describe.skipIf(!hasChromium)(`the thread list${hasChromium ? '' : ` (skipped: $
     // thread's turn still running.
     await sendChat(page, 'Quick question #ask');
     await waitForRunStatus(page, 'waiting_input');
-    await expect.poll(() => listedStatus(page, first), { timeout: 5_000 }).toBe('running');
+    await expect.poll(() => listedStatus(page, first), { timeout: 5_000 }).toBe('replying');
     const read = async () => (await (await page.request.get(`${server.baseUrl}/api/threads/${first}`)).json()) as { runs: { status: string }[] };
     await expect.poll(async () => (await read()).runs.at(-1)!.status, { timeout: 30_000 }).toBe('completed');
     // (was: "running" until a reload, or this thread's next turn)

@@ -28,3 +28,18 @@ export function sidebarThreads(
   const shown = new Set(first.map((thread) => thread.id));
   return { links: [...first, ...older.links.filter((thread) => !shown.has(thread.id))], next: older.next };
 }
+
+/**
+ * What the sidebar says of a thread whose latest run has not completed, in the words the reply
+ * itself uses (the operator page keeps the status names), or null for a completed one.
+ */
+export function threadStatusLabel(status: string | null): string | null {
+  switch (status) {
+    case null: case 'completed': return null;
+    case 'running': return 'replying';
+    case 'waiting_input': return 'waiting for you';
+    case 'waiting_takeover': return 'held by an operator';
+    case 'aborted': return 'stopped';
+    default: return status.replace('_', ' ');
+  }
+}
