@@ -100,6 +100,31 @@ describe.skipIf(!hasChromium)(`a hidden page${hasChromium ? '' : ` (skipped: ${s
     await page.close();
   });
 
+  it('connects again at once when the browser says it is back online, from the last event it applied', async () => {
+    // A phone that changed networks keeps a stream that may be dead without a word; waiting for
+    // 35 s of silence left its reply frozen that long.
+    const page = await alice.newPage();
+    const events = requestsOf(page, (url) => /^\/api\/threads\/[^/]+\/events$/.test(url.pathname));
+    await open(page, `${server.baseUrl}/`);
+    const threadId = await sendChat(page, 'before the network changed');
+    await waitForRunStatus(page, 'completed');
+    await until(() => events.open() === 1, 10_000, () => `the page follows its thread in ${events.open()} streams`);
+    const seq = await lastSeq(page, threadId);
+    const sentBefore = events.sent.length;
+
+    await page.evaluate(() => window.dispatchEvent(new Event('online')));
+    await until(() => events.sent.length === sentBefore + 1 && events.open() === 1, 3_000,
+      () => `back online: ${events.sent.length - sentBefore} streams started, ${events.open()} open`);
+    expect(events.sent[sentBefore]!.searchParams.get('after')).toBe(String(seq));
+    // And the new stream is live: a message from another tab shows.
+    const second = await alice.newPage();
+    await open(second, `${server.baseUrl}/t/${threadId}`);
+    await sendChat(second, 'after the network changed');
+    await page.getByTestId('user-message').filter({ hasText: 'after the network changed' }).waitFor({ timeout: 10_000 });
+    await second.close();
+    await page.close();
+  });
+
   it("polls nothing on the operator page and holds no stream of the run's thread; shown again, it reads at once", async () => {
     const chat = await alice.newPage();
     await open(chat, `${server.baseUrl}/`);
