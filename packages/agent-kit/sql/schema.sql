@@ -1190,6 +1190,66 @@ begin
   return found;
 end $function$
 
+-- function agent_kit_reply_to_run(p_run_id uuid, p_operator text, p_text text)
+CREATE OR REPLACE FUNCTION agent_kit_reply_to_run(p_run_id uuid, p_operator text, p_text text)
+ RETURNS uuid
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_run agent_kit_runs;
+  v_fence bigint;
+  v_tool text;
+  v_message_id uuid := gen_random_uuid();
+  v_seq bigint;
+  v_next uuid;
+begin
+  if p_operator is null or btrim(p_operator) = '' then
+    raise exception 'a reply names its operator' using errcode = 'AK001';
+  end if;
+  if p_text is null or btrim(p_text) = '' then
+    raise exception 'a reply needs its text' using errcode = 'AK001';
+  end if;
+  -- The run first, then its thread (ADR-0040), at the strength the update needs (ADR-0112).
+  select * into v_run from agent_kit_runs where id = p_run_id for no key update;
+  if not found then
+    raise exception 'run % not found', p_run_id using errcode = 'AK002';
+  end if;
+  if v_run.status <> 'waiting_takeover' then
+    raise exception 'run % is % and not held by an operator: take it over first', p_run_id, v_run.status
+      using errcode = 'AK004';
+  end if;
+  if v_run.cancel_requested_at is not null then
+    raise exception 'run % is being cancelled', p_run_id using errcode = 'AK004';
+  end if;
+  select e.tool into v_tool from agent_kit_effects e
+  where e.run_id = p_run_id and e.status = 'started' order by e.started_at limit 1;
+  if found then
+    raise exception 'run % has a call of % that started and was not settled: release the run (its next segment reconciles it) or cancel it',
+      p_run_id, v_tool using errcode = 'AK004';
+  end if;
+  v_fence := v_run.fence + 1;
+  update agent_kit_runs set
+    status = 'completed', owner = null, fence = v_fence, message_id = v_message_id,
+    lease_expires_at = null, deadline_at = null, waiting_for = null, retry_due_at = null, updated_at = now()
+  where id = p_run_id;
+  insert into agent_kit_messages (id, thread_id, run_id, role, content, partial)
+  values (v_message_id, v_run.thread_id, p_run_id, 'assistant',
+    jsonb_build_object('text', p_text, 'operator', p_operator), false);
+  delete from agent_kit_jobs where run_id = p_run_id;
+  update agent_kit_threads set last_seq = last_seq + 1 where id = v_run.thread_id returning last_seq into v_seq;
+  insert into agent_kit_thread_events (thread_id, seq, run_id, fence, type, data)
+  values (v_run.thread_id, v_seq, p_run_id, v_fence, 'run-closed', jsonb_build_object(
+    'runId', p_run_id, 'status', 'completed', 'messageId', v_message_id, 'text', p_text,
+    'partial', false, 'fence', v_fence, 'operator', p_operator));
+  -- The thread's next queued turn can run now.
+  select r.id into v_next from agent_kit_runs r
+  where r.thread_id = v_run.thread_id and r.status = 'queued' order by r.turn_no limit 1;
+  if found then
+    perform agent_kit__enqueue(v_next, agent_kit_now());
+  end if;
+  return v_message_id;
+end $function$
+
 -- function agent_kit_request_cancel(p_run_id uuid, p_shown_seq bigint)
 CREATE OR REPLACE FUNCTION agent_kit_request_cancel(p_run_id uuid, p_shown_seq bigint DEFAULT NULL::bigint)
  RETURNS text

@@ -4,9 +4,9 @@ export * from './config.js';
 export * from './store/index.js';
 export * from './lease/index.js';
 export {
-  startTurn, regenerateTurn, restoreTurn, cancelRun, takeOverRun, releaseRun, maxMessageChars, drainQueue, defaultDrainConcurrency, enqueueRun,
+  startTurn, regenerateTurn, restoreTurn, cancelRun, takeOverRun, releaseRun, replyToRun, maxMessageChars, drainQueue, defaultDrainConcurrency, enqueueRun,
   type StartTurnOptions, type StartTurnResult, type RegenerateTurnOptions, type RegenerateTurnResult,
-  type RestoreTurnOptions, type RestoreTurnResult, type RunIntentResult, type DrainOptions, type DrainReport,
+  type RestoreTurnOptions, type RestoreTurnResult, type RunIntentResult, type ReplyToRunResult, type DrainOptions, type DrainReport,
 } from './queue/index.js';
 export { reapExpiredRuns, type ReapOptions, type ReapReport } from './reaper/index.js';
 export { runWorker, type WorkerOptions } from './worker/index.js';

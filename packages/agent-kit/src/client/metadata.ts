@@ -16,6 +16,8 @@ export interface AgentKitMessageMetadata {
   regenerates?: Regenerates;
   /** A restored reply's, in a thread's read: the run it was last put back in place of (ADR-0096). */
   restoredOver?: string;
+  /** A reply an operator wrote in the run's place: who (ADR-0114). */
+  operator?: string;
 }
 
 /** The thread of a chat's replies: the last reply's `metadata.threadId`; none before the first. */

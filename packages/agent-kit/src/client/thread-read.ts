@@ -9,7 +9,7 @@ export interface ThreadRead {
   messages: ReadonlyArray<{
     id: string; runId: string | null; clientMessageId?: string | null; role: string; text: string;
     /** A reply's `asked`: the questions its run asked, and the chat messages that answered them (ADR-0087). */
-    content?: { asked?: unknown };
+    content?: { asked?: unknown; operator?: unknown };
   }>;
   /**
    * The thread's runs (the read has them; `hasTurnUnderWay` looks at their status). A regenerated
@@ -63,7 +63,11 @@ export function toUIMessages(read: ThreadRead): UIMessage[] {
   for (const m of inTurnOrder(read.messages)) {
     if (placed.has(m)) continue; // an answer, shown inside its reply
     placed.add(m);
-    if (m.role === 'assistant' && m.runId) shown.push(...replyPieces(m, m.runId, byId, placed, { ...metadata, ...answerLinks(m.runId) }));
+    if (m.role === 'assistant' && m.runId) {
+      // An operator's reply names the operator, as its live stream's finish does (ADR-0114).
+      const operator = typeof m.content?.operator === 'string' ? { operator: m.content.operator } : {};
+      shown.push(...replyPieces(m, m.runId, byId, placed, { ...metadata, ...answerLinks(m.runId), ...operator }));
+    }
     // (A user's message names its turn's run too: a regenerate names it as the reply it replaces, ADR-0092.)
     else shown.push({ id: uiIdOf(m), role: m.role === 'assistant' ? 'assistant' : 'user', parts: [{ type: 'text', text: m.text }],
       metadata: m.role === 'user' && m.runId ? { ...metadata, runId: m.runId } : metadata });
@@ -130,7 +134,7 @@ function askedOf(m: ReadMessage): Asked[] {
  */
 function replyPieces(
   reply: ReadMessage, runId: string, byId: ReadonlyMap<string, ReadMessage>, placed: Set<ReadMessage>,
-  metadata: { threadId: string; regenerates?: Regenerates },
+  metadata: { threadId: string; regenerates?: Regenerates; operator?: string },
 ): UIMessage[] {
   const pieces: UIMessage[] = [];
   let piece: UIMessage = { id: runId, role: 'assistant', parts: [], metadata: { ...metadata, runId } };

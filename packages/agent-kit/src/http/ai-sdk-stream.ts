@@ -278,7 +278,10 @@ export class UIMessageTranslator {
     // viewer saw: that text stays shown, rather than being sent again as a new part.
     const keptLess = status === 'aborted' && typeof data.text === 'string' && this.shown.startsWith(data.text);
     if (typeof data.text === 'string' && !keptLess) this.reconcile(out, data.text, Number(data.fence ?? 0));
-    const metadata = { status, messageId: data.messageId ?? null, partial: data.partial === true };
+    const metadata = {
+      status, messageId: data.messageId ?? null, partial: data.partial === true,
+      ...(typeof data.operator === 'string' ? { operator: data.operator } : {}), // an operator's reply (ADR-0114)
+    };
     if (status === 'failed') {
       this.endStep(out);
       const why = runFailureText(data.error); // ADR-0066

@@ -8,7 +8,7 @@ import {
 } from './read-handlers.js';
 import {
   createRunCancelHandler, createRunInputHandler, createRunReleaseHandler, createRunResolveEffectHandler,
-  createRunRestoreHandler, createRunTakeoverHandler,
+  createRunReplyHandler, createRunRestoreHandler, createRunTakeoverHandler,
 } from './run-handlers.js';
 import { createRouter, type RouteName } from './routes.js';
 import type { SegmentRegistry } from './segments.js';
@@ -41,6 +41,7 @@ export function createHandlers(deps: HandlerDeps): Handlers {
     runRelease: guard(ctx, createRunReleaseHandler(ctx)),
     runResolveEffect: guard(ctx, createRunResolveEffectHandler(ctx)),
     runRestore: guard(ctx, createRunRestoreHandler(ctx)),
+    runReply: guard(ctx, createRunReplyHandler(ctx)),
     status: guard(ctx, createStatusHandler(ctx)),
     cronDrain: guard(ctx, createCronDrainHandler(ctx)),
     cronReap: guard(ctx, createCronReapHandler(ctx)),

@@ -165,6 +165,11 @@ export const resolveEffectBodySchema = z.object({
   note: storable(z.string().max(2000)).optional(),
 }).strict();
 
+/** An operator's reply in a held run's place (ADR-0114): the text the person chatting reads. */
+export const replyBodySchema = z.object({
+  text: storable(z.string().min(1).max(maxMessageChars)).refine((s) => !isBlank(s), 'must not be blank'),
+}).strict();
+
 /**
  * A cancel's body, which may be left out: how far the viewer who stops the reply had seen it, the
  * seq of the last thread event the page showed (ADR-0090).

@@ -8,7 +8,7 @@ import { HttpError } from './http-error.js';
 /** Handler names, one per route. */
 export type RouteName =
   | 'chat' | 'threads' | 'thread' | 'threadEvents' | 'runs' | 'run'
-  | 'runInput' | 'runCancel' | 'runTakeover' | 'runRelease' | 'runResolveEffect' | 'runRestore' | 'status' | 'cronDrain'
+  | 'runInput' | 'runCancel' | 'runTakeover' | 'runRelease' | 'runResolveEffect' | 'runRestore' | 'runReply' | 'status' | 'cronDrain'
   | 'cronReap';
 
 export interface Route {
@@ -31,6 +31,7 @@ export const routes: readonly Route[] = [
   { methods: ['POST'], path: '/api/runs/:id/release', name: 'runRelease' },
   { methods: ['POST'], path: '/api/runs/:id/resolve-effect', name: 'runResolveEffect' },
   { methods: ['POST'], path: '/api/runs/:id/restore', name: 'runRestore' },
+  { methods: ['POST'], path: '/api/runs/:id/reply', name: 'runReply' },
   { methods: ['GET'], path: '/api/status', name: 'status' },
   { methods: ['GET', 'POST'], path: '/api/cron/drain', name: 'cronDrain' },
   { methods: ['GET', 'POST'], path: '/api/cron/reap', name: 'cronReap' },

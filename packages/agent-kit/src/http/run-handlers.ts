@@ -1,15 +1,16 @@
 // The run actions: answer a waiting run, cancel (a stored intent), restore an earlier answer, and
-// an operator's takeover, release and verdict on an effect in doubt. Each is one SQL statement that decides under the
+// an operator's takeover, release, reply in a held run's place and verdict on an effect in doubt. Each is one SQL statement that decides under the
 // row's lock; when the run is left queued, a background segment picks it up at once instead of
 // waiting for the drain.
 import { resolveEffect } from '../effect-ledger/index.js';
 import { restoreTurn } from '../queue/restore-turn.js';
-import { callIntent, cancelRun, releaseRun, takeOverRun } from '../queue/run-intents.js';
+import { callIntent, cancelRun, releaseRun, replyToRun, takeOverRun } from '../queue/run-intents.js';
 import { requireCaller, requireOperator, requireRunAccess } from './auth.js';
 import type { HandlerContext, RouteHandler } from './context.js';
 import { HttpError, jsonResponse } from './http-error.js';
 import {
-  cancelBodySchema, inputBodySchema, noBodySchema, readIdParam, readJsonBody, readOptionalJsonBody, resolveEffectBodySchema, type InputBody,
+  cancelBodySchema, inputBodySchema, noBodySchema, readIdParam, readJsonBody, readOptionalJsonBody, replyBodySchema, resolveEffectBodySchema,
+  type InputBody,
 } from './request.js';
 import type { RunAccess } from '../event-log/read-runs.js';
 import { toolKind } from '../model/agent-tool.js';
@@ -98,6 +99,22 @@ export function createRunReleaseHandler(ctx: HandlerContext): RouteHandler {
     const result = await releaseRun(ctx.rt.db, { runId });
     if (result.status === 'queued') ctx.segments.start(runId);
     return jsonResponse(result);
+  };
+}
+
+/**
+ * POST /api/runs/:id/reply {text} (operator): answer in a held run's place (ADR-0114). The run,
+ * `waiting_takeover`, closes `completed` with the text as its message, naming the operator; 409
+ * for a run that is not held (a running one parks at its next step boundary: wait for it).
+ */
+export function createRunReplyHandler(ctx: HandlerContext): RouteHandler {
+  return async (request, params = {}) => {
+    const caller = await requireCaller(ctx.authenticate, request);
+    const runId = readIdParam(params, 'id');
+    await requireRunAccess(ctx.rt.db, caller, runId);
+    requireOperator(caller);
+    const body = await readJsonBody(request, replyBodySchema, ctx.maxBodyBytes);
+    return jsonResponse(await replyToRun(ctx.rt.db, { runId, by: caller.userId, text: body.text }));
   };
 }
 

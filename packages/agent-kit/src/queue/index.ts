@@ -2,7 +2,7 @@
 export { startTurn, maxMessageChars, type StartTurnOptions, type StartTurnResult } from './start-turn.js';
 export { regenerateTurn, type RegenerateTurnOptions, type RegenerateTurnResult } from './regenerate-turn.js';
 export { restoreTurn, type RestoreTurnOptions, type RestoreTurnResult } from './restore-turn.js';
-export { cancelRun, takeOverRun, releaseRun, type RunIntentResult } from './run-intents.js';
+export { cancelRun, takeOverRun, releaseRun, replyToRun, type RunIntentResult, type ReplyToRunResult } from './run-intents.js';
 export { dropJobsOfSpentRuns, enqueueRun, settleJob, takeJobs, takeJobsForDrain, takeJobsMax, type SettleOutcome, type TakenJob } from './jobs.js';
 export {
   drainQueue, defaultDrainConcurrency, jobLockMs, takeMarginMs, type DrainOptions, type DrainReport,

@@ -1,4 +1,5 @@
-// What a person asks of a run from outside its segment: cancel it, take it over, release it.
+// What a person asks of a run from outside its segment: cancel it, take it over, release it,
+// or, holding it, answer in its place.
 // Each is one SQL function that decides under the run's row lock and appends the thread's event
 // (agent_kit_request_cancel, agent_kit_takeover_run, agent_kit_release_run); these wrappers check
 // the arguments, wake the thread's viewers after the commit, and say what the call did. The HTTP
@@ -7,6 +8,7 @@ import { ConflictError, InvalidArgumentError } from '../errors.js';
 import { closedStatuses, type RunStatus } from '../lease/run-row.js';
 import { uuidPattern, type Queryable } from '../store/db.js';
 import { notifyThread } from '../store/notify-thread.js';
+import { requireMessageText } from './start-turn.js';
 
 export interface RunIntentResult {
   runId: string;
@@ -81,4 +83,35 @@ export async function takeOverRun(db: Queryable, options: { runId: string; by: s
 export async function releaseRun(db: Queryable, options: { runId: string }): Promise<RunIntentResult> {
   const runId = requireRunId(options.runId);
   return { runId, status: await callIntent(db, 'agent_kit_release_run($1)', runId, []) };
+}
+
+export interface ReplyToRunResult {
+  runId: string;
+  status: 'completed';
+  /** The run's assistant message: the operator's text. */
+  messageId: string;
+}
+
+/**
+ * Answer in a held run's place: the operator's `text` is the turn's reply. A run taken over and
+ * parked (`waiting_takeover`) closes `completed` with it as its one assistant message, which
+ * names the operator (`by`), as its run-closed event does; its viewers see it at once, and the
+ * thread's next queued turn goes on. The model is not asked again for this turn.
+ * @throws InvalidArgumentError for a bad id, no operator, or a blank or too long text;
+ *   NotFoundError; ConflictError for a run that is not held (take it over first, and for a
+ *   running run wait for it to park), one being cancelled, or one with a tool call started and
+ *   not settled (release it: its next segment reconciles the call).
+ */
+export async function replyToRun(db: Queryable, options: { runId: string; by: string; text: string }): Promise<ReplyToRunResult> {
+  const runId = requireRunId(options.runId);
+  if (typeof options.by !== 'string' || options.by.trim() === '') {
+    throw new InvalidArgumentError('a reply names its operator (by)');
+  }
+  requireMessageText(options.text);
+  const rows = await db.query<{ message_id: string; thread_id: string }>(
+    `select agent_kit_reply_to_run($1, $2, $3) as message_id,
+       (select thread_id from agent_kit_runs where id = $1) as thread_id`,
+    [runId, options.by, options.text]);
+  notifyThread(db, rows[0]!.thread_id);
+  return { runId, status: 'completed', messageId: rows[0]!.message_id };
 }

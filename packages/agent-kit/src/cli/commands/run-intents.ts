@@ -1,6 +1,6 @@
 // What an operator asks of a run, from the command line, as the operator page and the HTTP
-// routes do: `agent-kit cancel`, `takeover`, `release`, and `restore` (an earlier answer back in
-// the conversation). Each stores its intent in one SQL call and says what it did and what comes
+// routes do: `agent-kit cancel`, `takeover`, `release`, `reply` (the operator's answer in a held
+// run's place), and `restore` (an earlier answer back in the conversation). Each stores its intent in one SQL call and says what it did and what comes
 // next. None runs a segment here: the run's segment, or the worker or drain that takes its job,
 // acts on it with the app's own tools (this process has only the demo tools).
 import { type Command, Option } from 'commander';
@@ -34,6 +34,16 @@ export function register(program: Command) {
     .action(async (runId: string, options: JsonOption & { by: string }) => {
       process.stdout.write(await withDb((db) => formatTakeoverCommand(db, runId, options)));
     });
+  program
+    .command('reply')
+    .description("answer in a held run's place: it closes completed with your text as the turn's reply")
+    .argument('<run-id>', 'the run id (a uuid), taken over first (`agent-kit takeover`)', uuidArgument('RUN_ID'))
+    .argument('<text>', 'the reply, as the person chatting reads it')
+    .addOption(new Option('--by <name>', 'who replies').default(process.env.USER || 'operator', '$USER, else "operator"'))
+    .option('--json', 'print the result as JSON, as the HTTP route answers')
+    .action(async (runId: string, text: string, options: JsonOption & { by: string }) => {
+      process.stdout.write(await withDb((db) => formatReplyCommand(db, runId, text, options)));
+    });
 }
 
 const json = (value: unknown) => `${JSON.stringify(value)}\n`;
@@ -56,6 +66,14 @@ export async function formatTakeoverCommand(db: Db, runId: string, options: Json
   return result.status === 'waiting_takeover'
     ? `run ${runId} is waiting_takeover, held by ${options.by}: \`agent-kit release ${runId}\` lets it go on\n`
     : `takeover requested: run ${runId} is running and parks waiting_takeover at its next step boundary\n`;
+}
+
+/** @throws InvalidArgumentError for a blank text; NotFoundError; ConflictError when the run is not held. */
+export async function formatReplyCommand(db: Db, runId: string, text: string, options: JsonOption & { by: string }): Promise<string> {
+  const { replyToRun } = await import('../../queue/run-intents.js');
+  const result = await replyToRun(db, { runId, by: options.by, text });
+  if (options.json) return json(result);
+  return `replied: run ${runId} is completed, with ${options.by}'s text as its answer\n`;
 }
 
 /** @throws NotFoundError; ConflictError when the run is not taken over. */
