@@ -156,17 +156,51 @@ describe.skipIf(!hasChromium)(`takeover in the browser${hasChromium ? '' : ` (sk
     await operator.close();
     await chat.close();
   });
-  it('lets an operator take a running turn over and release it, and the turn then finishes', async () => {
+  /** A turn sent from a chat page, a few words into its reply, and its run opened on the operator page. */
+  async function replyingTurnOnOpsPage(message: string) {
     const chat = await alice.newPage();
     await open(chat, `${server.baseUrl}/`);
-    const message = `hold on ${Date.now()}`;
     const threadId = await sendChat(chat, message);
     await waitForWords(chat, 3);
     const [run] = (await readThread(chat, server.baseUrl, threadId)).runs;
-
     const operator = await signIn(browser, server.baseUrl, 'operator');
     const ops = await operator.newPage();
     await open(ops, `${server.baseUrl}/ops?run=${run!.id}`);
+    return { chat, threadId, operator, ops };
+  }
+
+  it('lets an operator take a running turn over and write its reply, which the chat shows as the answer', async () => {
+    const { chat, threadId, operator, ops } = await replyingTurnOnOpsPage(`a person, please ${Date.now()}`);
+    const replyBox = ops.getByRole('textbox', { name: "Reply in the assistant's place" });
+    expect(await replyBox.count()).toBe(0); // only once the run is held
+    await ops.getByRole('button', { name: 'Take over' }).click();
+    await waitForRunStatus(chat, 'waiting_takeover');
+    await replyBox.waitFor();
+    const send = ops.getByRole('button', { name: 'Send reply' });
+    await replyBox.fill(' \u200b ');
+    expect(await send.isDisabled()).toBe(true); // blank
+    await replyBox.fill('Your order ships today. — Olga');
+    await send.click();
+    await ops.getByText('Replied: the run is completed').waitFor();
+    await waitForRunStatus(chat, 'completed');
+    expect((await lastRunText(chat)).trim()).toBe('Your order ships today. — Olga');
+    await expect(chat.getByTestId('run-badge').textContent()).resolves.toBe('answered by an operator');
+    await expect.poll(() => replyBox.count(), { timeout: 5_000 }).toBe(0); // closed: nothing more to write
+    // Opened afresh, the thread shows the same answer, once.
+    const again = await alice.newPage();
+    await open(again, `${server.baseUrl}/t/${threadId}`);
+    await waitForRunStatus(again, 'completed');
+    expect((await lastRunText(again)).trim()).toBe('Your order ships today. — Olga');
+    const thread = await readThread(chat, server.baseUrl, threadId);
+    expect(thread.messages.filter((m) => m.role === 'assistant').map((m) => m.text)).toEqual(['Your order ships today. — Olga']);
+    await operator.close();
+    await again.close();
+    await chat.close();
+  });
+
+  it('lets an operator take a running turn over and release it, and the turn then finishes', async () => {
+    const message = `hold on ${Date.now()}`;
+    const { chat, threadId, operator, ops } = await replyingTurnOnOpsPage(message);
     await ops.getByRole('button', { name: 'Take over' }).click();
     await waitForRunStatus(chat, 'waiting_takeover');
     await expect(chat.getByTestId('run-badge').textContent()).resolves.toBe('held by an operator');

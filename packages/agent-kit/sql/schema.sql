@@ -1687,6 +1687,12 @@ begin
   if v_run.cancel_requested_at is not null then
     raise exception 'run % is being cancelled and cannot be taken over', p_run_id using errcode = 'AK004';
   end if;
+  if (v_run.status = 'waiting_takeover' or v_run.takeover_requested_at is not null)
+      and v_run.taken_over_by is distinct from p_operator then
+    raise exception 'run % is already %, by %', p_run_id,
+      case when v_run.status = 'waiting_takeover' then 'held' else 'being taken over' end,
+      coalesce(v_run.taken_over_by, 'another operator') using errcode = 'AK004';
+  end if;
   if exists (select 1 from agent_kit_runs e where e.thread_id = v_run.thread_id and e.turn_no < v_run.turn_no
         and e.status = 'queued')
       or exists (select 1 from agent_kit_runs e where e.thread_id = v_run.thread_id and e.turn_no < v_run.turn_no
@@ -1700,7 +1706,7 @@ begin
     perform agent_kit__append_event(v_run.thread_id, p_run_id, 0, 'run-parked', jsonb_build_object(
       'runId', p_run_id, 'status', 'waiting_takeover', 'requested', 'waiting_takeover', 'operator', p_operator));
     return 'waiting_takeover';
-  elsif v_run.status = 'running' then
+  elsif v_run.status = 'running' and v_run.takeover_requested_at is null then
     update agent_kit_runs set takeover_requested_at = now(), taken_over_by = p_operator, updated_at = now()
     where id = p_run_id;
     perform agent_kit__append_event(v_run.thread_id, p_run_id, 0, 'takeover-requested',

@@ -93,9 +93,10 @@ export interface RunItem {
   inDoubt: InDoubtEffect[];
   /**
    * Set when the run closed: final, whether the text was salvaged from a dead run, and why it
-   * failed when its segment said so (the provider's refusal, the step limit: ADR-0066).
+   * failed when its segment said so (the provider's refusal, the step limit: ADR-0066), and the
+   * operator who wrote the reply in its place (ADR-0114).
    */
-  closed: { status: string; partial: boolean; cancelled: boolean; reason: string | null } | null;
+  closed: { status: string; partial: boolean; cancelled: boolean; reason: string | null; operator?: string } | null;
   /**
    * The thread was past the model's context window: the run's model was given only the newest
    * `kept` of its `of` earlier turns (ADR-0067); sticky.
@@ -520,7 +521,10 @@ function applyRunEvent(view: ThreadView, event: WireEvent, runId: string | null)
         run.answered.push({ question: askedOf(run.pending), answer: 'not answered' });
       }
       run.pending = null;
-      run.closed = { status: run.status, partial: data.partial === true, cancelled: run.cancelRequested, reason: failureReason(data.error) };
+      run.closed = {
+        status: run.status, partial: data.partial === true, cancelled: run.cancelRequested, reason: failureReason(data.error),
+        ...(typeof data.operator === 'string' ? { operator: data.operator } : {}),
+      };
       break;
   }
 }
@@ -619,7 +623,7 @@ export function runBadge(run: RunItem): string | null {
     if (run.closed.status === 'aborted' && run.closed.cancelled) return 'cancelled';
     if (run.closed.status === 'aborted' && run.closed.partial) return 'cut short by an interruption';
     if (run.closed.status !== 'completed') return run.closed.status;
-    return null;
+    return run.closed.operator ? 'answered by an operator' : null;
   }
   if (run.status === 'waiting_input') return run.pending?.kind === 'approval' ? 'waiting for approval' : 'waiting for your answer';
   if (run.status === 'waiting_takeover') return 'held by an operator';
@@ -708,7 +712,7 @@ export function announceEvent(view: ThreadView, event: WireEvent): string | null
     if (run.closed.partial) {
       return ['The reply was cut short by an interruption.', ...inDoubtNotices(run).map((n) => n.text)].join(' ');
     }
-    if (run.closed.status === 'completed') return 'Assistant replied.';
+    if (run.closed.status === 'completed') return run.closed.operator ? 'An operator replied.' : 'Assistant replied.';
     return run.closed.status === 'failed' ? 'The assistant could not reply.' : 'The reply was stopped.';
   }
   if (run.pending?.kind === 'approval') return `Assistant asks you to approve ${run.pending.toolName}.`;

@@ -253,10 +253,11 @@ export async function readRunSegments(db: Queryable, runId: string): Promise<Run
       current.endedSeq = event.seq;
     } else if (event.type === 'run-closed' && (!current || event.fence > current.fence)) {
       // A claim that closed the run without starting a segment (a cancel of a run that waited
-      // for an answer or an operator, a salvage of one claimed past its attempts): its own row,
-      // so that the run's last fence is in the list.
+      // for an answer or an operator, a salvage of one claimed past its attempts), or an
+      // operator's reply (ADR-0114): its own row, so that the run's last fence is in the list.
+      const owner = typeof event.data.operator === 'string' ? `operator ${event.data.operator}` : null;
       segments.push({
-        fence: event.fence, attempt: null, owner: null, startedSeq: event.seq, startedAt: event.createdAt,
+        fence: event.fence, attempt: null, owner, startedSeq: event.seq, startedAt: event.createdAt,
         endedAs: String(event.data.status ?? event.type), endedSeq: event.seq,
         ...(event.data.error !== undefined ? { error: describeFailure(event.data.error) } : {}),
       });

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConflictError, InvalidArgumentError, NotFoundError } from '../errors.js';
 import { claimRun, closeRun, parkRun, type Lease } from '../lease/index.js';
+import { readRunSegments } from '../event-log/read-events.js';
 import type { Db } from '../store/db.js';
 import { flushNotifications, onLocalNotify } from '../store/notify-thread.js';
 import { formatReplyCommand } from '../cli/commands/run-intents.js';
@@ -71,6 +72,10 @@ describe('replyToRun', () => {
         runId: turn.runId, status: 'completed', messageId: result.messageId, text: 'Refunded: 12 € back on your card.',
         partial: false, fence: before.fence + 1, operator: 'olga',
       },
+    });
+    // `agent-kit show` and the operator page list it as its own row, the run's last fence.
+    expect((await readRunSegments(db, turn.runId)).at(-1)).toMatchObject({
+      fence: before.fence + 1, owner: 'operator olga', endedAs: 'completed',
     });
     // The next turn was queued behind it: it has its job now, and its model reads the reply.
     expect((await runOf(next.runId)).jobs).toBe(1);

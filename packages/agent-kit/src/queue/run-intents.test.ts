@@ -93,6 +93,26 @@ describe('takeOverRun and releaseRun', () => {
     await expect(releaseRun(db, { runId: turn.runId })).rejects.toThrow(ConflictError); // not taken over
   });
 
+  it('refuse a second operator while one holds the run or is taking it over; the same one gets the same answer', async () => {
+    const turn = await startTurn(db, { ownerId: 'ivy', text: 'mine' });
+    await takeOverRun(db, { runId: turn.runId, by: 'olga' });
+    await expect(takeOverRun(db, { runId: turn.runId, by: 'bob' }))
+      .rejects.toThrow(new ConflictError(`run ${turn.runId} is already held, by olga`));
+    expect(await takeOverRun(db, { runId: turn.runId, by: 'olga' })).toEqual({ runId: turn.runId, status: 'waiting_takeover' });
+    expect(await statusOf(turn.runId)).toMatchObject({ status: 'waiting_takeover', by: 'olga' });
+
+    const running = await startTurn(db, { ownerId: 'ivy', text: 'running' });
+    expect(await claimRun(db, { runId: running.runId, owner: 'w', leaseTtlMs: 60_000 })).toMatchObject({ claimed: true });
+    await takeOverRun(db, { runId: running.runId, by: 'olga' });
+    await expect(takeOverRun(db, { runId: running.runId, by: 'bob' }))
+      .rejects.toThrow(new ConflictError(`run ${running.runId} is already being taken over, by olga`));
+    expect(await takeOverRun(db, { runId: running.runId, by: 'olga' })).toEqual({ runId: running.runId, status: 'running' });
+    expect((await eventsOf(running.runId)).filter((type) => type === 'takeover-requested')).toHaveLength(1);
+    await releaseRun(db, { runId: running.runId }); // withdrawn: another may take it now
+    expect(await takeOverRun(db, { runId: running.runId, by: 'bob' })).toEqual({ runId: running.runId, status: 'running' });
+    expect(await statusOf(running.runId)).toMatchObject({ by: 'bob' });
+  });
+
   it('refuse a takeover without an operator, and one of a run being cancelled', async () => {
     const turn = await startTurn(db, { ownerId: 'ivy', text: 'no' });
     await expect(takeOverRun(db, { runId: turn.runId, by: ' ' })).rejects.toThrow(InvalidArgumentError);
