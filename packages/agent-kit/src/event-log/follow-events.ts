@@ -4,7 +4,7 @@
 // so a missed notify only delays it until the next poll, and a notify for an event it has already
 // read is ignored. Memory stays bounded: a viewer holds at most one page and reads the next only
 // when its consumer pulls.
-import { coerceError } from '../errors.js';
+import { coerceError, StoreUnavailableError } from '../errors.js';
 import type { Db } from '../store/db.js';
 import { hubFor, type EventHub } from './event-hub.js';
 import {
@@ -26,6 +26,12 @@ const unheardPollMs = 100;
 // starts at that pace too, so that it need not wait a whole interval to find the stream. Where
 // notifications arrive this costs a few empty polls while the interval backs off.
 const liveThreadMs = 5_000;
+// A read the database could not answer (a dropped connection, a restart, a failover) is tried
+// again, a little later each time, for this long before the follower gives up: a viewer's stream
+// waits out a blip (keep-alives go on) instead of ending with an error while its turn goes on.
+const storeOutageWaitMs = 60_000;
+const storeRetryMinMs = 250;
+const storeRetryMaxMs = 2_000;
 
 export interface FollowEventsOptions {
   threadId: string;
@@ -96,6 +102,8 @@ class Follower implements EventFollower {
    */
   private atEnd = false;
   private readonly onAbort = () => this.close();
+  /** Ends a wait between two reads of a database that did not answer (set while one waits). */
+  private endPause: (() => void) | undefined;
 
   constructor(private readonly db: Db, private readonly options: FollowEventsOptions) {
     this.cursor = options.afterSeq ?? 0;
@@ -152,11 +160,14 @@ class Follower implements EventFollower {
     const listened = this.hub.listens;
     try {
       const { threadId } = this.options;
-      this.page = await this.hub.readShared(threadId, channel, this.cursor, limit);
+      const cursor = this.cursor;
+      this.page = await this.throughOutage(() => this.hub.readShared(threadId, channel, cursor, limit));
     } catch (raw) {
+      if (this.closed) return; // closed while it waited for the database: nobody to tell
       this.close();
       throw coerceError(raw);
     }
+    if (this.closed) return;
     this.isCatchingUp = this.page.length === limit;
     this.atEnd = listened && this.page.length > 0 && !this.isCatchingUp;
     this.newestAt = this.page.at(-1)?.createdAt ?? this.newestAt;
@@ -176,15 +187,42 @@ class Follower implements EventFollower {
       // Resumed at the log's end (an EventSource reconnecting after its response was cut): the
       // page was empty, so ask when the event the viewer holds was written.
       try {
-        const [held] = await readEvents(this.db, { threadId: this.options.threadId, afterSeq: this.cursor - 1, limit: 1 });
+        const [held] = await this.throughOutage(() => readEvents(this.db, { threadId: this.options.threadId, afterSeq: this.cursor - 1, limit: 1 }));
         this.newestAt = held?.createdAt;
       } catch (raw) {
+        if (this.closed) return;
         this.close();
         throw coerceError(raw);
       }
     }
     const age = this.newestAt ? Date.now() - this.newestAt.getTime() : Infinity;
     if (age < liveThreadMs) this.pollMs = Math.min(unheardPollMs, this.pollIntervalMs);
+  }
+
+  /**
+   * `read`, tried again while the database is unavailable (StoreUnavailableError), for up to
+   * storeOutageWaitMs; any other error, or one past that, is thrown. A close ends the wait.
+   */
+  private async throughOutage<T>(read: () => Promise<T>): Promise<T> {
+    const giveUpAt = Date.now() + storeOutageWaitMs;
+    for (let tries = 0; ; tries++) {
+      try {
+        return await read();
+      } catch (raw) {
+        const error = coerceError(raw);
+        if (!(error instanceof StoreUnavailableError) || this.closed || Date.now() >= giveUpAt) throw error;
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(done, Math.min(storeRetryMaxMs, storeRetryMinMs * 2 ** tries));
+          this.endPause = done;
+          function done() {
+            clearTimeout(timer);
+            resolve();
+          }
+        });
+        this.endPause = undefined;
+        if (this.closed) throw error;
+      }
+    }
   }
 
   /** After a read its poll started: did it find what no notification had announced? */
@@ -224,6 +262,7 @@ class Follower implements EventFollower {
     this.page = [];
     this.options.signal?.removeEventListener('abort', this.onAbort);
     this.subscription.waiter.wake?.();
+    this.endPause?.();
     this.subscription.unsubscribe();
   }
 }
