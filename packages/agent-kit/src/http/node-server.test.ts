@@ -178,3 +178,39 @@ it('takes a POST without a body as curl -X POST sends it (no Content-Length), an
     .toBe('send the body as application/json (content-type: application/json); it came without a content type');
   await t.handlers.segments.settle();
 });
+
+it('takes a body a parser read first from req.body, and tells onError what a bare 500 hides', async () => {
+  // As Express runs express.json() before the routes: the stream is read, req.body holds the JSON.
+  const errors: string[] = [];
+  const listener = toNodeListener(t.handlers.handle, { onError: (error) => errors.push(String(error)) });
+  const parsed = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      const body = req.headers['x-leave-body'] ? undefined : text === '' ? undefined : JSON.parse(text) as unknown;
+      Object.assign(req, { body });
+      listener(req, res);
+    });
+  });
+  await new Promise<void>((resolve) => parsed.listen(0, '127.0.0.1', resolve));
+  const at = `http://127.0.0.1:${(parsed.address() as AddressInfo).port}`;
+  try {
+    const queued = (await t.db.query<{ run_id: string }>(`select run_id from agent_kit_start_turn(null, 'alice', 'x')`))[0]!.run_id;
+    const post = (body: string, more: Record<string, string> = {}) => fetch(`${at}/api/runs/${queued}/cancel`, {
+      method: 'POST', headers: { 'x-user': 'alice', 'content-type': 'application/json', ...more }, body,
+    });
+    const cancelled = await post('{ "shownSeq" : 0 }');
+    expect(cancelled.status).toBe(202); // was a bare 500: "Response body object should not be disturbed or locked"
+    expect(await cancelled.json()).toMatchObject({ runId: queued, cancelRequested: true });
+    const bad = await post('{"shownSeq": -1}');
+    expect(bad.status).toBe(400); // the route still checks the body
+    const lost = await post('{}', { 'x-leave-body': '1' });
+    expect(lost.status).toBe(500);
+    expect(errors).toEqual([expect.stringMatching(/read before agent-kit's handler and is not in req.body: mount agent-kit's routes before any body parser/)]);
+  } finally {
+    parsed.closeAllConnections();
+    await new Promise((resolve) => parsed.close(resolve));
+    await t.handlers.segments.settle();
+  }
+});

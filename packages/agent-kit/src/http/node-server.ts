@@ -4,12 +4,28 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 
-/** Adapt `handle(request)` to a node:http request listener. */
+export interface NodeListenerOptions {
+  /**
+   * Told of an error no route answered (the adapter's own, or a handler that threw past its
+   * guard), which the client gets as a bare 500. Default: written to stderr, so it is never lost.
+   */
+  onError?: (error: unknown, request: { method: string | undefined; url: string | undefined }) => void;
+}
+
+/**
+ * Adapt `handle(request)` to a node:http request listener (or an Express or Connect middleware's
+ * place). A body a parser read first (`express.json()` before agent-kit's routes) is taken from
+ * `req.body`: JSON is sent on as JSON, a string or Buffer as is.
+ */
 export function toNodeListener(
-  handle: (request: Request) => Promise<Response>,
+  handle: (request: Request) => Promise<Response>, options: NodeListenerOptions = {},
 ): (req: IncomingMessage, res: ServerResponse) => void {
+  const onError = options.onError ?? ((error, request) => {
+    console.error(`agent-kit: ${request.method} ${request.url} failed:`, error);
+  });
   return (req, res) => {
-    void serve(handle, req, res).catch(() => {
+    void serve(handle, req, res).catch((error: unknown) => {
+      onError(error, { method: req.method, url: req.url });
       if (res.headersSent) return void res.end();
       res.writeHead(500, { 'content-type': 'application/json; charset=utf-8' });
       res.end('{"error":{"code":"INTERNAL","message":"internal error"}}');
@@ -38,13 +54,20 @@ async function serve(
   // A request has a body only when it says so (RFC 9112 §6.3): `curl -X POST` sends neither header.
   const hasBody = req.method !== 'GET' && req.method !== 'HEAD'
     && (req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] ?? '0') !== '0');
+  const parsed = hasBody ? bodyReadBefore(req) : undefined;
+  if (parsed !== undefined) {
+    // Its length is no longer the header's (a parser's JSON is written again).
+    headers.delete('content-length');
+    headers.delete('transfer-encoding');
+  }
+  const streamed = hasBody && parsed === undefined;
   const request = new Request(url, {
     method: req.method,
     headers,
-    body: hasBody ? (Readable.toWeb(req) as ReadableStream<Uint8Array>) : undefined,
+    body: parsed ?? (streamed ? (Readable.toWeb(req) as ReadableStream<Uint8Array>) : undefined),
     signal: controller.signal,
     // Required by fetch for a streamed request body.
-    ...(hasBody ? { duplex: 'half' } : {}),
+    ...(streamed ? { duplex: 'half' } : {}),
   } as RequestInit);
   const response = await handle(request);
   const outgoing: Record<string, string | string[]> = {};
@@ -82,6 +105,20 @@ async function serve(
   } finally {
     res.end();
   }
+}
+
+/**
+ * The body a middleware read before this listener (the stream is spent), from `req.body`: a string
+ * or bytes as they are, anything else as JSON. Undefined when the stream is still unread.
+ * @throws Error when the stream was read and nothing was left in `req.body` to send on.
+ */
+function bodyReadBefore(req: IncomingMessage): string | Uint8Array | undefined {
+  if (!req.readableEnded && !req.readableDidRead) return undefined;
+  const body = (req as IncomingMessage & { body?: unknown }).body;
+  if (typeof body === 'string' || body instanceof Uint8Array) return body;
+  if (body !== undefined && body !== null) return JSON.stringify(body);
+  throw new Error('the request body was read before agent-kit\'s handler and is not in req.body: '
+    + 'mount agent-kit\'s routes before any body parser');
 }
 
 /** A host name, IPv4 or [IPv6] address, with an optional port: what a Host header may hold. */

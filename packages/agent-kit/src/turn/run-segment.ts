@@ -23,7 +23,7 @@ import { StreamMirror } from './stream-mirror.js';
 import { nextEffectStart, settleToolCalls } from './tool-calls.js';
 import { instructionsFor } from './runtime.js';
 import { askedIn, askedOfRun, textShownAtCancel } from './reply-content.js';
-import { continuesAtLimit, continuesMidStep, giveLeaseUp, sliceDue, visibleText, waitToRetry, type Segment } from './segment.js';
+import { afterStoreError, continuesAtLimit, continuesMidStep, sliceDue, visibleText, waitToRetry, type Segment } from './segment.js';
 import type { Runtime, SegmentOptions, SegmentOutcome } from './types.js';
 
 /**
@@ -69,7 +69,7 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
     // instructions, say), and a network code in it is about the app's own service, not the store.
     const error = asError(raw);
     rt.log?.({ msg: 'segment error', runId: lease.runId, fence: lease.fence, error: error.message, stack: error.stack });
-    if (error instanceof StoreUnavailableError) return await afterStoreError(segment, error);
+    if (error instanceof StoreUnavailableError) return (await afterStoreError(segment, error)) ?? lost(segment);
     // (A failure that could not be written leaves the lease to run out, and the run to the reaper.)
     return await failSegment(segment, error).catch(() => ({ kind: 'stopped', fence: lease.fence, reason: error.message }));
   } finally {
@@ -148,6 +148,7 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
   // prefill goes on from. A segment cut by its deadline with neither spends its attempt (ADR-0071).
   const stepsAtStart = journal.length;
   const progressed = () => journal.length > stepsAtStart || (continuesMidStep(s, model) && s.mirror.writtenText !== '');
+  s.progressed = progressed;
   for (;;) {
     if (pendingToolCalls(journal).length > 0) {
       const settled = await settleToolCalls(
@@ -303,7 +304,7 @@ async function handleStop(s: Segment, reason: StepStop, progressed: () => boolea
       return park(s, 'waiting_takeover');
     case 'store-error':
       s.rt.log?.({ msg: 'segment error', runId: s.lease.runId, fence: s.lease.fence, error: s.mirror.stopError?.message });
-      return afterStoreError(s, s.mirror.stopError ?? new StoreUnavailableError('the store failed a write'));
+      return (await afterStoreError(s, s.mirror.stopError ?? new StoreUnavailableError('the store failed a write'))) ?? lost(s);
     case 'deadline': {
       // A mid-step cut after progress is a slice: the next segment goes on from the steps journalled
       // here, and with prefill from the mirrored text. One with none spends its attempt, unless it
@@ -318,20 +319,6 @@ async function handleStop(s: Segment, reason: StepStop, progressed: () => boolea
       return failSegment(s, new StepPastBudgetError(s.budgetMs, s.mirror.writtenText !== ''));
     }
   }
-}
-
-/** The store failed a write: give the lease up once it answers again (see giveLeaseUp), and stop. */
-async function afterStoreError(s: Segment, error: Error): Promise<SegmentOutcome> {
-  // A claim past the crash budget may only salvage (ADR-0007): its lease runs out, the reaper salvages.
-  const given = s.lease.attempts > s.rt.config.maxRunAttempts ? null : await giveLeaseUp(s, error);
-  const { runId, threadId, fence } = s.lease;
-  if (given === false) return lost(s);
-  if (given) notifyThread(s.rt.db, threadId);
-  s.rt.log?.({
-    msg: given ? 'segment gave its lease up after a store error: the next reaper pass hands the run on'
-      : 'segment stopped by a store error: its lease runs out', runId, fence,
-  });
-  return { kind: 'stopped', fence, reason: error.message };
 }
 
 async function waitForInput(s: Segment, waitingFor: Record<string, unknown>): Promise<SegmentOutcome> {

@@ -1,7 +1,8 @@
 // A segment as the engine drives it (see run-segment.ts): its lease, settings and stream mirror,
 // and what it asks of them between steps: the text viewers have, whether to slice, how a step
 // cut mid-stream goes on, and the wait before a model request refused for now is asked again.
-import { failLease, parkForRetry, readInterrupt, retryStep, type Interrupt, type Lease } from '../lease/lease.js';
+import { failLease, parkForRetry, parkRun, readInterrupt, retryStep, type Interrupt, type Lease } from '../lease/lease.js';
+import { notifyThread } from '../store/notify-thread.js';
 import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
 import { sleep } from '../queue/pace.js';
@@ -10,7 +11,7 @@ import type { Step } from './journal.js';
 import { describeRefusal, isRetryableModelError, retryDelayMs } from './model-retry.js';
 import type { TurnSettings } from './settings.js';
 import type { StreamMirror } from './stream-mirror.js';
-import type { Runtime, SegmentOptions } from './types.js';
+import type { Runtime, SegmentOptions, SegmentOutcome } from './types.js';
 
 /** One segment of a run, as runSegment drives it. */
 export interface Segment {
@@ -35,6 +36,8 @@ export interface Segment {
   interrupt: Interrupt;
   /** What the run's thread knows of its model's context window (ADR-0069), as read or learned. */
   contextWindow: ContextWindow | null;
+  /** Whether the segment leaves the next one anything to go on from (set once its steps start). */
+  progressed?: () => boolean;
 }
 
 /**
@@ -109,19 +112,42 @@ export function continuesAtLimit(
 
 /**
  * After the store failed one of its writes, a segment stops (what that write did is unknown),
- * but its lease would hold the run until it expires (the whole budget by default). So it gives
- * the lease up (failLease: the attempt stays spent, a `segment-failed` event says why) as soon
- * as the store answers again, and the next reaper pass hands the run on at once:
- * tried within `storeErrorHandBackMs` (a minute) and the segment's deadline, unless asked to
- * stop. True: given up; false: the lease was gone already; null: the store did not answer in time.
+ * but its lease would hold the run until it expires (the whole budget by default). So, as soon as
+ * the store answers again, it hands the run on (ADR-0081), tried within `storeErrorHandBackMs` and
+ * the segment's deadline, unless asked to stop:
+ * - a segment that left the next one something to go on from (steps journalled, or text a model
+ *   continues) parks the run queued, as a slice does: progress resets the attempts (ADR-0115), so
+ *   that blips spread over a long turn do not add up to its end;
+ * - one that left nothing gives its lease up (failLease: the attempt stays spent, a
+ *   `segment-failed` event says why), and the next reaper pass hands the run on, so that a store
+ *   that fails every segment still ends the run after MAX_RUN_ATTEMPTS.
+ * A claim past the crash budget, which may only salvage (ADR-0007), leaves its lease to run out.
+ * The outcome, or null when the lease was gone (lost).
  */
-export async function giveLeaseUp(s: Segment, error: Error): Promise<boolean | null> {
+export async function afterStoreError(s: Segment, error: Error): Promise<SegmentOutcome | null> {
+  const { runId, threadId, fence } = s.lease;
+  const progressed = s.progressed?.() ?? false;
+  const given = s.lease.attempts > s.rt.config.maxRunAttempts ? null : await handRunOn(s, error, progressed);
+  if (given === false) return null;
+  if (given && !progressed) notifyThread(s.rt.db, threadId); // (parkRun wakes the thread itself)
+  s.rt.log?.({
+    msg: given === null ? 'segment stopped by a store error: its lease runs out'
+      : progressed ? 'segment handed its run back after a store error: queued, its progress kept, no attempt spent'
+        : 'segment gave its lease up after a store error: the next reaper pass hands the run on',
+    runId, fence,
+  });
+  if (given && progressed) return { kind: 'parked', status: 'queued', fence };
+  return { kind: 'stopped', fence, reason: error.message };
+}
+
+/** True: handed on; false: the lease was gone already; null: the store did not answer in time. */
+async function handRunOn(s: Segment, error: Error, progressed: boolean): Promise<boolean | null> {
   const until = Math.min(Date.now() + s.settings.storeErrorHandBackMs, s.stopAtMs);
   await s.stopRenewing();
   for (let waitMs = 250; ; waitMs = Math.min(waitMs * 2, 5_000)) {
     await sleep(Math.min(waitMs, until - Date.now()), s.options.stopSignal);
     try {
-      return await failLease(s.rt.db, s.lease, error);
+      return progressed ? await parkRun(s.rt.db, s.lease, 'queued') : await failLease(s.rt.db, s.lease, error);
     } catch {
       if (Date.now() >= until || s.options.stopSignal?.aborted) return null;
     }

@@ -79,7 +79,8 @@ export function defaultTurnSettings(budgetMs: number): TurnSettings {
     // a minute, or five Retry-Afters, before the attempt is spent.
     modelRetries: 5,
     maxToolResultBytes: defaultMaxToolResultBytes,
-    // A failover's length: a store back within a minute gets the run handed on at once.
-    storeErrorHandBackMs: 60_000,
+    // Past a failover's length too: a store back at any time before the segment's deadline (and so
+    // before its lease would run out) gets the run handed on at once, not after the lease.
+    storeErrorHandBackMs: 15 * 60_000,
   };
 }

@@ -1,7 +1,9 @@
 // A segment whose write the store failed, on both stores (ADR-0081): it stops, and as soon as the
 // store answers again it gives its lease up (the attempt stays spent, a `segment-failed` event says
-// why), so the next reaper pass hands the run on and the turn ends once. A store still down after
-// `storeErrorHandBackMs` leaves the lease to run out, as before.
+// why), so the next reaper pass hands the run on and the turn ends once. One that had left the
+// next segment text to go on from parks the run queued instead, no attempt spent (ADR-0115): an
+// outsider's trial saw three blips of a failover abort 30 s turns that progressed between them. A
+// store still down after `storeErrorHandBackMs` leaves the lease to run out, as before.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { finishRun } from '../../test/faults/pg-faults.js';
 import { openTestDb } from '../../test/harness/test-db.js';
@@ -41,8 +43,9 @@ function flaky(inner: Db, down: { now: boolean }): Db {
 
 /** A turn whose segment meets a store gone away mid-reply; `back` says when it answers again. */
 async function cutOff(
-  text: string, settings: { storeErrorHandBackMs?: number },
+  text: string, settings: { storeErrorHandBackMs?: number; continueMidStep?: boolean },
   back: (segment: { failed: Promise<void>; ended: Promise<unknown> }) => Promise<unknown>,
+  afterMirrored = false,
 ) {
   const down = { now: false };
   const frozen = gate();
@@ -54,13 +57,17 @@ async function cutOff(
   const turn = await startTurn(db, { ownerId: 'u', text });
   const segment = runSegment(rt, { runId: turn.runId, owner: 'cut-off' });
   await paused.wait();
+  // The six words streamed before the freeze, in the store: text the next segment goes on from.
+  while (afterMirrored && (await db.query<{ p: string }>('select partial as p from agent_kit_runs where id = $1', [turn.runId]))[0]!.p === '') {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
   down.now = true;
   frozen.open();
   await back({ failed: Promise.race([failed.wait(), segment]).then(() => undefined), ended: segment });
   down.now = false;
   const outcome = await segment;
-  const [run] = await db.query<{ given_up: boolean; attempts: number; failed: string[] }>(
-    `select lease_expires_at <= agent_kit_now() as given_up, attempts,
+  const [run] = await db.query<{ given_up: boolean; attempts: number; failed: string[]; status: string }>(
+    `select coalesce(lease_expires_at <= agent_kit_now(), true) as given_up, attempts, status,
        array(select data->'error'->>'message' from agent_kit_thread_events
              where run_id = r.id and type = 'segment-failed') as failed
      from agent_kit_runs r where id = $1`, [turn.runId]);
@@ -70,13 +77,14 @@ async function cutOff(
 describe('a segment whose write the store failed', () => {
   it('gives its lease up once the store answers again; the next reaper pass hands the run on', async () => {
     const text = 'a blip of the store';
-    const { outcome, run, runId } = await cutOff(text, {}, async ({ failed }) => {
+    // (No text to go on from, whatever the mirror wrote: a step is asked again from its start.)
+    const { outcome, run, runId } = await cutOff(text, { continueMidStep: false }, async ({ failed }) => {
       await failed;
       await new Promise((resolve) => setTimeout(resolve, 600)); // down a while: asked more than once
     });
     expect(outcome).toMatchObject({ kind: 'stopped', reason: expect.stringMatching(/does not answer/) });
     // (It held the run on its lease, the whole budget here, and said nothing of it.)
-    expect(run).toEqual({ given_up: true, attempts: 1, failed: ['the database does not answer (test)'] });
+    expect(run).toEqual({ given_up: true, attempts: 1, status: 'running', failed: ['the database does not answer (test)'] });
     expect(await finishRun(makeRuntime(db, { tokens }), runId)).toEqual({ status: 'completed', rounds: 1 });
     const [message] = await db.query<{ text: string }>(
       `select content->>'text' as text from agent_kit_messages where run_id = $1 and role = 'assistant'`, [runId]);
@@ -85,8 +93,24 @@ describe('a segment whose write the store failed', () => {
 
   it('leaves the lease to run out when the store is still down after storeErrorHandBackMs', async () => {
     // The store comes back only once the segment has returned.
-    const { outcome, run } = await cutOff('a long outage', { storeErrorHandBackMs: 300 }, ({ ended }) => ended);
+    const { outcome, run } = await cutOff('a long outage', { storeErrorHandBackMs: 300, continueMidStep: false }, ({ ended }) => ended);
     expect(outcome.kind).toBe('stopped');
-    expect(run).toEqual({ given_up: false, attempts: 1, failed: [] });
+    expect(run).toEqual({ given_up: false, attempts: 1, status: 'running', failed: [] });
+  });
+
+  it('after text the next segment goes on from, parks the run queued once the store answers, no attempt spent', async () => {
+    const text = 'a blip after some words';
+    const { outcome, run, runId } = await cutOff(text, {}, async ({ failed }) => {
+      await failed;
+      await new Promise((resolve) => setTimeout(resolve, 600));
+    }, true);
+    expect(outcome).toMatchObject({ kind: 'parked', status: 'queued' });
+    expect(run).toEqual({ given_up: true, attempts: 0, status: 'queued', failed: [] });
+    const [jobs] = await db.query<{ n: number | string }>('select count(*) as n from agent_kit_jobs where run_id = $1', [runId]);
+    expect(Number(jobs!.n)).toBe(1); // due now: no reaper pass needed
+    expect(await finishRun(makeRuntime(db, { tokens }), runId)).toEqual({ status: 'completed', rounds: 1 });
+    const [message] = await db.query<{ text: string }>(
+      `select content->>'text' as text from agent_kit_messages where run_id = $1 and role = 'assistant'`, [runId]);
+    expect(message!.text).toBe(scriptedReplyText([text], tokens)); // whole, once
   });
 });
