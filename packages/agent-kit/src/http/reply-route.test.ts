@@ -74,6 +74,8 @@ describe('POST /api/runs/:id/reply', () => {
     expect(await status(turn.runId, { operator: true, raw: 'text=hi', headers: { 'content-type': 'application/x-www-form-urlencoded' } })).toBe(415);
     expect(await status('nope', { operator: true, body: { text: 'hi' } })).toBe(400);
     expect(await countRows(t.db)).toEqual(before);
+    const blank = await send('POST', `/api/runs/${turn.runId}/reply`, { operator: true, body: { text: '' } });
+    expect((await blank.json() as { error: { message: string } }).error.message).toMatch(/^[^;]*must not be blank$/); // said once
     const closing = await send('POST', `/api/runs/${queued.runId}/reply`, { operator: true, body: { text: 'hi' } });
     expect((await closing.json() as { error: { message: string } }).error.message).toMatch(/is queued and not held by an operator: take it over first/);
   });

@@ -128,7 +128,7 @@ const storable = (schema: z.ZodString) => schema.refine((s) => !s.includes('\u00
  */
 export const chatBodySchema = z.object({
   threadId: z.guid().optional(),
-  message: storable(z.string().min(1).max(maxMessageChars)).refine((s) => !isBlank(s), 'must not be blank').optional(),
+  message: storable(z.string().max(maxMessageChars)).refine((s) => !isBlank(s), 'must not be blank').optional(),
   clientMessageId: storable(z.string().min(1).max(200)).optional(),
   regenerate: z.boolean().optional(),
   replaces: z.guid().optional(),
@@ -153,7 +153,7 @@ export const inputBodySchema = z.unknown().superRefine((body, ctx) => {
     ctx.addIssue({ code: 'custom', message: 'send an answer or an approval, not both: { questionId, answer } to a question, { questionId, approved } to an approval' });
   }
 }).pipe(z.union([
-  z.object({ questionId, answer: storable(z.string().min(1).max(maxMessageChars)).refine((s) => !isBlank(s), 'must not be blank') }).strict(),
+  z.object({ questionId, answer: storable(z.string().max(maxMessageChars)).refine((s) => !isBlank(s), 'must not be blank') }).strict(),
   z.object({ questionId, approved: z.boolean() }).strict(),
 ]));
 export type InputBody = z.infer<typeof inputBodySchema>;
@@ -167,7 +167,7 @@ export const resolveEffectBodySchema = z.object({
 
 /** An operator's reply in a held run's place (ADR-0114): the text the person chatting reads. */
 export const replyBodySchema = z.object({
-  text: storable(z.string().min(1).max(maxMessageChars)).refine((s) => !isBlank(s), 'must not be blank'),
+  text: storable(z.string().max(maxMessageChars)).refine((s) => !isBlank(s), 'must not be blank'),
 }).strict();
 
 /**

@@ -109,6 +109,14 @@ describe('resolveModel', () => {
     expect(() => resolveModel('anthropic:claude-x', { ANTHROPIC_API_KEY: '' }))
       .toThrow(/needs ANTHROPIC_API_KEY/);
   });
+
+  it('refuses a base URL that is not a whole http(s) URL, naming the setting (every request failed with "Invalid URL")', () => {
+    expect(() => resolveModel('openai-compatible:m', { OPENAI_BASE_URL: '127.0.0.1:4010/v1' }))
+      .toThrow('OPENAI_BASE_URL="127.0.0.1:4010/v1" (for model "openai-compatible:m") is not an http(s) URL: write it whole, as http://127.0.0.1:8080/v1.');
+    expect(() => resolveModel('openai:gpt-x', { OPENAI_API_KEY: 'k', OPENAI_BASE_URL: 'localhost:11434' })).toThrow(ModelConfigError);
+    expect(() => resolveModel('anthropic:c', { ANTHROPIC_API_KEY: 'k', ANTHROPIC_BASE_URL: 'ftp://x' })).toThrow(/ANTHROPIC_BASE_URL/);
+    expect(resolveModel('openai-compatible:m', { OPENAI_BASE_URL: 'https://llm.internal:8443/v1' }).modelId).toBe('m');
+  });
 });
 
 describe('supportsPrefill', () => {

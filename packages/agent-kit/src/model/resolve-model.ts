@@ -18,6 +18,21 @@ function readSetting(env: NodeJS.ProcessEnv, name: string): string | undefined {
   return value === undefined || value === '' ? undefined : value;
 }
 
+/**
+ * A base URL setting, checked here: a value without its scheme (`127.0.0.1:4010/v1`) was taken,
+ * and every request of every turn failed with "Invalid URL", naming no setting.
+ */
+function readBaseUrl(env: NodeJS.ProcessEnv, name: string, spec: string): string | undefined {
+  const value = readSetting(env, name);
+  if (value === undefined) return undefined;
+  const url = URL.canParse(value) ? new URL(value) : undefined;
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    throw new ModelConfigError(`${name}=${JSON.stringify(value)} (for model "${spec}") is not an http(s) URL: ` +
+      `write it whole, as http://127.0.0.1:8080/v1.`);
+  }
+  return value;
+}
+
 function requireSetting(env: NodeJS.ProcessEnv, name: string, spec: string): string {
   const value = readSetting(env, name);
   if (value === undefined) {
@@ -47,7 +62,7 @@ export function resolveModel(spec: string | undefined,
   }
   switch (provider) {
     case 'openai': {
-      const baseURL = readSetting(env, 'OPENAI_BASE_URL');
+      const baseURL = readBaseUrl(env, 'OPENAI_BASE_URL', given);
       const apiKey = requireSetting(env, 'OPENAI_API_KEY', given);
       const openai = createOpenAI({ apiKey, baseURL });
       // A custom base URL is almost always a chat-completions server; only OpenAI itself
@@ -57,12 +72,12 @@ export function resolveModel(spec: string | undefined,
     case 'anthropic':
       return createAnthropic({
         apiKey: requireSetting(env, 'ANTHROPIC_API_KEY', given),
-        baseURL: readSetting(env, 'ANTHROPIC_BASE_URL'),
+        baseURL: readBaseUrl(env, 'ANTHROPIC_BASE_URL', given),
       })(modelId);
     case 'openai-compatible':
       return createOpenAICompatible({
         name: 'openai-compatible',
-        baseURL: requireSetting(env, 'OPENAI_BASE_URL', given),
+        baseURL: readBaseUrl(env, 'OPENAI_BASE_URL', given) ?? requireSetting(env, 'OPENAI_BASE_URL', given),
         apiKey: readSetting(env, 'OPENAI_API_KEY'), // local servers often need none
       }).chatModel(modelId);
     default:

@@ -81,6 +81,13 @@ describe('createRuntime with a tool of your own', () => {
     expect(await runSegment(rt, { runId: turn.runId, owner: newOwner('try') }))
       .toMatchObject({ kind: 'closed', status: 'completed' });
     expect([...invoicesByKey.values()]).toEqual([{ invoiceId: 'inv-1' }]);
+    // Your tools alone: the demo tools come only when asked for, or when you have none.
+    expect(Object.keys(rt.tools)).toEqual(['send_invoice']);
+    const both = await createRuntime(testConfig(), { db, model: standInModel(), tools: { send_invoice: invoiceTool(invoicesByKey) }, demoTools: true });
+    expect(Object.keys(both.tools).sort()).toEqual(['ask_user', 'record_effect', 'send_invoice', 'transfer_funds']);
+    expect(Object.keys((await createRuntime(testConfig(), { db, model: standInModel() })).tools).sort())
+      .toEqual(['ask_user', 'record_effect', 'transfer_funds']);
+    expect((await createRuntime(testConfig(), { db, model: standInModel(), demoTools: false })).tools).toEqual({});
     const [message] = await db.query<{ text: string }>(
       `select content->>'text' as text from agent_kit_messages where run_id = $1 and role = 'assistant'`, [turn.runId]);
     expect(message?.text).toBe('Sent.');

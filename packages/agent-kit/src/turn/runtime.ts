@@ -15,8 +15,13 @@ export interface CreateRuntimeOptions {
   /** Use this store instead of opening one from the config. */
   db?: Db;
   model?: LanguageModel | ((runId: string) => LanguageModel);
-  /** Your tools; the demo tools (record_effect, transfer_funds, ask_user) are added unless `demoTools: false`. */
+  /** Your tools. */
   tools?: Record<string, AgentTool<any, any>>;
+  /**
+   * Add the demo tools (record_effect, transfer_funds, ask_user). Default: only when you register
+   * no tools of your own, so an app's model is never offered a demo `transfer_funds` next to its
+   * real tools (an adopter's server, copied from the guide, sent it to a real provider).
+   */
   demoTools?: boolean;
   log?: Runtime['log'];
   turnSettings?: Runtime['turnSettings'];
@@ -66,7 +71,7 @@ export async function createRuntime(config: AgentKitConfig, options: CreateRunti
   return {
     db,
     model,
-    tools: { ...(options.demoTools === false ? {} : demoTools), ...options.tools },
+    tools: { ...((options.demoTools ?? Object.keys(options.tools ?? {}).length === 0) ? demoTools : {}), ...options.tools },
     config,
     log: options.log,
     turnSettings: options.turnSettings,

@@ -25,7 +25,24 @@ export async function withRuntime<T>(
 /** Load the config and runtime modules; the function returned builds a Runtime from the environment. */
 async function runtimeFactory(options: CreateRuntimeOptions): Promise<() => Promise<Runtime>> {
   const [{ configFromEnv }, { createRuntime }] = await Promise.all([import('../../config.js'), import('../../turn/index.js')]);
-  return () => createRuntime(configFromEnv(), options);
+  const config = configFromEnv();
+  const warning = scriptedByDefaultWarning(process.env);
+  // Said by the commands that run other people's turns (drain, worker: they log JSON lines), not
+  // by `chat`, whose user reads the scripted words as they come.
+  if (warning && options.log) options.log({ level: 'warn', msg: warning });
+  return () => createRuntime(config, options);
+}
+
+/**
+ * The warning for a command that runs turns against a real database with no model set: the
+ * offline scripted model answered an adopter's users with its nonsense words, saying nothing
+ * (an outsider's trial). Null when a model is set (`scripted` too) or the store is embedded.
+ */
+export function scriptedByDefaultWarning(env: NodeJS.ProcessEnv): string | null {
+  if ((env.AGENT_KIT_MODEL ?? '').trim() !== '' || (env.DATABASE_URL ?? '').trim() === '') return null;
+  return 'agent-kit: AGENT_KIT_MODEL is not set, so the turns this command runs are answered by the offline '
+    + 'scripted model, with the demo tools only. Set AGENT_KIT_MODEL (openai:<model>, anthropic:<model>, '
+    + 'openai-compatible:<model>) to use a real one, or AGENT_KIT_MODEL=scripted to say you mean it.';
 }
 
 /**
