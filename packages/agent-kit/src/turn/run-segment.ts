@@ -155,7 +155,7 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
         {
           db: rt.db, lease, tools: rt.tools, signal: s.signal, stopAtMs: s.stopAtMs,
           reconcileTimeoutMs: s.settings.reconcileTimeoutMs, maxResultBytes: s.settings.maxToolResultBytes,
-          sliceDue: () => sliceDue(s),
+          sliceDue: () => sliceDue(s), onUnrecorded: (effect) => (s.unrecordedEffect = effect),
         },
         journal, started, s.interrupt,
       );

@@ -7,7 +7,8 @@ import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
 import { sleep } from '../queue/pace.js';
 import type { ContextWindow } from './context-window.js';
-import type { Step } from './journal.js';
+import type { Step, StepCommit } from './journal.js';
+import { finishEffect } from '../effect-ledger/effect-ledger.js';
 import { describeRefusal, isRetryableModelError, retryDelayMs } from './model-retry.js';
 import type { TurnSettings } from './settings.js';
 import type { StreamMirror } from './stream-mirror.js';
@@ -38,6 +39,8 @@ export interface Segment {
   contextWindow: ContextWindow | null;
   /** Whether the segment leaves the next one anything to go on from (set once its steps start). */
   progressed?: () => boolean;
+  /** An effect's final status whose write the store failed: recorded when it answers again. */
+  unrecordedEffect?: NonNullable<StepCommit['effect']>;
 }
 
 /**
@@ -147,6 +150,10 @@ async function handRunOn(s: Segment, error: Error, progressed: boolean): Promise
   for (let waitMs = 250; ; waitMs = Math.min(waitMs * 2, 5_000)) {
     await sleep(Math.min(waitMs, until - Date.now()), s.options.stopSignal);
     try {
+      const effect = s.unrecordedEffect;
+      // (Null when the write had gone through after all, or the lease is gone: nothing to add.)
+      if (effect) await finishEffect(s.rt.db, s.lease, effect.key, effect.status, effect.result ?? null);
+      s.unrecordedEffect = undefined;
       return progressed ? await parkRun(s.rt.db, s.lease, 'queued') : await failLease(s.rt.db, s.lease, error);
     } catch {
       if (Date.now() >= until || s.options.stopSignal?.aborted) return null;

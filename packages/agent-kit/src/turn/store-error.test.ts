@@ -7,7 +7,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { finishRun } from '../../test/faults/pg-faults.js';
 import { openTestDb } from '../../test/harness/test-db.js';
-import { freezingModel, gate, makeRuntime } from '../../test/harness/turn-kit.js';
+import { chargeTool, freezingModel, gate, makeRuntime } from '../../test/harness/turn-kit.js';
+import { stepsModel } from '../../test/harness/steps-model.js';
 import { StoreUnavailableError } from '../errors.js';
 import { createScriptedModel, scriptedReplyText } from '../model/index.js';
 import { startTurn } from '../queue/start-turn.js';
@@ -112,5 +113,34 @@ describe('a segment whose write the store failed', () => {
     const [message] = await db.query<{ text: string }>(
       `select content->>'text' as text from agent_kit_messages where run_id = $1 and role = 'assistant'`, [runId]);
     expect(message!.text).toBe(scriptedReplyText([text], tokens)); // whole, once
+  });
+
+  it('records the result of a tool that finished as the store went away, so the next segment does not doubt it', async () => {
+    // The tool ran; the write of its result failed. Before, the next segment found the effect
+    // `started` and, with no reconcile hook, left it in doubt for an operator (an outsider's trial).
+    const down = { now: false };
+    const charged: string[] = [];
+    const charge = chargeTool(charged);
+    const tools = { charge_card: { ...charge, async execute(input: { cents: number }, ctx: Parameters<NonNullable<typeof charge.execute>>[1]) {
+      const result = await charge.execute!(input, ctx);
+      down.now = true; // gone before the tool step's write
+      setTimeout(() => (down.now = false), 400);
+      return result;
+    } } };
+    const model = stepsModel([
+      { calls: [{ id: 'c1', name: 'charge_card', input: { cents: 500 } }] },
+      { text: 'Charged.' },
+    ]);
+    const rt = makeRuntime(flaky(db, down), { model, tools });
+    const turn = await startTurn(db, { ownerId: 'u', text: 'charge me' });
+    const outcome = await runSegment(rt, { runId: turn.runId, owner: 'w1' });
+    expect(outcome).toMatchObject({ kind: 'parked', status: 'queued' }); // (its model step was journalled: progress)
+    const [effect] = await db.query<{ status: string; result: unknown }>('select status, result from agent_kit_effects where run_id = $1', [turn.runId]);
+    expect(effect).toEqual({ status: 'completed', result: { ok: true } });
+    expect(await finishRun(makeRuntime(db, { model, tools }), turn.runId)).toEqual({ status: 'completed', rounds: 1 });
+    expect(charged).toHaveLength(1);
+    const [doubt] = await db.query<{ n: number | string }>(
+      "select count(*) as n from agent_kit_effects where run_id = $1 and status = 'in_doubt'", [turn.runId]);
+    expect(Number(doubt!.n)).toBe(0);
   });
 });

@@ -31,6 +31,8 @@ export interface ToolContext {
    * asked to stop): no new effect is started then; the next segment starts it with a full budget.
    */
   sliceDue?: () => boolean;
+  /** An effect's final status whose write failed (the store went away after the tool ran): the segment records it later (ADR-0115). */
+  onUnrecorded?: (effect: NonNullable<StepCommit['effect']>) => void;
 }
 
 export type SettleResult =
@@ -176,7 +178,10 @@ async function recordToolStep(
   ctx: ToolContext, journal: Step[], step: ToolStep, effect?: StepCommit['effect'],
 ): Promise<Recorded | SettleResult> {
   const start = ctx.sliceDue?.() ? undefined : nextEffectStart(ctx.tools, ctx.lease.runId, [...journal, step]);
-  const committed = await commitStep(ctx.db, ctx.lease, step, toolEvent(step), { effect, start });
+  const committed = await commitStep(ctx.db, ctx.lease, step, toolEvent(step), { effect, start }).catch((error: unknown) => {
+    if (effect) ctx.onUnrecorded?.(effect);
+    throw error;
+  });
   if (!committed.ok) return { kind: 'lost' };
   notifyThread(ctx.db, ctx.lease.threadId, committed.seq);
   return { kind: 'recorded', step, interrupt: committed.interrupt, started: committed.started };
