@@ -150,6 +150,10 @@ export function coerceError(raw: unknown): Error {
         'tables; every other role needs usage on their schema and select, insert, update and delete on them (the ' +
         'operating guide: "Roles, grants and a schema of your own")', { cause: raw });
     }
+    if (code === '3D000') {
+      // invalid_catalog_name: the database in DATABASE_URL is not on that server. A setting to fix.
+      return new Error(`${error.message}: create it (\`createdb NAME\`, or CREATE DATABASE in psql) or fix DATABASE_URL`, { cause: raw });
+    }
     if (code.startsWith('08') || unavailableStates.has(code) || unavailableNodeCodes.has(code)) {
       return new StoreUnavailableError(`database unavailable: ${error.message}`, { cause: raw });
     }
