@@ -514,6 +514,10 @@ begin
   insert into agent_kit_messages (id, thread_id, run_id, role, content, partial)
   values (v_message_id, v_thread_id, p_run_id, 'assistant', p_message, v_partial);
   delete from agent_kit_jobs where run_id = p_run_id;
+  -- The thread's next queued turn, which gets its job below: locked before the thread row.
+  select r.id into v_next from agent_kit_runs r
+  where r.thread_id = v_thread_id and r.status = 'queued' order by r.turn_no limit 1
+  for key share;
   update agent_kit_threads set last_seq = last_seq + 1 where id = v_thread_id returning last_seq into v_seq;
   insert into agent_kit_thread_events (thread_id, seq, run_id, fence, type, data)
   values (v_thread_id, v_seq, p_run_id, p_fence, 'run-closed', jsonb_build_object(
@@ -522,9 +526,7 @@ begin
     -- Why a run failed, for every viewer of the thread, not only for readers of its message.
     || case when p_message ? 'error' then jsonb_build_object('error', p_message->'error') else '{}'::jsonb end);
   -- The thread's next queued turn can run now.
-  select r.id into v_next from agent_kit_runs r
-  where r.thread_id = v_thread_id and r.status = 'queued' order by r.turn_no limit 1;
-  if found then
+  if v_next is not null then
     perform agent_kit__enqueue(v_next, agent_kit_now());
   end if;
   return v_message_id;
@@ -873,6 +875,9 @@ begin
     v_status := 'queued';
   elsif v_run.takeover_requested_at is not null then
     v_status := 'waiting_takeover';
+  elsif p_status = 'waiting_takeover' then
+    -- The takeover the segment saw was released since: nobody would hold the run.
+    v_status := 'queued';
   elsif p_status = 'waiting_input' and exists (
       select 1 from agent_kit_inputs i
       where i.run_id = p_run_id and i.consumed_at is null
@@ -1214,12 +1219,20 @@ begin
   if not found then
     raise exception 'run % not found', p_run_id using errcode = 'AK002';
   end if;
+  if v_run.status = 'completed' and exists (select 1 from agent_kit_messages m where m.id = v_run.message_id
+      and m.content->>'operator' = p_operator and m.content->>'text' = p_text) then
+    return v_run.message_id; -- the same reply again (its answer lost on the way): stored once
+  end if;
   if v_run.status <> 'waiting_takeover' then
     raise exception 'run % is % and not held by an operator: take it over first', p_run_id, v_run.status
       using errcode = 'AK004';
   end if;
   if v_run.cancel_requested_at is not null then
     raise exception 'run % is being cancelled', p_run_id using errcode = 'AK004';
+  end if;
+  if v_run.taken_over_by <> p_operator then
+    raise exception 'run % is held by %: only the operator who holds it replies', p_run_id, v_run.taken_over_by
+      using errcode = 'AK004';
   end if;
   select e.tool into v_tool from agent_kit_effects e
   where e.run_id = p_run_id and e.status = 'started' order by e.started_at limit 1;
@@ -1236,15 +1249,18 @@ begin
   values (v_message_id, v_run.thread_id, p_run_id, 'assistant',
     jsonb_build_object('text', p_text, 'operator', p_operator), false);
   delete from agent_kit_jobs where run_id = p_run_id;
+  -- The thread's next queued turn, which gets its job below, locked before the thread: a cancel of
+  -- it locks it, then the thread, and the job's key check would otherwise close a cycle (40P01).
+  select r.id into v_next from agent_kit_runs r
+  where r.thread_id = v_run.thread_id and r.status = 'queued' order by r.turn_no limit 1
+  for key share;
   update agent_kit_threads set last_seq = last_seq + 1 where id = v_run.thread_id returning last_seq into v_seq;
   insert into agent_kit_thread_events (thread_id, seq, run_id, fence, type, data)
   values (v_run.thread_id, v_seq, p_run_id, v_fence, 'run-closed', jsonb_build_object(
     'runId', p_run_id, 'status', 'completed', 'messageId', v_message_id, 'text', p_text,
     'partial', false, 'fence', v_fence, 'operator', p_operator));
   -- The thread's next queued turn can run now.
-  select r.id into v_next from agent_kit_runs r
-  where r.thread_id = v_run.thread_id and r.status = 'queued' order by r.turn_no limit 1;
-  if found then
+  if v_next is not null then
     perform agent_kit__enqueue(v_next, agent_kit_now());
   end if;
   return v_message_id;
@@ -1688,10 +1704,10 @@ begin
     raise exception 'run % is being cancelled and cannot be taken over', p_run_id using errcode = 'AK004';
   end if;
   if (v_run.status = 'waiting_takeover' or v_run.takeover_requested_at is not null)
-      and v_run.taken_over_by is distinct from p_operator then
+      and v_run.taken_over_by <> p_operator then
     raise exception 'run % is already %, by %', p_run_id,
       case when v_run.status = 'waiting_takeover' then 'held' else 'being taken over' end,
-      coalesce(v_run.taken_over_by, 'another operator') using errcode = 'AK004';
+      v_run.taken_over_by using errcode = 'AK004';
   end if;
   if exists (select 1 from agent_kit_runs e where e.thread_id = v_run.thread_id and e.turn_no < v_run.turn_no
         and e.status = 'queued')
@@ -1706,6 +1722,9 @@ begin
     perform agent_kit__append_event(v_run.thread_id, p_run_id, 0, 'run-parked', jsonb_build_object(
       'runId', p_run_id, 'status', 'waiting_takeover', 'requested', 'waiting_takeover', 'operator', p_operator));
     return 'waiting_takeover';
+  elsif v_run.status = 'waiting_takeover' and v_run.taken_over_by is null then
+    -- Held by nobody (parked so before migration 0044): this operator holds it now.
+    update agent_kit_runs set taken_over_by = p_operator, updated_at = now() where id = p_run_id;
   elsif v_run.status = 'running' and v_run.takeover_requested_at is null then
     update agent_kit_runs set takeover_requested_at = now(), taken_over_by = p_operator, updated_at = now()
     where id = p_run_id;

@@ -8,7 +8,8 @@
 -- older fence can write nothing after it. The run-closed event names
 -- the operator, for every viewer. A started effect that no segment has settled refuses the
 -- reply: whether it happened is not known yet (release the run, whose next segment reconciles
--- it, or cancel it).
+-- it, or cancel it). Only the operator who holds the run replies; the same reply sent again (its
+-- answer lost on the way) returns the message it stored.
 
 create or replace function agent_kit_reply_to_run(p_run_id uuid, p_operator text, p_text text)
 returns uuid
@@ -32,12 +33,20 @@ begin
   if not found then
     raise exception 'run % not found', p_run_id using errcode = 'AK002';
   end if;
+  if v_run.status = 'completed' and exists (select 1 from agent_kit_messages m where m.id = v_run.message_id
+      and m.content->>'operator' = p_operator and m.content->>'text' = p_text) then
+    return v_run.message_id; -- the same reply again (its answer lost on the way): stored once
+  end if;
   if v_run.status <> 'waiting_takeover' then
     raise exception 'run % is % and not held by an operator: take it over first', p_run_id, v_run.status
       using errcode = 'AK004';
   end if;
   if v_run.cancel_requested_at is not null then
     raise exception 'run % is being cancelled', p_run_id using errcode = 'AK004';
+  end if;
+  if v_run.taken_over_by <> p_operator then
+    raise exception 'run % is held by %: only the operator who holds it replies', p_run_id, v_run.taken_over_by
+      using errcode = 'AK004';
   end if;
   select e.tool into v_tool from agent_kit_effects e
   where e.run_id = p_run_id and e.status = 'started' order by e.started_at limit 1;
@@ -54,15 +63,18 @@ begin
   values (v_message_id, v_run.thread_id, p_run_id, 'assistant',
     jsonb_build_object('text', p_text, 'operator', p_operator), false);
   delete from agent_kit_jobs where run_id = p_run_id;
+  -- The thread's next queued turn, which gets its job below, locked before the thread: a cancel of
+  -- it locks it, then the thread, and the job's key check would otherwise close a cycle (40P01).
+  select r.id into v_next from agent_kit_runs r
+  where r.thread_id = v_run.thread_id and r.status = 'queued' order by r.turn_no limit 1
+  for key share;
   update agent_kit_threads set last_seq = last_seq + 1 where id = v_run.thread_id returning last_seq into v_seq;
   insert into agent_kit_thread_events (thread_id, seq, run_id, fence, type, data)
   values (v_run.thread_id, v_seq, p_run_id, v_fence, 'run-closed', jsonb_build_object(
     'runId', p_run_id, 'status', 'completed', 'messageId', v_message_id, 'text', p_text,
     'partial', false, 'fence', v_fence, 'operator', p_operator));
   -- The thread's next queued turn can run now.
-  select r.id into v_next from agent_kit_runs r
-  where r.thread_id = v_run.thread_id and r.status = 'queued' order by r.turn_no limit 1;
-  if found then
+  if v_next is not null then
     perform agent_kit__enqueue(v_next, agent_kit_now());
   end if;
   return v_message_id;

@@ -7,6 +7,7 @@ import { openTestDb } from '../../test/harness/test-db.js';
 import { formatStatusCommand } from '../cli/commands/status.js';
 import { beginSegment, claimRun, parkRun } from '../lease/lease.js';
 import { startTurn } from '../queue/start-turn.js';
+import { takeOverRun } from '../queue/run-intents.js';
 import { advanceFakeNow, setFakeNow } from '../store/clock.js';
 import type { Db } from '../store/db.js';
 import { readStoreStatus, statusAlerts } from './read-status.js';
@@ -60,6 +61,7 @@ describe('readStoreStatus and statusAlerts', () => {
     const asking = await claimed('asks a question', 60_000);
     expect(await parkRun(db, asking.lease, 'waiting_input', { id: 'q', kind: 'question', question: '?' })).toBe(true);
     const handedOver = await claimed('handed to an operator', 60_000);
+    await takeOverRun(db, { runId: handedOver.turn.runId, by: 'olga' });
     expect(await parkRun(db, handedOver.lease, 'waiting_takeover')).toBe(true);
     for (const key of ['charge:1', 'charge:2']) {
       await db.query(`insert into agent_kit_effects (run_id, key, status, fence, tool) values ($1, $2, 'in_doubt', $3, 'charge_card')`,

@@ -59,6 +59,7 @@ async function serve(
     // Its length is no longer the header's (a parser's JSON is written again).
     headers.delete('content-length');
     headers.delete('transfer-encoding');
+    headers.delete('content-encoding'); // (a parser inflated it)
   }
   const streamed = hasBody && parsed === undefined;
   const request = new Request(url, {

@@ -29,6 +29,8 @@ async function heldTurn(text: string) {
 describe('POST /api/runs/:id/reply', () => {
   it("closes the held run with the operator's text, which every reader sees with the operator's name", async () => {
     const turn = await heldTurn('where is my parcel?');
+    // A message sent while the run was held: its turn goes on as soon as the reply is in.
+    const next = await startTurn(t.db, { ownerId: 'rae', threadId: turn.threadId, text: 'thanks!' });
     const { thread } = await (await send('GET', `/api/threads/${turn.threadId}`, { operator: true })).json() as { thread: { lastSeq: number } };
     // A viewer of the AI SDK stream, following since before the reply.
     const viewer = send('GET', `/api/threads/${turn.threadId}/events?after=${thread.lastSeq}&format=ai-sdk`, { user: 'rae' });
@@ -38,16 +40,20 @@ describe('POST /api/runs/:id/reply', () => {
     const body = await response.json() as { messageId: string };
     expect(body).toEqual({ runId: turn.runId, status: 'completed', messageId: expect.any(String) });
 
+    await t.handlers.segments.settle();
+    const [after] = await t.db.query<{ status: string }>('select status from agent_kit_runs where id = $1', [next.runId]);
+    expect(after!.status).toBe('completed');
     const read = await (await send('GET', `/api/threads/${turn.threadId}`, { user: 'rae' })).json() as ThreadRead & {
       runs: Array<{ id: string; status: string }>; messages: Array<{ id: string; text: string; content: Record<string, unknown> }>;
     };
-    expect(read.runs.map((run) => run.status)).toEqual(['completed']);
-    expect(read.messages.at(-1)).toMatchObject({ id: body.messageId, text: 'It left the depot this morning.', content: { operator: 'olga' } });
-    expect(toUIMessages(read).at(-1)).toMatchObject({
+    expect(read.runs.map((run) => run.status)).toEqual(['completed', 'completed']);
+    const replied = read.messages.find((m) => m.id === body.messageId);
+    expect(replied).toMatchObject({ text: 'It left the depot this morning.', content: { operator: 'olga' } });
+    expect(toUIMessages(read).find((m) => m.role === 'assistant')).toMatchObject({
       role: 'assistant', parts: [{ type: 'text', text: 'It left the depot this morning.' }], metadata: { operator: 'olga' },
     });
     const replay = await send('GET', `/api/threads/${turn.threadId}/events?after=${thread.lastSeq}`, { user: 'rae' });
-    expect((await readSse(replay, { max: 1 })).events.map(payload)).toEqual([expect.objectContaining({
+    expect((await readSse(replay, { max: 1 })).events.map(payload).filter((e) => e.runId === turn.runId)).toEqual([expect.objectContaining({
       type: 'run-closed', runId: turn.runId,
       data: expect.objectContaining({ status: 'completed', text: 'It left the depot this morning.', operator: 'olga' }),
     })]);

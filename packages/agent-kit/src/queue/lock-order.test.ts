@@ -18,6 +18,7 @@ import { claimSegment } from '../turn/segment-claim.js';
 import { runSegment } from '../turn/run-segment.js';
 import { regenerateTurn } from './regenerate-turn.js';
 import { restoreTurn } from './restore-turn.js';
+import { takeOverRun } from './run-intents.js';
 import { startTurn } from './start-turn.js';
 
 let db: Db;
@@ -128,5 +129,62 @@ describe.runIf(onPostgres)('the lock order of the writers of a run (Postgres)', 
     } finally {
       await clearFakeNow(db);
     }
+  });
+
+  it("replies to a held run while the thread's next turn is cancelled: no deadlock", async () => {
+    // The reply gives the next queued turn its job after taking the thread row; the job's key
+    // check on that run waited for the cancel, which held it and waited for the thread row (40P01).
+    const held = await startTurn(db, { ownerId: 'ann', text: 'a person, please', clientMessageId: 'lh-1' });
+    const next = await startTurn(db, { threadId: held.threadId, ownerId: 'ann', text: 'and then', clientMessageId: 'lh-2' });
+    await takeOverRun(db, { runId: held.runId, by: 'olga' });
+    await db.query('delete from agent_kit_jobs where run_id = $1', [next.runId]); // (a drain settled its blocked job)
+
+    // The cancel of the next turn, its run locked first (as agent_kit_request_cancel does) and
+    // the rest of it held back until the reply waits.
+    const locked = gate();
+    const go = gate();
+    const cancel = settled(db.transaction(async (tx) => {
+      await tx.query('select 1 from agent_kit_runs where id = $1 for update', [next.runId]);
+      locked.open();
+      await go.wait();
+      return tx.query('select agent_kit_request_cancel($1) as status', [next.runId]);
+    }));
+    await locked.wait();
+    const reply = settled(db.query(`select agent_kit_reply_to_run($1, 'olga', 'Done by hand.') as id`, [held.runId]));
+    await waitsForALock('agent_kit_reply_to_run');
+    go.open();
+
+    const [replied, cancelled] = await Promise.all([reply, cancel]);
+    // Before, the reply held the thread row and waited for the next run; the cancel held that
+    // run and waited for the thread row: "deadlock detected" for one of them.
+    expect('error' in replied ? replied.error : null).toBeNull();
+    expect('error' in cancelled ? cancelled.error : null).toBeNull();
+    const [jobs] = await db.query<{ n: number }>('select count(*)::int as n from agent_kit_jobs where run_id = $1', [next.runId]);
+    expect(jobs!.n).toBe(1); // due now: its segment closes it cancelled
+  });
+
+  it("closes a run while the thread's next turn is cancelled: no deadlock", async () => {
+    // As for the reply above, in the close every turn ends with (migration 0045).
+    const first = await startTurn(db, { ownerId: 'ann', text: 'answer me', clientMessageId: 'lx-1' });
+    const next = await startTurn(db, { threadId: first.threadId, ownerId: 'ann', text: 'then this', clientMessageId: 'lx-2' });
+    const claim = await claimRun(db, { runId: first.runId, owner: 'w1', leaseTtlMs: 60_000 });
+    if (!claim.claimed) throw new Error(`not claimed: ${claim.reason}`);
+    await db.query('delete from agent_kit_jobs where run_id = $1', [next.runId]);
+    const locked = gate();
+    const go = gate();
+    const cancel = settled(db.transaction(async (tx) => {
+      await tx.query('select 1 from agent_kit_runs where id = $1 for update', [next.runId]);
+      locked.open();
+      await go.wait();
+      return tx.query('select agent_kit_request_cancel($1) as status', [next.runId]);
+    }));
+    await locked.wait();
+    const close = settled(db.query(`select agent_kit_close_run($1, 'completed', '{"text": "done"}'::jsonb, 'w1', $2) as id`,
+      [first.runId, claim.lease.fence]));
+    await waitsForALock('agent_kit_close_run');
+    go.open();
+    const [closed, cancelled] = await Promise.all([close, cancel]);
+    expect('error' in closed ? closed.error : null).toBeNull();
+    expect('error' in cancelled ? cancelled.error : null).toBeNull();
   });
 });

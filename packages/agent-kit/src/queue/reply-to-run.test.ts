@@ -86,7 +86,8 @@ describe('replyToRun', () => {
       { role: 'assistant', text: 'Refunded: 12 € back on your card.' },
       { role: 'user', text: 'and quickly' },
     ]);
-    // Once is all: a second reply is refused.
+    // Once is all: the same reply again (its answer lost) gets the same message; another is refused.
+    expect(await replyToRun(db, { runId: turn.runId, by: 'olga', text: 'Refunded: 12 € back on your card.' })).toEqual(result);
     await expect(replyToRun(db, { runId: turn.runId, by: 'olga', text: 'again' }))
       .rejects.toThrow(new ConflictError(`run ${turn.runId} is completed and not held by an operator: take it over first`));
     expect(await assistantMessages(turn.runId)).toHaveLength(1);
@@ -102,6 +103,8 @@ describe('replyToRun', () => {
     }
     await expect(replyToRun(db, { runId: turn.runId, by: 'olga', text: 'x'.repeat(32_001) })).rejects.toThrow(/32000/);
     await expect(replyToRun(db, { runId: crypto.randomUUID(), by: 'olga', text: 'hi' })).rejects.toThrow(NotFoundError);
+    await expect(replyToRun(db, { runId: turn.runId, by: 'bob', text: 'hi' }))
+      .rejects.toThrow(new ConflictError(`run ${turn.runId} is held by olga: only the operator who holds it replies`));
     const queued = await startTurn(db, { ownerId: 'ivy', text: 'not held' });
     await expect(replyToRun(db, { runId: queued.runId, by: 'olga', text: 'hi' }))
       .rejects.toThrow(`run ${queued.runId} is queued and not held by an operator: take it over first`);
@@ -129,6 +132,7 @@ describe('replyToRun', () => {
     const lease: Lease = claim.lease;
     await db.query("select agent_kit_record_effect($1, $2, $3, 'pay-1', 'started', 'transfer_funds', '{}'::jsonb)",
       [lease.runId, lease.owner, lease.fence]);
+    await takeOverRun(db, { runId: turn.runId, by: 'olga' });
     expect(await parkRun(db, lease, 'waiting_takeover')).toBe(true);
     await expect(replyToRun(db, { runId: turn.runId, by: 'olga', text: 'paid' }))
       .rejects.toThrow(/a call of transfer_funds that started and was not settled/);

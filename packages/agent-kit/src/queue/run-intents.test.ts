@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fakeRunSegment } from '../../test/harness/fake-segment.js';
 import { configFromEnv } from '../config.js';
-import { claimRun } from '../lease/index.js';
+import { claimRun, parkRun } from '../lease/index.js';
 import { ConflictError, InvalidArgumentError, NotFoundError } from '../errors.js';
 import type { Db } from '../store/db.js';
 import { flushNotifications, onLocalNotify } from '../store/notify-thread.js';
@@ -111,6 +111,17 @@ describe('takeOverRun and releaseRun', () => {
     await releaseRun(db, { runId: running.runId }); // withdrawn: another may take it now
     expect(await takeOverRun(db, { runId: running.runId, by: 'bob' })).toEqual({ runId: running.runId, status: 'running' });
     expect(await statusOf(running.runId)).toMatchObject({ by: 'bob' });
+  });
+
+  it('park a run whose takeover was released after its segment saw it queued, not held by nobody', async () => {
+    const turn = await startTurn(db, { ownerId: 'ivy', text: 'seen, then let go' });
+    const claim = await claimRun(db, { runId: turn.runId, owner: 'w', leaseTtlMs: 60_000 });
+    if (!claim.claimed) throw new Error('not claimed');
+    await takeOverRun(db, { runId: turn.runId, by: 'olga' }); // the segment sees it at its next write…
+    await releaseRun(db, { runId: turn.runId }); // …and the operator lets go before it parks
+    expect(await parkRun(db, claim.lease, 'waiting_takeover')).toBe(true);
+    expect(await statusOf(turn.runId)).toEqual({ status: 'queued', cancel: false, by: null, jobs: 1 });
+    expect(await takeOverRun(db, { runId: turn.runId, by: 'bob' })).toEqual({ runId: turn.runId, status: 'waiting_takeover' });
   });
 
   it('refuse a takeover without an operator, and one of a run being cancelled', async () => {

@@ -5,7 +5,7 @@ import { asError, assert, StoreUnavailableError } from '../errors.js';
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
-  closeRun, effectsInDoubt, failLease, parkRun, parkStartedLate, requestInput, retryStep, salvageRun, type ParkStatus,
+  closeRun, effectsInDoubt, failLease, parkRun, parkStartedLate, requestInput, retryStep, salvageRun,
 } from '../lease/lease.js';
 import {
   buildMessages, commitStep, committedText, hasReasoning, isTurnFinished, loadJournal, modelStepOf, pendingToolCalls,
@@ -23,7 +23,7 @@ import { StreamMirror } from './stream-mirror.js';
 import { nextEffectStart, settleToolCalls } from './tool-calls.js';
 import { instructionsFor } from './runtime.js';
 import { askedIn, askedOfRun, textShownAtCancel } from './reply-content.js';
-import { afterStoreError, continuesAtLimit, continuesMidStep, sliceDue, visibleText, waitToRetry, type Segment } from './segment.js';
+import { afterStoreError, continuesAtLimit, continuesMidStep, parked, sliceDue, visibleText, waitToRetry, type Segment } from './segment.js';
 import type { Runtime, SegmentOptions, SegmentOutcome } from './types.js';
 
 /**
@@ -147,7 +147,7 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
   // What this segment leaves the next one: steps it journalled, or text a model that continues a
   // prefill goes on from. A segment cut by its deadline with neither spends its attempt (ADR-0071).
   const stepsAtStart = journal.length;
-  const progressed = () => journal.length > stepsAtStart || (continuesMidStep(s, model) && s.mirror.writtenText !== '');
+  const progressed = () => journal.length > stepsAtStart || (continuesMidStep(s, model) && s.mirror.writtenText !== '' && !s.textDropped);
   s.progressed = progressed;
   for (;;) {
     if (pendingToolCalls(journal).length > 0) {
@@ -226,6 +226,7 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
       if (!goesOn) {
         s.startText = from;
         s.mirror.rebase();
+        s.textDropped = false;
       }
       prefix = goesOn ? result.text : ''; // what was streamed of this step (the same prefix when nothing was)
       continue; // the same step again, after the boundary checks
@@ -332,11 +333,6 @@ async function park(s: Segment, status: 'queued' | 'waiting_takeover'): Promise<
 }
 
 /** The run's status once parked (an answer or a takeover may already have moved it on). */
-async function parked(s: Segment, status: ParkStatus): Promise<SegmentOutcome> {
-  const [row] = await s.rt.db.query<{ status: ParkStatus }>('select status from agent_kit_runs where id = $1', [s.lease.runId]);
-  return { kind: 'parked', status: row?.status ?? status, fence: s.lease.fence };
-}
-
 async function close(
   s: Segment, status: 'completed' | 'failed' | 'aborted', message: { text: string } & Record<string, unknown>,
 ): Promise<SegmentOutcome> {

@@ -1,7 +1,7 @@
 // A segment as the engine drives it (see run-segment.ts): its lease, settings and stream mirror,
 // and what it asks of them between steps: the text viewers have, whether to slice, how a step
 // cut mid-stream goes on, and the wait before a model request refused for now is asked again.
-import { failLease, parkForRetry, parkRun, readInterrupt, retryStep, type Interrupt, type Lease } from '../lease/lease.js';
+import { failLease, parkForRetry, parkRun, readInterrupt, retryStep, type Interrupt, type Lease, type ParkStatus } from '../lease/lease.js';
 import { notifyThread } from '../store/notify-thread.js';
 import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
@@ -39,6 +39,8 @@ export interface Segment {
   contextWindow: ContextWindow | null;
   /** Whether the segment leaves the next one anything to go on from (set once its steps start). */
   progressed?: () => boolean;
+  /** Set from the write that drops the step's streamed text (a redo) until the mirror is rebased: it is no progress. */
+  textDropped?: boolean;
   /** An effect's final status whose write the store failed: recorded when it answers again. */
   unrecordedEffect?: NonNullable<StepCommit['effect']>;
 }
@@ -61,6 +63,7 @@ export async function waitToRetry(
   const { stepNo, from, redo } = at;
   s.rt.log?.({ msg: 'model retry', runId: s.lease.runId, fence: s.lease.fence, stepNo, retry, delayMs, redo, fits, error: refusal.message });
   const data = { stepNo, retry, of: s.settings.modelRetries, delayMs, error: refusal, redo: fits && redo };
+  if (redo) s.textDropped = true; // (a store error from here on leaves the next segment nothing of it)
   if (!fits) {
     // The next segment begins from the journal, redoing or continuing the step as a takeover does.
     return (await parkForRetry(s.rt.db, s.lease, delayMs, data)) === null ? 'lost' : 'parked';
@@ -139,8 +142,14 @@ export async function afterStoreError(s: Segment, error: Error): Promise<Segment
         : 'segment gave its lease up after a store error: the next reaper pass hands the run on',
     runId, fence,
   });
-  if (given && progressed) return { kind: 'parked', status: 'queued', fence };
+  if (given && progressed) return parked(s, 'queued'); // (waiting_takeover when an operator asked meanwhile)
   return { kind: 'stopped', fence, reason: error.message };
+}
+
+/** A segment that parked its run: the status the row has (a park asked `queued` may be `waiting_takeover`). */
+export async function parked(s: Segment, status: ParkStatus): Promise<SegmentOutcome> {
+  const [row] = await s.rt.db.query<{ status: ParkStatus }>('select status from agent_kit_runs where id = $1', [s.lease.runId]);
+  return { kind: 'parked', status: row?.status ?? status, fence: s.lease.fence };
 }
 
 /** True: handed on; false: the lease was gone already; null: the store did not answer in time. */

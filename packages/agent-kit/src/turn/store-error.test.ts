@@ -9,7 +9,10 @@ import { finishRun } from '../../test/faults/pg-faults.js';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { chargeTool, freezingModel, gate, makeRuntime } from '../../test/harness/turn-kit.js';
 import { stepsModel } from '../../test/harness/steps-model.js';
+import { APICallError } from 'ai';
 import { StoreUnavailableError } from '../errors.js';
+import { takeOverRun } from '../queue/run-intents.js';
+import type { LanguageModelV3 } from '../model/index.js';
 import { createScriptedModel, scriptedReplyText } from '../model/index.js';
 import { startTurn } from '../queue/start-turn.js';
 import { clearFakeNow } from '../store/clock.js';
@@ -142,5 +145,62 @@ describe('a segment whose write the store failed', () => {
     const [doubt] = await db.query<{ n: number | string }>(
       "select count(*) as n from agent_kit_effects where run_id = $1 and status = 'in_doubt'", [turn.runId]);
     expect(Number(doubt!.n)).toBe(0);
+  });
+
+  it('parks a run an operator asked for meanwhile as waiting_takeover, and says so', async () => {
+    const text = 'held during the blip';
+    const { outcome, run } = await cutOff(text, {}, async ({ failed }) => {
+      await failed;
+      const [row] = await db.query<{ id: string }>("select id from agent_kit_runs where owner = 'cut-off' and status = 'running'");
+      await takeOverRun(db, { runId: row!.id, by: 'olga' });
+    }, true);
+    expect(outcome).toMatchObject({ kind: 'parked', status: 'waiting_takeover' }); // (it said queued)
+    expect(run).toMatchObject({ status: 'waiting_takeover' });
+  });
+
+  it('counts no progress in text a redo of the step drops, when the store fails around that redo', async () => {
+    // A prefill model streams text and a tool call, then the provider is overloaded: the step is
+    // asked again from its start, the stored text dropped first. The store failing there must not
+    // park the run as if that text were there to go on from (attempts reset, for ever).
+    const down = { now: false };
+    const overloaded = new APICallError({
+      message: 'Overloaded', url: 'http://provider.test/v1/messages', requestBodyValues: {}, statusCode: 529,
+      responseHeaders: { 'retry-after-ms': '1000' },
+    });
+    const model = {
+      specificationVersion: 'v3', provider: 'anthropic.messages', modelId: 'm', supportedUrls: {},
+      doGenerate: () => Promise.reject(new Error('stream only')),
+      doStream: async () => ({
+        stream: new ReadableStream({
+          async start(controller) {
+            controller.enqueue({ type: 'stream-start', warnings: [] });
+            controller.enqueue({ type: 'text-start', id: 't' });
+            controller.enqueue({ type: 'text-delta', id: 't', delta: 'Let me look that up. ' });
+            await until(async () => (await db.query<{ p: string }>('select partial as p from agent_kit_runs where id = $1', [runId]))[0]!.p !== '');
+            controller.enqueue({ type: 'text-end', id: 't' });
+            controller.enqueue({ type: 'tool-call', toolCallId: 'c1', toolName: 'ask_user', input: '{"question":"which?"}' });
+            await new Promise((resolve) => setTimeout(resolve, 50)); // (an error drops the chunks not yet read)
+            controller.error(overloaded);
+          },
+        }),
+      }),
+    } as unknown as LanguageModelV3;
+    let runId = '';
+    const until = async (done: () => Promise<boolean>) => {
+      while (!(await done())) await new Promise((resolve) => setTimeout(resolve, 5));
+    };
+    const rt = makeRuntime(flaky(db, down), { model, settings: { mirrorIntervalMs: 1 } });
+    rt.log = (entry) => {
+      if (entry.msg !== 'model retry') return;
+      expect(entry.redo).toBe(true); // (the text is dropped: a step with a tool call is asked again from its start)
+      down.now = true; // the write that drops the text fails
+      setTimeout(() => (down.now = false), 400);
+    };
+    const turn = await startTurn(db, { ownerId: 'u', text: 'redo me' });
+    runId = turn.runId;
+    const outcome = await runSegment(rt, { runId: turn.runId, owner: 'redo' });
+    expect(outcome).toMatchObject({ kind: 'stopped' }); // (it parked queued, attempts 0)
+    const [run] = await db.query<{ status: string; attempts: number }>('select status, attempts from agent_kit_runs where id = $1', [turn.runId]);
+    expect(run).toEqual({ status: 'running', attempts: 1 });
   });
 });

@@ -16,10 +16,7 @@ import {
 } from './journal.js';
 
 export interface ToolContext {
-  db: Db;
-  lease: Lease;
-  tools: Record<string, AgentTool<any, any>>;
-  signal: AbortSignal;
+  db: Db; lease: Lease; tools: Record<string, AgentTool<any, any>>; signal: AbortSignal;
   /** Local time (ms) by which a running tool must have finished. */
   stopAtMs: number;
   /** The most a reconcile hook is given (default: the ledger's, 10 s), within stopAtMs. */
@@ -178,13 +175,18 @@ async function recordToolStep(
   ctx: ToolContext, journal: Step[], step: ToolStep, effect?: StepCommit['effect'],
 ): Promise<Recorded | SettleResult> {
   const start = ctx.sliceDue?.() ? undefined : nextEffectStart(ctx.tools, ctx.lease.runId, [...journal, step]);
-  const committed = await commitStep(ctx.db, ctx.lease, step, toolEvent(step), { effect, start }).catch((error: unknown) => {
-    if (effect) ctx.onUnrecorded?.(effect);
-    throw error;
-  });
+  const committed = await commitStep(ctx.db, ctx.lease, step, toolEvent(step), { effect, start }).catch(unrecorded(ctx, effect));
   if (!committed.ok) return { kind: 'lost' };
   notifyThread(ctx.db, ctx.lease.threadId, committed.seq);
   return { kind: 'recorded', step, interrupt: committed.interrupt, started: committed.started };
+}
+
+/** Rethrow a failed write's error, telling the segment the effect status it carried (recorded later). */
+function unrecorded(ctx: ToolContext, effect: StepCommit['effect']) {
+  return (error: unknown): never => {
+    if (effect) ctx.onUnrecorded?.(effect);
+    throw error;
+  };
 }
 
 function toolEvent(step: ToolStep) {
@@ -346,7 +348,7 @@ async function consumeAndRecord(
     if (rows[0]?.data === null || rows[0]?.data === undefined) return null;
     const result = await commitStep(tx, ctx.lease, step, toolEvent(step), { effect });
     return result.ok ? result : null;
-  });
+  }).catch(unrecorded(ctx, effect));
   if (committed === null) return { kind: 'lost' };
   notifyThread(ctx.db, ctx.lease.threadId);
   return { kind: 'recorded', step, interrupt: committed.interrupt };

@@ -180,6 +180,7 @@ export class LeaseModel {
     let next: RunStatus = status;
     if (r.cancel) next = 'queued';
     else if (r.takeover) next = 'waiting_takeover';
+    else if (status === 'waiting_takeover') next = 'queued'; // a takeover released since: held by nobody else (0044)
     else if (status === 'waiting_input' && hasUnconsumedInput) next = 'queued';
     Object.assign(r, {
       status: next, owner: null, leaseMs: null, deadlineMs: null, attempts: 0, takeover: false,
@@ -237,13 +238,18 @@ export class LeaseModel {
 
   takeover(run: number, operator: string): Outcome {
     const r = this.runs[run]!;
-    if (isClosed(r.status) || r.cancel || this.isBlocked(run)) return conflict;
+    if (isClosed(r.status) || r.cancel) return conflict;
+    // One holder (migration 0044): another operator's takeover is refused; the same one's is a no-op.
+    const held = r.status === 'waiting_takeover' || r.takeover;
+    if (held && r.takenOverBy !== null && r.takenOverBy !== operator) return conflict;
+    if (this.isBlocked(run)) return conflict;
     if (r.status === 'queued' || r.status === 'waiting_input') {
       Object.assign(r, { status: 'waiting_takeover', takenOverBy: operator, attempts: 0, hasJob: false });
       this.append(run, 'run-parked', 0);
       return 'waiting_takeover';
     }
-    if (r.status === 'running') {
+    if (r.status === 'waiting_takeover' && r.takenOverBy === null) r.takenOverBy = operator;
+    if (r.status === 'running' && !r.takeover) {
       Object.assign(r, { takeover: true, takenOverBy: operator });
       this.append(run, 'takeover-requested', 0);
     }

@@ -42,6 +42,10 @@ export function register(program: Command) {
         // lost) ends it once it has printed what the log holds now, which the segment wrote.
         let endAt = Number.POSITIVE_INFINITY;
         const printing = printRun(upTo(follower, () => endAt), turn.runId);
+        // Awaited once the segment returns; a follower that gave up on a long outage meanwhile
+        // (its minute) must not end the process as an unhandled rejection while the segment
+        // still waits to hand the run on.
+        printing.catch(() => {});
         const outcome = await runSegment(rt, { runId: turn.runId, owner: newOwner('cli'), stopSignal: stop.signal })
           .catch(async (error: unknown) => {
             // (A claim the database refused, say: the follower stops before the store closes under it.)

@@ -10,7 +10,7 @@ export function register(program: Command) {
     .option('--limit <n>', 'expired runs per pass (default 100)', positiveNumber('--limit', 1000, true))
     .action(async (options: { limit?: number }) => {
       const { reapExpiredRuns } = await import('../../reaper/reap-expired-runs.js');
-      const report = await withRuntime((rt) => reapExpiredRuns(rt, { limit: options.limit }));
+      const report = await withRuntime((rt) => reapExpiredRuns(rt, { limit: options.limit }), undefined, false);
       console.log(JSON.stringify(report));
     });
 }

@@ -16,20 +16,20 @@ export function logToStderr(entry: Record<string, unknown>): void {
  * unless `options` say otherwise (`chat` passes none: its stderr is for a person).
  */
 export async function withRuntime<T>(
-  fn: (rt: Runtime) => Promise<T>, options: CreateRuntimeOptions = { log: logToStderr },
+  fn: (rt: Runtime) => Promise<T>, options: CreateRuntimeOptions = { log: logToStderr }, runsTurns = true,
 ): Promise<T> {
-  const createFromEnv = await runtimeFactory(options);
+  const createFromEnv = await runtimeFactory(options, runsTurns);
   return runThenClose(await createFromEnv(), fn);
 }
 
 /** Load the config and runtime modules; the function returned builds a Runtime from the environment. */
-async function runtimeFactory(options: CreateRuntimeOptions): Promise<() => Promise<Runtime>> {
+async function runtimeFactory(options: CreateRuntimeOptions, runsTurns = true): Promise<() => Promise<Runtime>> {
   const [{ configFromEnv }, { createRuntime }] = await Promise.all([import('../../config.js'), import('../../turn/index.js')]);
   const config = configFromEnv();
   const warning = scriptedByDefaultWarning(process.env);
   // Said by the commands that run other people's turns (drain, worker: they log JSON lines), not
   // by `chat`, whose user reads the scripted words as they come.
-  if (warning && options.log) options.log({ level: 'warn', msg: warning });
+  if (warning && options.log && runsTurns) options.log({ level: 'warn', msg: warning });
   return () => createRuntime(config, options);
 }
 
