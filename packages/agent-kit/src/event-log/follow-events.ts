@@ -27,9 +27,10 @@ const unheardPollMs = 100;
 // notifications arrive this costs a few empty polls while the interval backs off.
 const liveThreadMs = 5_000;
 // A read the database could not answer (a dropped connection, a restart, a failover) is tried
-// again, a little later each time, for this long before the follower gives up: a viewer's stream
-// waits out a blip (keep-alives go on) instead of ending with an error while its turn goes on.
-const storeOutageWaitMs = 60_000;
+// again, a little later each time, for this long before the follower gives up (by default; the
+// HTTP streams wait for as long as they last): a viewer's stream waits out an outage
+// (keep-alives go on) instead of ending with an error while its turn goes on.
+const defaultOutageWaitMs = 60_000;
 const storeRetryMinMs = 250;
 const storeRetryMaxMs = 2_000;
 
@@ -52,6 +53,8 @@ export interface FollowEventsOptions {
   signal?: AbortSignal;
   /** End after yielding the first event for which this returns true (e.g. the run closed). */
   until?: (event: ThreadEvent) => boolean;
+  /** How long a read the database does not answer is tried again before it throws (default 60 s). */
+  outageWaitMs?: number;
 }
 
 /** A live, pull-driven view of a thread's log. `close()` (or `return()`) releases it at once. */
@@ -201,10 +204,10 @@ class Follower implements EventFollower {
 
   /**
    * `read`, tried again while the database is unavailable (StoreUnavailableError), for up to
-   * storeOutageWaitMs; any other error, or one past that, is thrown. A close ends the wait.
+   * outageWaitMs; any other error, or one past that, is thrown. A close ends the wait.
    */
   private async throughOutage<T>(read: () => Promise<T>): Promise<T> {
-    const giveUpAt = Date.now() + storeOutageWaitMs;
+    const giveUpAt = Date.now() + (this.options.outageWaitMs ?? defaultOutageWaitMs);
     for (let tries = 0; ; tries++) {
       try {
         return await read();

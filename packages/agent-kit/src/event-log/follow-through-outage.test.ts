@@ -68,4 +68,14 @@ describe('a follower and a database that does not answer', () => {
     await expect(waiting).resolves.toEqual({ value: undefined, done: true });
     expect(Date.now() - closedAt).toBeLessThan(500); // not the rest of a 2 s pause
   });
+
+  it('gives up after outageWaitMs (the HTTP streams pass their own length), with the store error', async () => {
+    const down = failingLogReads(db, () => new StoreUnavailableError('ECONNREFUSED'));
+    const turn = await startTurn(db, { ownerId: 'u', text: 'y' });
+    down.failNext(1_000);
+    const startedAt = Date.now();
+    await expect(followEvents(down.db, { threadId: turn.threadId, outageWaitMs: 700 }).next()).rejects.toThrow(StoreUnavailableError);
+    expect(Date.now() - startedAt).toBeGreaterThanOrEqual(700);
+    expect(down.failed()).toBeGreaterThanOrEqual(3); // 250, 500, then past the 700 ms
+  });
 });

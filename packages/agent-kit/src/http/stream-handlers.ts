@@ -58,6 +58,9 @@ function streamResponse(ctx: HandlerContext, request: Request, stream: StreamSpe
     // A client that already has the whole message gets only the stream's end.
     signal: ('done' in encoder && encoder.done) || stream.endsAtOnce ? AbortSignal.abort() : request.signal,
     until: stream.until,
+    // Through an outage for as long as the stream lasts (an outsider's trial: a 75 s one ended
+    // useChat streams with STORE_UNAVAILABLE at the minute, while their turns went on).
+    outageWaitMs: ctx.maxStreamMs,
   });
   return eventStreamResponse(follower, {
     encoder,
