@@ -270,6 +270,20 @@ describe('a part a stream leaves open goes on in the next stream (ADR-0089)', ()
     expect(parts).toEqual([['step-start'], ['text', 'Hello, you.', 'done']]);
   });
 
+  it('goes on in the text part across a park for the next segment (its note, then the stream\'s end)', async () => {
+    const parkedFirst = new Response([
+      [{ type: 'start', messageId: 'r', messageMetadata: ids }], [{ type: 'start-step' }],
+      [{ type: 'text-start', id: 'a' }], [{ type: 'text-delta', id: 'a', delta: 'Hel' }, 3],
+      [{ type: 'data-agent-kit-event', data: { type: 'run-parked', seq: 4 }, transient: true }, 4],
+      [{ type: 'text-end', id: 'a' }], [{ type: 'finish-step' }], [{ type: 'finish', messageMetadata: { ...ids, status: 'queued', seq: 4 } }],
+    ].map(([chunk, id]) => `${id === undefined ? '' : `id: ${id}\n`}data: ${JSON.stringify(chunk)}\n\n`).join('') + 'data: [DONE]\n\n').body!;
+    const { parts, cuts } = await shown(parkedFirst, [
+      closing([[{ type: 'text-start', id: 'c' }], [{ type: 'text-delta', id: 'c', delta: 'lo.' }, 9], [{ type: 'text-end', id: 'c' }]]),
+    ]);
+    expect(cuts).toEqual([4]);
+    expect(parts).toEqual([['step-start'], ['text', 'Hello.', 'done']]);
+  });
+
   it('goes on in an open reasoning part, and the text after it is a part of its own', async () => {
     const { parts } = await shown(first('reasoning'), [closing([
       [{ type: 'reasoning-start', id: 'b' }], [{ type: 'reasoning-delta', id: 'b', delta: 'lo' }, 5], [{ type: 'reasoning-end', id: 'b' }],

@@ -180,4 +180,29 @@ describe('the UI message stream of a run', () => {
     expect(finishOf(last)).toMatchObject({ messageMetadata: { status: 'completed', seq: 4 } });
     expect(closed.end()).toEqual([]);
   });
+
+  it('keeps the step and the text open across a park for the next segment: one part, live or replayed', () => {
+    // A park queued (a slice, a store error's hand-back) ended the step and the text part, and
+    // the note of the park came after their ends: useChat showed the reply in two parts.
+    const event = (seq: number, type: string, data: Record<string, unknown>, fence = 1): ThreadEvent =>
+      ({ threadId: 't', seq, runId, fence, type, data, createdAt: new Date(0) });
+    const live = new UIMessageTranslator(runId, { threadId: 't', afterSeq: 0 });
+    live.translate(event(1, 'segment-started', { text: '', attempt: 1, fence: 1 }));
+    live.translate(event(2, 'text-delta', { text: 'Hel' }));
+    expect(live.translate(event(3, 'run-parked', { status: 'queued' })).map((c) => c.type)).toEqual(['data-agent-kit-event']);
+    // The stream's end closes them, after the park's event, for the transport to carry on.
+    expect(live.end().map((c) => c.type)).toEqual(['text-end', 'finish-step', 'finish']);
+
+    const replay = translate([
+      ['segment-started', 1, { text: '', attempt: 1, fence: 1 }], ['text-delta', 1, { text: 'Hel' }],
+      ['run-parked', 1, { status: 'queued' }], ['segment-started', 2, { text: 'Hel', attempt: 1, fence: 2 }],
+      ['text-delta', 2, { text: 'lo.' }], ['run-closed', 2, { status: 'completed', text: 'Hello.', partial: false, fence: 2 }],
+    ]);
+    expect(textParts(replay).parts).toEqual(['Hello.']);
+    expect(replay.filter((c) => c.type === 'start-step')).toHaveLength(1);
+    // A park for an answer or an operator still ends the step: the question's step is the last.
+    const asking = translate([['segment-started', 1, { text: '', attempt: 1, fence: 1 }], ['text-delta', 1, { text: 'Which?' }],
+      ['run-parked', 1, { status: 'waiting_input' }]]);
+    expect(asking.map((c) => c.type).slice(-3)).toEqual(['text-end', 'finish-step', 'data-agent-kit-event']);
+  });
 });

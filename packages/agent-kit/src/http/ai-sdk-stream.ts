@@ -91,8 +91,11 @@ export class UIMessageTranslator {
       }
       case 'run-parked':
         // A park ends this stream's step; the message finishes when the stream ends (a replay
-        // of a run that went on continues with its next segment in the same message).
-        this.endStep(out);
+        // of a run that went on continues with its next segment in the same message). A run
+        // parked queued goes on at once (a slice, a store error's hand-back): its step and its
+        // text stay open, ended by the stream's end after this event, where agent-kit/client
+        // carries them into the next stream as one part (ADR-0089), and a replay goes on in them.
+        if (data.status !== 'queued') this.endStep(out);
         this.parked = { status: data.status, waitingFor: data.waitingFor ?? null };
         out.push(this.note(event));
         break;
