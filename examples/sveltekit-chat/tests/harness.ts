@@ -114,6 +114,10 @@ export async function startServer(options: StartOptions): Promise<AppServer> {
     PORT: String(port),
     HOST: '127.0.0.1',
     ORIGIN: baseUrl,
+    // Node closes a connection idle for 5 s; Playwright's request context reuses one without the
+    // retry a browser makes, so a request sent as the server closes it failed with ECONNRESET
+    // (once in CI). Idle connections stay open for the length of a test file instead.
+    KEEP_ALIVE_TIMEOUT: '600',
     AGENT_KIT_DATA_DIR: options.store.dataDir,
     ...options.env,
   };
