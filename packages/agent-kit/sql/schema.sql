@@ -1197,9 +1197,10 @@ end $function$
 
 -- function agent_kit_reply_to_run(p_run_id uuid, p_operator text, p_text text)
 CREATE OR REPLACE FUNCTION agent_kit_reply_to_run(p_run_id uuid, p_operator text, p_text text)
- RETURNS uuid
+ RETURNS TABLE(message_id uuid, next_run_id uuid)
  LANGUAGE plpgsql
 AS $function$
+#variable_conflict use_column
 declare
   v_run agent_kit_runs;
   v_fence bigint;
@@ -1221,7 +1222,9 @@ begin
   end if;
   if v_run.status = 'completed' and exists (select 1 from agent_kit_messages m where m.id = v_run.message_id
       and m.content->>'operator' = p_operator and m.content->>'text' = p_text) then
-    return v_run.message_id; -- the same reply again (its answer lost on the way): stored once
+    -- The same reply again (its answer lost on the way): stored once; its next turn has its job.
+    return query select v_run.message_id, null::uuid;
+    return;
   end if;
   if v_run.status <> 'waiting_takeover' then
     raise exception 'run % is % and not held by an operator: take it over first', p_run_id, v_run.status
@@ -1263,7 +1266,7 @@ begin
   if v_next is not null then
     perform agent_kit__enqueue(v_next, agent_kit_now());
   end if;
-  return v_message_id;
+  return query select v_message_id, v_next;
 end $function$
 
 -- function agent_kit_request_cancel(p_run_id uuid, p_shown_seq bigint)

@@ -9,11 +9,13 @@
 -- the operator, for every viewer. A started effect that no segment has settled refuses the
 -- reply: whether it happened is not known yet (release the run, whose next segment reconciles
 -- it, or cancel it). Only the operator who holds the run replies; the same reply sent again (its
--- answer lost on the way) returns the message it stored.
+-- answer lost on the way) returns the message it stored. It returns the thread's next queued
+-- turn as well, which it gave a job, so that a server can start that turn at once.
 
 create or replace function agent_kit_reply_to_run(p_run_id uuid, p_operator text, p_text text)
-returns uuid
+returns table (message_id uuid, next_run_id uuid)
 language plpgsql as $$
+#variable_conflict use_column
 declare
   v_run agent_kit_runs;
   v_fence bigint;
@@ -35,7 +37,9 @@ begin
   end if;
   if v_run.status = 'completed' and exists (select 1 from agent_kit_messages m where m.id = v_run.message_id
       and m.content->>'operator' = p_operator and m.content->>'text' = p_text) then
-    return v_run.message_id; -- the same reply again (its answer lost on the way): stored once
+    -- The same reply again (its answer lost on the way): stored once; its next turn has its job.
+    return query select v_run.message_id, null::uuid;
+    return;
   end if;
   if v_run.status <> 'waiting_takeover' then
     raise exception 'run % is % and not held by an operator: take it over first', p_run_id, v_run.status
@@ -77,5 +81,5 @@ begin
   if v_next is not null then
     perform agent_kit__enqueue(v_next, agent_kit_now());
   end if;
-  return v_message_id;
+  return query select v_message_id, v_next;
 end $$;

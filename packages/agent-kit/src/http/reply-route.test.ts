@@ -38,7 +38,7 @@ describe('POST /api/runs/:id/reply', () => {
     const response = await send('POST', `/api/runs/${turn.runId}/reply`, { operator: true, body: { text: 'It left the depot this morning.' } });
     expect(response.status).toBe(200);
     const body = await response.json() as { messageId: string };
-    expect(body).toEqual({ runId: turn.runId, status: 'completed', messageId: expect.any(String) });
+    expect(body).toEqual({ runId: turn.runId, status: 'completed', messageId: expect.any(String), nextRunId: next.runId });
 
     await t.handlers.segments.settle();
     const [after] = await t.db.query<{ status: string }>('select status from agent_kit_runs where id = $1', [next.runId]);

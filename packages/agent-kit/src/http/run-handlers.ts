@@ -117,10 +117,7 @@ export function createRunReplyHandler(ctx: HandlerContext): RouteHandler {
     const result = await replyToRun(ctx.rt.db, { runId, by: caller.userId, text: body.text });
     // The thread's next queued turn (a message sent while the run was held) goes on here at once,
     // as a release's run does, rather than at the next drain.
-    const [next] = await ctx.rt.db.query<{ id: string }>(
-      `select r.id from agent_kit_runs r where r.thread_id = (select thread_id from agent_kit_runs where id = $1)
-         and r.status = 'queued' order by r.turn_no limit 1`, [runId]);
-    if (next) ctx.segments.start(next.id);
+    if (result.nextRunId) ctx.segments.start(result.nextRunId);
     return jsonResponse(result);
   };
 }

@@ -58,7 +58,7 @@ describe('replyToRun', () => {
     stop();
     expect(woken).toEqual([turn.threadId]);
 
-    expect(result).toEqual({ runId: turn.runId, status: 'completed', messageId: expect.any(String) });
+    expect(result).toEqual({ runId: turn.runId, status: 'completed', messageId: expect.any(String), nextRunId: next.runId });
     expect(await runOf(turn.runId)).toEqual({
       status: 'completed', fence: before.fence + 1, owner: null, message_id: result.messageId, jobs: 0,
     });
@@ -86,8 +86,10 @@ describe('replyToRun', () => {
       { role: 'assistant', text: 'Refunded: 12 € back on your card.' },
       { role: 'user', text: 'and quickly' },
     ]);
-    // Once is all: the same reply again (its answer lost) gets the same message; another is refused.
-    expect(await replyToRun(db, { runId: turn.runId, by: 'olga', text: 'Refunded: 12 € back on your card.' })).toEqual(result);
+    // Once is all: the same reply again (its answer lost) gets the same message, and no next turn
+    // to start (the first gave it its job); another is refused.
+    expect(await replyToRun(db, { runId: turn.runId, by: 'olga', text: 'Refunded: 12 € back on your card.' }))
+      .toEqual({ ...result, nextRunId: null });
     await expect(replyToRun(db, { runId: turn.runId, by: 'olga', text: 'again' }))
       .rejects.toThrow(new ConflictError(`run ${turn.runId} is completed and not held by an operator: take it over first`));
     expect(await assistantMessages(turn.runId)).toHaveLength(1);
@@ -149,6 +151,6 @@ describe('agent-kit reply', () => {
     expect((await assistantMessages(turn.runId))[0]!.content).toEqual({ text: 'By hand.', operator: 'olga' });
     const other = await held('ivy', 'and again');
     expect(JSON.parse(await formatReplyCommand(db, other.runId, 'Again.', { by: 'olga', json: true })))
-      .toEqual({ runId: other.runId, status: 'completed', messageId: expect.any(String) });
+      .toEqual({ runId: other.runId, status: 'completed', messageId: expect.any(String), nextRunId: null });
   });
 });

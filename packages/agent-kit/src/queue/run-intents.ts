@@ -90,6 +90,8 @@ export interface ReplyToRunResult {
   status: 'completed';
   /** The run's assistant message: the operator's text. */
   messageId: string;
+  /** The thread's next queued turn, given its job by the reply: a server may start it at once. */
+  nextRunId: string | null;
 }
 
 /**
@@ -108,10 +110,10 @@ export async function replyToRun(db: Queryable, options: { runId: string; by: st
     throw new InvalidArgumentError('a reply names its operator (by)');
   }
   requireMessageText(options.text);
-  const rows = await db.query<{ message_id: string; thread_id: string }>(
-    `select agent_kit_reply_to_run($1, $2, $3) as message_id,
-       (select thread_id from agent_kit_runs where id = $1) as thread_id`,
+  const [row] = await db.query<{ message_id: string; next_run_id: string | null; thread_id: string }>(
+    `select r.message_id, r.next_run_id, (select thread_id from agent_kit_runs where id = $1) as thread_id
+     from agent_kit_reply_to_run($1, $2, $3) r`,
     [runId, options.by, options.text]);
-  notifyThread(db, rows[0]!.thread_id);
-  return { runId, status: 'completed', messageId: rows[0]!.message_id };
+  notifyThread(db, row!.thread_id);
+  return { runId, status: 'completed', messageId: row!.message_id, nextRunId: row!.next_run_id };
 }
