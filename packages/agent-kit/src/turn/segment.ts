@@ -120,7 +120,7 @@ export function continuesAtLimit(
  * After the store failed one of its writes, a segment stops (what that write did is unknown),
  * but its lease would hold the run until it expires (the whole budget by default). So, as soon as
  * the store answers again, it hands the run on (ADR-0081), tried within `storeErrorHandBackMs` and
- * the segment's deadline, unless asked to stop:
+ * the segment's deadline (`stopHandBackMs` once asked to stop):
  * - a segment that left the next one something to go on from (steps journalled, or text a model
  *   continues) parks the run queued, as a slice does: progress resets the attempts (ADR-0115), so
  *   that blips spread over a long turn do not add up to its end;
@@ -154,10 +154,18 @@ export async function parked(s: Segment, status: ParkStatus): Promise<SegmentOut
 
 /** True: handed on; false: the lease was gone already; null: the store did not answer in time. */
 async function handRunOn(s: Segment, error: Error, progressed: boolean): Promise<boolean | null> {
-  const until = Math.min(Date.now() + s.settings.storeErrorHandBackMs, s.stopAtMs);
+  const stop = s.options.stopSignal;
+  let until = Math.min(Date.now() + s.settings.storeErrorHandBackMs, s.stopAtMs);
+  let stopping = false;
   await s.stopRenewing();
   for (let waitMs = 250; ; waitMs = Math.min(waitMs * 2, 5_000)) {
-    await sleep(Math.min(waitMs, until - Date.now()), s.options.stopSignal);
+    // Asked to stop (a deploy's SIGTERM), it goes on trying for a while, a second apart: a stop
+    // during an outage left its runs to their leases (an outsider's trial).
+    if (stop?.aborted && !stopping) {
+      stopping = true;
+      until = Math.min(until, Date.now() + s.settings.stopHandBackMs);
+    }
+    await sleep(Math.min(stopping ? 1_000 : waitMs, until - Date.now()), stopping ? undefined : stop);
     try {
       const effect = s.unrecordedEffect;
       // (Null when the write had gone through after all, or the lease is gone: nothing to add.)
@@ -165,7 +173,7 @@ async function handRunOn(s: Segment, error: Error, progressed: boolean): Promise
       s.unrecordedEffect = undefined;
       return progressed ? await parkRun(s.rt.db, s.lease, 'queued') : await failLease(s.rt.db, s.lease, error);
     } catch {
-      if (Date.now() >= until || s.options.stopSignal?.aborted) return null;
+      if (Date.now() >= until) return null;
     }
   }
 }

@@ -55,6 +55,11 @@ export interface TurnSettings {
    * answers again (a reaper then hands the run on), instead of holding it until it expires. ADR-0081.
    */
   storeErrorHandBackMs: number;
+  /**
+   * Within that, how long it goes on trying once the process is asked to stop (the worker's
+   * SIGTERM), so that a deploy during an outage hands its runs on when the store answers in time.
+   */
+  stopHandBackMs: number;
 }
 
 /** Defaults scaled to the budget, so a short test budget still leaves time to work. */
@@ -82,5 +87,7 @@ export function defaultTurnSettings(budgetMs: number): TurnSettings {
     // Past a failover's length too: a store back at any time before the segment's deadline (and so
     // before its lease would run out) gets the run handed on at once, not after the lease.
     storeErrorHandBackMs: 15 * 60_000,
+    // Docker stops with SIGKILL 10 s after SIGTERM; Kubernetes after 30 s.
+    stopHandBackMs: 10_000,
   };
 }

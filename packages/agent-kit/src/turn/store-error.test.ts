@@ -47,9 +47,9 @@ function flaky(inner: Db, down: { now: boolean }): Db {
 
 /** A turn whose segment meets a store gone away mid-reply; `back` says when it answers again. */
 async function cutOff(
-  text: string, settings: { storeErrorHandBackMs?: number; continueMidStep?: boolean },
+  text: string, settings: { storeErrorHandBackMs?: number; stopHandBackMs?: number; continueMidStep?: boolean },
   back: (segment: { failed: Promise<void>; ended: Promise<unknown> }) => Promise<unknown>,
-  afterMirrored = false,
+  afterMirrored = false, stopSignal?: AbortSignal,
 ) {
   const down = { now: false };
   const frozen = gate();
@@ -59,7 +59,7 @@ async function cutOff(
   const rt = makeRuntime(flaky(db, down), { model, settings: { mirrorIntervalMs: 5, ...settings } });
   rt.log = (entry) => void (entry.msg === 'segment error' && failed.open());
   const turn = await startTurn(db, { ownerId: 'u', text });
-  const segment = runSegment(rt, { runId: turn.runId, owner: 'cut-off' });
+  const segment = runSegment(rt, { runId: turn.runId, owner: 'cut-off', stopSignal });
   await paused.wait();
   // The six words streamed before the freeze, in the store: text the next segment goes on from.
   while (afterMirrored && (await db.query<{ p: string }>('select partial as p from agent_kit_runs where id = $1', [turn.runId]))[0]!.p === '') {
@@ -100,6 +100,24 @@ describe('a segment whose write the store failed', () => {
     const { outcome, run } = await cutOff('a long outage', { storeErrorHandBackMs: 300, continueMidStep: false }, ({ ended }) => ended);
     expect(outcome.kind).toBe('stopped');
     expect(run).toEqual({ given_up: false, attempts: 1, status: 'running', failed: [] });
+  });
+
+  it('asked to stop meanwhile (a deploy), still hands the run on if the store answers within stopHandBackMs', async () => {
+    const deploy = async (stopHandBackMs: number) => {
+      const stop = new AbortController();
+      return cutOff('a deploy in an outage', { continueMidStep: false, stopHandBackMs }, async ({ failed }) => {
+        await failed;
+        stop.abort(); // the worker's SIGTERM
+        await new Promise((resolve) => setTimeout(resolve, 600));
+      }, false, stop.signal);
+    };
+    // Before, a stop ended the tries at once, and the run waited for its lease to run out.
+    const handed = await deploy(10_000);
+    expect(handed.outcome.kind).toBe('stopped');
+    expect(handed.run).toEqual({ given_up: true, attempts: 1, status: 'running', failed: ['the database does not answer (test)'] });
+    const left = await deploy(0);
+    expect(left.outcome.kind).toBe('stopped');
+    expect(left.run).toEqual({ given_up: false, attempts: 1, status: 'running', failed: [] });
   });
 
   it('after text the next segment goes on from, parks the run queued once the store answers, no attempt spent', async () => {
