@@ -1226,6 +1226,15 @@ begin
     return query select v_run.message_id, null::uuid;
     return;
   end if;
+  if v_run.status in ('completed', 'failed', 'aborted') then
+    raise exception 'run % is % and has ended: there is nothing to reply in its place', p_run_id, v_run.status
+      using errcode = 'AK004';
+  end if;
+  if v_run.status <> 'waiting_takeover' and v_run.takeover_requested_at is not null then
+    -- Asked and not honoured yet: "take it over first" sent the operator who had round in a loop.
+    raise exception 'run % is %: the takeover % asked for is not honoured yet. The run parks at its next step boundary (its holder dead, once its lease runs out and a worker claims it); reply once it is waiting_takeover',
+      p_run_id, v_run.status, v_run.taken_over_by using errcode = 'AK004';
+  end if;
   if v_run.status <> 'waiting_takeover' then
     raise exception 'run % is % and not held by an operator: take it over first', p_run_id, v_run.status
       using errcode = 'AK004';

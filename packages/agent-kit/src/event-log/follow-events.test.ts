@@ -11,7 +11,8 @@ import { startTurn } from '../queue/start-turn.js';
 import type { Db } from '../store/db.js';
 import type { Runtime } from '../turn/types.js';
 import { makeRuntime } from '../../test/harness/turn-kit.js';
-import { cancelRun } from '../queue/run-intents.js';
+import { cancelRun, replyToRun, takeOverRun } from '../queue/run-intents.js';
+import { advanceFakeNow, clearFakeNow } from '../store/clock.js';
 import { runSegment } from '../turn/run-segment.js';
 import { followEvents } from './follow-events.js';
 import { readEvents, readRunSegments, type ThreadEvent } from './read-events.js';
@@ -176,5 +177,28 @@ describe('readRunSegments', () => {
     const segments = await readRunSegments(db, turn.runId);
     // Before, the list ended at fence 1, parked, though the run's fence was 2 and it had closed.
     expect(segments.map((s) => [s.fence, s.endedAs])).toEqual([[1, 'waiting_input'], [2, 'aborted']]);
+  });
+
+  it('lists a takeover asked while the holder was dead: its lost lease, the claim that parked, the reply', async () => {
+    // (An outsider's trial: `show` had fence 1 "running" and then "the reaper salvaged the run".)
+    const turn = await startTurn(db, { ownerId: 'u1', text: 'its holder dies' });
+    const [claim] = await db.query<{ fence: number }>(
+      `select fence from agent_kit_claim_run($1, 'owner-a', interval '5 seconds')`, [turn.runId]);
+    await db.query(`select agent_kit_begin_segment($1, 'owner-a', $2, '')`, [turn.runId, claim!.fence]);
+    expect(await takeOverRun(db, { runId: turn.runId, by: 'olga' })).toMatchObject({ status: 'running' });
+    try {
+      await advanceFakeNow(db, 6_000); // owner-a died: its lease runs out
+      expect(await runSegment(makeRuntime(db, { tokens: 4 }), { runId: turn.runId, owner: 'owner-b' }))
+        .toMatchObject({ kind: 'parked', status: 'waiting_takeover' });
+    } finally {
+      await clearFakeNow(db);
+    }
+    await replyToRun(db, { runId: turn.runId, by: 'olga', text: 'By hand.' });
+    const segments = await readRunSegments(db, turn.runId);
+    expect(segments.map((s) => [s.fence, s.owner, s.endedAs])).toEqual([
+      [1, 'owner-a', 'lost'],
+      [2, null, 'waiting_takeover'], // (a claim that parked at once starts no segment)
+      [3, 'operator olga', 'completed'],
+    ]);
   });
 });

@@ -200,11 +200,13 @@ export interface RunSegmentView {
   owner: string | null;
   startedSeq: number;
   startedAt: Date;
+  /** When the segment stops itself (its invocation's deadline); null for a claim without a segment. */
+  deadlineAt: string | null;
   /**
    * How it ended: the park or close status, `failed` (gave its lease up), `superseded` (another
-   * segment started without it ending), `lost` (the run was closed without it: the reaper
-   * salvaged the run after its lease ran out), or null while it is live (or its lease ran out and
-   * nothing has happened to the run since).
+   * segment started without it ending), `lost` (its lease ran out and a later claim took the run
+   * on without a segment: parked it for an operator, closed it cancelled, or salvaged it), or
+   * null while it is live (or its lease ran out and nothing has happened to the run since).
    */
   endedAs: string | null;
   endedSeq: number | null;
@@ -212,17 +214,19 @@ export interface RunSegmentView {
   retryDueAt?: string;
   /** Why a `failed` segment failed: its error's name and message (ADR-0100: no stack). */
   error?: string;
+  /** The claim gave the run up after its crash budget (ADR-0007): the run-salvaged event's reason. */
+  salvaged?: string;
 }
 
 // Segment boundaries are few per run (one start and at most one end per claim): bounded. They
 // are read through agent_kit_thread_events__run_boundary_idx, as a run's message and ends are.
 const maxSegmentEvents = 2_000;
 
-/** The run's segments, from its segment-started, run-parked, run-closed, segment-failed events. */
+/** The run's segments, from its segment-started, run-parked, run-closed, run-salvaged, segment-failed events. */
 export async function readRunSegments(db: Queryable, runId: string): Promise<RunSegmentView[]> {
   const rows = await db.query<ThreadEventRow>(
     `select thread_id, seq, run_id, fence, type, data, created_at from agent_kit_thread_events
-     where run_id = $1 and type in ('segment-started', 'run-parked', 'run-closed', 'segment-failed')
+     where run_id = $1 and type in ('segment-started', 'run-parked', 'run-closed', 'run-salvaged', 'segment-failed')
      order by seq limit $2`,
     [runId, maxSegmentEvents],
   );
@@ -237,31 +241,36 @@ export async function readRunSegments(db: Queryable, runId: string): Promise<Run
         owner: typeof event.data.owner === 'string' ? event.data.owner : null,
         startedSeq: event.seq,
         startedAt: event.createdAt,
+        deadlineAt: typeof event.data.deadlineAt === 'string' ? new Date(event.data.deadlineAt).toISOString() : null,
         endedAs: null,
         endedSeq: null,
       });
-    } else if (current && current.endedAs === null && event.fence === current.fence) {
-      const failed = event.type === 'segment-failed';
-      current.endedAs = failed ? 'failed' : String(event.data.status ?? event.type);
-      // A run closed failed (the provider refused the request for good) says why in its close.
-      if (failed || event.data.error !== undefined) current.error = describeFailure(event.data.error);
-      if (event.type === 'run-parked' && typeof event.data.dueAt === 'string') current.retryDueAt = event.data.dueAt;
-      current.endedSeq = event.seq;
-    } else if (current && current.endedAs === null && event.type === 'run-closed') {
-      // A close under another fence without a segment of its own: the reaper's salvage.
-      current.endedAs = 'lost';
-      current.endedSeq = event.seq;
-    } else if (event.type === 'run-closed' && (!current || event.fence > current.fence)) {
-      // A claim that closed the run without starting a segment (a cancel of a run that waited
-      // for an answer or an operator, a salvage of one claimed past its attempts), or an
-      // operator's reply (ADR-0114): its own row, so that the run's last fence is in the list.
+      continue;
+    }
+    if (!current || event.fence > current.fence) {
+      // A claim that ended or parked the run without starting a segment: a salvage past the crash
+      // budget, a cancel of a run that waited, a takeover asked while the holder was dead, or an
+      // operator's reply (ADR-0114). Its own row, so that the run's last fence is in the list; a
+      // segment still open before it had lost its lease.
+      if (current && current.endedAs === null) [current.endedAs, current.endedSeq] = ['lost', event.seq];
       const owner = typeof event.data.operator === 'string' ? `operator ${event.data.operator}` : null;
       segments.push({
-        fence: event.fence, attempt: null, owner, startedSeq: event.seq, startedAt: event.createdAt,
-        endedAs: String(event.data.status ?? event.type), endedSeq: event.seq,
-        ...(event.data.error !== undefined ? { error: describeFailure(event.data.error) } : {}),
+        fence: event.fence, attempt: null, owner, startedSeq: event.seq, startedAt: event.createdAt, deadlineAt: null,
+        endedAs: null, endedSeq: null,
       });
     }
+    const segment = segments[segments.length - 1]!;
+    if (event.fence !== segment.fence || segment.endedAs !== null) continue;
+    if (event.type === 'run-salvaged') {
+      segment.salvaged = typeof event.data.reason === 'string' ? event.data.reason : 'salvaged';
+      continue;
+    }
+    const failed = event.type === 'segment-failed';
+    segment.endedAs = failed ? 'failed' : String(event.data.status ?? event.type);
+    // A run closed failed (the provider refused the request for good) says why in its close.
+    if (failed || event.data.error !== undefined) segment.error = describeFailure(event.data.error);
+    if (event.type === 'run-parked' && typeof event.data.dueAt === 'string') segment.retryDueAt = event.data.dueAt;
+    segment.endedSeq = event.seq;
   }
   return segments;
 }

@@ -91,7 +91,7 @@ describe('replyToRun', () => {
     expect(await replyToRun(db, { runId: turn.runId, by: 'olga', text: 'Refunded: 12 € back on your card.' }))
       .toEqual({ ...result, nextRunId: null });
     await expect(replyToRun(db, { runId: turn.runId, by: 'olga', text: 'again' }))
-      .rejects.toThrow(new ConflictError(`run ${turn.runId} is completed and not held by an operator: take it over first`));
+      .rejects.toThrow(new ConflictError(`run ${turn.runId} is completed and has ended: there is nothing to reply in its place`));
     expect(await assistantMessages(turn.runId)).toHaveLength(1);
   });
 
@@ -119,7 +119,10 @@ describe('replyToRun', () => {
     const claim = await claimRun(db, { runId: turn.runId, owner: 'w', leaseTtlMs: 60_000 });
     if (!claim.claimed) throw new Error('not claimed');
     expect(await takeOverRun(db, { runId: turn.runId, by: 'olga' })).toMatchObject({ status: 'running' });
-    await expect(replyToRun(db, { runId: turn.runId, by: 'olga', text: 'hi' })).rejects.toThrow(/is running and not held/);
+    // (Not "take it over first": the operator who asked went round in a loop, an outsider's trial.)
+    await expect(replyToRun(db, { runId: turn.runId, by: 'olga', text: 'hi' })).rejects.toThrow(new ConflictError(
+      `run ${turn.runId} is running: the takeover olga asked for is not honoured yet. The run parks at its next step boundary ` +
+      '(its holder dead, once its lease runs out and a worker claims it); reply once it is waiting_takeover'));
     expect(await parkRun(db, claim.lease, 'waiting_takeover')).toBe(true);
     await replyToRun(db, { runId: turn.runId, by: 'olga', text: 'Done by hand.' });
     // The segment's lease (the fence before the reply's) closes nothing.

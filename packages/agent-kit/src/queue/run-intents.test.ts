@@ -138,7 +138,8 @@ describe('the command line', () => {
   it('says what each intent did and what comes next, and prints JSON for scripts', async () => {
     const turn = await startTurn(db, { ownerId: 'ivy', text: 'operate on me' });
     expect(await formatTakeoverCommand(db, turn.runId, { by: 'olga' }))
-      .toBe(`run ${turn.runId} is waiting_takeover, held by olga: \`agent-kit release ${turn.runId}\` lets it go on\n`);
+      .toBe(`run ${turn.runId} is waiting_takeover, held by olga: \`agent-kit reply ${turn.runId} TEXT\` answers in its place, ` +
+        `\`agent-kit release ${turn.runId}\` lets it go on\n`);
     expect(await formatReleaseCommand(db, turn.runId, {}))
       .toBe(`released: run ${turn.runId} is queued, due now; a worker or \`agent-kit drain\` continues it where it stopped\n`);
     expect(JSON.parse(await formatCancelCommand(db, turn.runId, { json: true })))
@@ -148,7 +149,8 @@ describe('the command line', () => {
     const running = await startTurn(db, { ownerId: 'ivy', text: 'running' });
     expect(await claimRun(db, { runId: running.runId, owner: 'w', leaseTtlMs: 60_000 })).toMatchObject({ claimed: true });
     expect(await formatTakeoverCommand(db, running.runId, { by: 'olga' }))
-      .toBe(`takeover requested: run ${running.runId} is running and parks waiting_takeover at its next step boundary\n`);
+      .toBe(`takeover requested: run ${running.runId} is running and parks waiting_takeover at its next step boundary ` +
+        '(its holder dead, once its lease runs out and a worker or drain claims it)\n');
     expect(await formatReleaseCommand(db, running.runId, {})).toBe(`takeover withdrawn: run ${running.runId} is running and goes on\n`);
     expect(await formatCancelCommand(db, running.runId, {}))
       .toBe(`cancel requested: run ${running.runId} is running; its segment closes it aborted at its next write\n`);

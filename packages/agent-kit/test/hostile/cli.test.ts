@@ -124,6 +124,10 @@ function parseCases(): CliCase[] {
       ...['not-a-uuid', sql, ''].map((v) => ({ what: 'run id not a uuid', args: [command, v], says: /^error: RUN_ID must be a uuid, got / })),
       flag(command, unknownId),
     ]),
+    { what: 'no run id or text', args: ['reply'] },
+    { what: 'no text', args: ['reply', unknownId] },
+    ...['not-a-uuid', sql, ''].map((v) => ({ what: 'run id not a uuid', args: ['reply', v, 'hi'], says: /^error: RUN_ID must be a uuid, got / })),
+    flag('reply', unknownId, 'hi'),
     { what: 'no thread id', args: ['events'] },
     ...['not-a-uuid', sql, unknownId.slice(1)].map((v) => ({ what: 'thread id not a uuid', args: ['events', v] })),
     ...['-1', 'x', '1'.repeat(16)].map((v) =>
@@ -169,6 +173,11 @@ function storeCases(): CliCase[] {
     ...['cancel', 'takeover', 'release', 'restore'].map((command) =>
       ({ what: 'unknown run id', args: [command, unknownId], says: /run .* not found/ })),
     { what: 'empty --by', args: ['takeover', store.alice.runId, '--by', ''], says: /names its operator/ },
+    { what: 'unknown run id', args: ['reply', unknownId, 'hi'], says: /run .* not found/ },
+    { what: 'not held', args: ['reply', store.alice.runId, 'hi'], says: /not held by an operator: take it over first|has ended/ },
+    ...['', ' \n\t ', '\u200b\u200b'].map((v) => ({ what: 'blank text', args: ['reply', store.alice.runId, v], says: empty })),
+    { what: 'text over 32 000 chars', args: ['reply', store.alice.runId, 'x'.repeat(32_001)], says: tooLong },
+    { what: 'empty --by', args: ['reply', store.alice.runId, 'hi', '--by', ' '], says: /names its operator/ },
     { what: 'empty --by', args: ['resolve-effect', unknownId, 'k', '--happened', '--by', ' '], says: /names who decided/ },
   ];
 }

@@ -61,7 +61,7 @@ describe('agent-kit show', () => {
     const text = await formatShowCommand(db, turn.runId, {}, new Date());
     expect(text).toContain(`run ${turn.runId}`);
     expect(text).toMatch(/status\s+completed\s+fence 2\s+attempts 1/);
-    expect(text).toMatch(/segments \(2\)\n.*FENCE.*\n\s+1\s+1\s+cli-test-a\s+\S+\s+waiting_input\n\s+2\s+1\s+cli-test-b\s+\S+\s+completed/);
+    expect(text).toMatch(/segments \(2\)\n.*FENCE.*\n\s+1\s+1\s+cli-test-a\s+\S+\s+\S+\s+waiting_input\n\s+2\s+1\s+cli-test-b\s+\S+\s+\S+\s+completed/);
     expect(text).toContain('user: inspect me');
     expect(text).toContain('assistant: All done.');
     expect(text).toContain('effects: none');
@@ -81,7 +81,7 @@ describe('agent-kit show', () => {
     const text = await formatShowCommand(db, parked.runId, {}, new Date(now + 3_000));
     expect(text).toMatch(/status\s+queued\s+fence 1\s+attempts 1\n/);
     expect(text).toContain('  job       due in 27s\n');
-    expect(text).toMatch(/\n\s+1\s+1\s+cli-test-d\s+\S+\s+queued \(model retry\)\n/);
+    expect(text).toMatch(/\n\s+1\s+1\s+cli-test-d\s+\S+\s+\S+\s+queued \(model retry\)\n/);
     const later = await formatShowCommand(db, parked.runId, {}, new Date(now + 35_000));
     expect(later).toContain('  job       due since 5s\n'); // waiting for a drain
     const json = JSON.parse(await formatShowCommand(db, parked.runId, { json: true }, new Date()));
@@ -125,12 +125,16 @@ describe('agent-kit show', () => {
     expect(text).toMatch(/status\s+aborted\s+fence 3\s+attempts 2\n/);
     expect(segmentRows(text).map((row) => row.slice(-1))).toEqual([
       ['failed: StepPastBudgetError: the model step ran past the 1 s budget'],
-      ['lost (its lease ran out; the reaper salvaged the run)'],
+      ['lost (its lease ran out; the next fence took the run on)'],
     ]);
+    // The salvage's claim has a row of its own, and the run says why it was given up.
+    expect(text).toMatch(/\n\s+3\s+-\s+-\s+\S+\s+-\s+aborted \(salvaged: the crash budget was spent\)\n/);
+    expect(text).toMatch(/\n {2}salvaged {2}the run's segments died or failed 2 times in a row \(AGENT_KIT_MAX_RUN_ATTEMPTS=2\)\n/);
     const json = JSON.parse(await formatShowCommand(db, dying.runId, { json: true }, new Date()));
     expect(json.segments).toMatchObject([
       { fence: 1, endedAs: 'failed', error: 'StepPastBudgetError: the model step ran past the 1 s budget' },
       { fence: 2, endedAs: 'lost', endedSeq: expect.any(Number) },
+      { fence: 3, owner: null, endedAs: 'aborted', salvaged: expect.stringContaining('2 times in a row') },
     ]);
     expect(JSON.stringify(json)).not.toContain('at step'); // the stack stays in last_error
   });

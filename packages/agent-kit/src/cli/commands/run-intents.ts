@@ -64,8 +64,10 @@ export async function formatTakeoverCommand(db: Db, runId: string, options: Json
   const result = await takeOverRun(db, { runId, by: options.by });
   if (options.json) return json(result);
   return result.status === 'waiting_takeover'
-    ? `run ${runId} is waiting_takeover, held by ${options.by}: \`agent-kit release ${runId}\` lets it go on\n`
-    : `takeover requested: run ${runId} is running and parks waiting_takeover at its next step boundary\n`;
+    ? `run ${runId} is waiting_takeover, held by ${options.by}: \`agent-kit reply ${runId} TEXT\` answers in its place, ` +
+      `\`agent-kit release ${runId}\` lets it go on\n`
+    : `takeover requested: run ${runId} is running and parks waiting_takeover at its next step boundary ` +
+      '(its holder dead, once its lease runs out and a worker or drain claims it)\n';
 }
 
 /** @throws InvalidArgumentError for a blank text; NotFoundError; ConflictError when the run is not held. */

@@ -44,7 +44,7 @@ function preview(value: unknown, max = 80): string {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
-function runSection({ run, ownerId, effects, jobDueAt, usage, regenerates, restoredOver }: RunDetail, now: Date): string {
+function runSection({ run, ownerId, effects, jobDueAt, usage, regenerates, restoredOver, segments }: RunDetail, now: Date): string {
   const lines = [
     `run ${run.id}`,
     `  thread    ${run.threadId} (owner ${ownerId}, turn ${run.turnNo})`,
@@ -62,6 +62,9 @@ function runSection({ run, ownerId, effects, jobDueAt, usage, regenerates, resto
     lines.push(`  replaces  run ${regenerates.runId} (its reply ${regenerates.edited ? 'asked again, the message edited' : 'asked again'})`);
   }
   if (restoredOver) lines.push(`  restored  in place of run ${restoredOver} (an earlier answer put back)`);
+  // Why an aborted run was given up: its cancel says so above; a salvage, only in its event.
+  const salvaged = segments.find((s) => s.salvaged !== undefined)?.salvaged;
+  if (salvaged) lines.push(`  salvaged  ${salvaged}`);
   if (run.supersededBy) lines.push(`  replaced  by run ${run.supersededBy} (out of the conversation: a reply asked again, or an earlier answer put back)`);
   // A closed run's partial is history; while it is open it is what viewers see right now.
   if (run.partial && !isClosed(run.status)) lines.push(`  partial   ${preview(run.partial)}`);
@@ -131,17 +134,21 @@ function indent(text: string): string {
 
 function segmentsSection({ segments, run }: RunDetail, now: Date): string {
   return section('segments', segments.length, () => formatTable(
-    ['FENCE', 'ATTEMPT', 'OWNER', 'STARTED', 'ENDED AS'],
+    // The deadline is when a segment stops itself: past it, an effect it started in doubt can no
+    // longer happen late (the operating guide's verdict on an effect in doubt).
+    ['FENCE', 'ATTEMPT', 'OWNER', 'STARTED', 'DEADLINE', 'ENDED AS'],
     segments.map((s) => [
-      String(s.fence), String(s.attempt ?? '-'), s.owner ?? '-', s.startedAt.toISOString(), endedAs(s, run, now),
+      String(s.fence), String(s.attempt ?? '-'), s.owner ?? '-', s.startedAt.toISOString(), s.deadlineAt ?? '-',
+      endedAs(s, run, now),
     ]),
   ));
 }
 
 /** How a segment ended, why it failed, or that it still holds the run (or held it until its lease ran out). */
 function endedAs(s: RunDetail['segments'][number], run: RunDetail['run'], now: Date): string {
-  if (s.endedAs === 'failed') return `failed: ${preview(s.error ?? '', 70)}`;
-  if (s.endedAs === 'lost') return 'lost (its lease ran out; the reaper salvaged the run)';
+  if (s.endedAs === 'failed') return `failed: ${preview(s.error ?? '', 110)}`;
+  if (s.endedAs === 'lost') return 'lost (its lease ran out; the next fence took the run on)';
+  if (s.salvaged !== undefined && s.endedAs !== null) return `${s.endedAs} (salvaged: the crash budget was spent)`;
   if (s.endedAs !== null) return `${s.endedAs}${s.retryDueAt ? ' (model retry)' : ''}`;
   const expired = run.status === 'running' && s.fence === run.fence && run.leaseExpiresAt !== null && run.leaseExpiresAt <= now;
   return expired ? 'lease expired (dead or frozen: the reaper hands the run on)' : 'running';
