@@ -222,11 +222,11 @@ export interface RunSegmentView {
 // are read through agent_kit_thread_events__run_boundary_idx, as a run's message and ends are.
 const maxSegmentEvents = 2_000;
 
-/** The run's segments, from its segment-started, run-parked, run-closed, run-salvaged, segment-failed events. */
+/** The run's segments, from its segment-started, run-parked, run-closed, segment-failed events (and run-salvaged). */
 export async function readRunSegments(db: Queryable, runId: string): Promise<RunSegmentView[]> {
   const rows = await db.query<ThreadEventRow>(
     `select thread_id, seq, run_id, fence, type, data, created_at from agent_kit_thread_events
-     where run_id = $1 and type in ('segment-started', 'run-parked', 'run-closed', 'run-salvaged', 'segment-failed')
+     where run_id = $1 and type in ('segment-started', 'run-parked', 'run-closed', 'segment-failed')
      order by seq limit $2`,
     [runId, maxSegmentEvents],
   );
@@ -261,10 +261,6 @@ export async function readRunSegments(db: Queryable, runId: string): Promise<Run
     }
     const segment = segments[segments.length - 1]!;
     if (event.fence !== segment.fence || segment.endedAs !== null) continue;
-    if (event.type === 'run-salvaged') {
-      segment.salvaged = typeof event.data.reason === 'string' ? event.data.reason : 'salvaged';
-      continue;
-    }
     const failed = event.type === 'segment-failed';
     segment.endedAs = failed ? 'failed' : String(event.data.status ?? event.type);
     // A run closed failed (the provider refused the request for good) says why in its close.
@@ -272,7 +268,24 @@ export async function readRunSegments(db: Queryable, runId: string): Promise<Run
     if (event.type === 'run-parked' && typeof event.data.dueAt === 'string') segment.retryDueAt = event.data.dueAt;
     segment.endedSeq = event.seq;
   }
+  await readSalvage(db, runId, rows[0]?.thread_id, segments);
   return segments;
+}
+
+/**
+ * Why the run was salvaged, on the segment its salvage closed: a salvage writes its run-salvaged
+ * event just before the run-closed one, in one transaction (salvageRun), so it is read by the
+ * thread's key at that seq (the run-boundary index leaves run-salvaged out).
+ */
+async function readSalvage(db: Queryable, runId: string, threadId: string | undefined, segments: RunSegmentView[]): Promise<void> {
+  const closed = segments.find((s) => s.endedAs === 'aborted' && s.endedSeq !== null);
+  if (!closed || threadId === undefined) return;
+  const [row] = await db.query<{ reason: string | null }>(
+    `select data->>'reason' as reason from agent_kit_thread_events
+     where thread_id = $1 and seq = $2 and run_id = $3 and type = 'run-salvaged'`,
+    [threadId, closed.endedSeq! - 1, runId],
+  );
+  if (row) closed.salvaged = row.reason ?? 'salvaged';
 }
 
 /** "Name: message" of a segment-failed event's error. */
