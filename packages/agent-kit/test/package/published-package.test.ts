@@ -180,6 +180,20 @@ describe.runIf(onPostgres)('the published package', () => {
     expect(packed.filter((f) => /(^|\/)(src|test|bench|scripts)\/|\.test\.|tsbuildinfo|\.scratch/.test(f))).toEqual([]);
   });
 
+  it('carries its TypeScript inside its source maps, which point at src/, left out of the tarball', () => {
+    // An adopter's stack traces (node --enable-source-maps, vitest) and debugger named
+    // node_modules/agent-kit/src/*.ts, files the tarball does not hold (an outsider's trial).
+    const maps = packed.filter((f) => f.endsWith('.js.map'));
+    expect(maps.length).toBeGreaterThan(50);
+    for (const file of maps) {
+      const map = JSON.parse(fs.readFileSync(path.join(project, 'node_modules', 'agent-kit', file), 'utf8')) as {
+        sources: string[]; sourcesContent?: (string | null)[];
+      };
+      expect(map.sourcesContent?.length, file).toBe(map.sources.length);
+      expect(map.sourcesContent!.every((text) => typeof text === 'string' && text.length > 0), file).toBe(true);
+    }
+  });
+
   it('shares the app\'s own ai, zod and pg instead of installing copies of its own', () => {
     // Every runtime dependency is a range from the version tested (ADR-0103): an exact pin put a
     // second copy of ai in an app that had a later one, and a third in a Next.js bundle.
