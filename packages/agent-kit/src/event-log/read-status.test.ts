@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { formatStatusCommand } from '../cli/commands/status.js';
-import { beginSegment, claimRun, parkRun } from '../lease/lease.js';
+import { beginSegment, claimRun, closeRun, parkRun } from '../lease/lease.js';
 import { startTurn } from '../queue/start-turn.js';
 import { takeOverRun } from '../queue/run-intents.js';
 import { advanceFakeNow, setFakeNow } from '../store/clock.js';
@@ -39,7 +39,7 @@ describe('readStoreStatus and statusAlerts', () => {
       at: expect.any(Date),
       runs: { queued: 0, running: 0, waitingInput: 0, waitingTakeover: 0 },
       expiredLeases: { count: 0, oldestMs: null }, dueJobs: { count: 0, oldestMs: null },
-      inDoubt: { effects: 0, runs: 0 }, lastPass: { drain: null, reap: null },
+      inDoubt: { effects: 0, runs: 0 }, lastHour: { failed: 0, salvaged: 0 }, lastPass: { drain: null, reap: null },
     });
     expect(statusAlerts(status)).toEqual([]);
     const { text, alerts } = await formatStatusCommand(db, {});
@@ -47,7 +47,7 @@ describe('readStoreStatus and statusAlerts', () => {
     expect(text).toBe([
       'runs      0 queued, 0 running, 0 waiting for input, 0 waiting for takeover',
       'leases    none expired', 'jobs      none due', 'in doubt  no effects',
-      'drain     no pass recorded', 'reaper    no pass recorded', 'nothing needs attention', '',
+      'failures  none in the runs started in the last hour', 'drain     no pass recorded', 'reaper    no pass recorded', 'nothing needs attention', '',
     ].join('\n'));
   });
 
@@ -95,6 +95,7 @@ describe('readStoreStatus and statusAlerts', () => {
       'leases    1 expired lease, the oldest 121 s ago',
       'jobs      2 jobs due, the oldest for 181 s',
       'in doubt  2 effects in 1 run',
+      'failures  none in the runs started in the last hour',
       'drain     no pass recorded',
       'reaper    no pass recorded',
       'needs attention:',
@@ -119,6 +120,26 @@ describe('readStoreStatus and statusAlerts', () => {
     expect(handedBack.expiredLeases).toEqual({ count: 0, oldestMs: null });
     expect(handedBack.dueJobs.count).toBe(3);
     expect(statusAlerts(handedBack).map((a) => a.kind)).toEqual(['drain-behind', 'effects-in-doubt']);
+  });
+
+  it('counts the runs of the last hour that failed or were salvaged, not the cancelled ones', async () => {
+    // (An on-call trial: right after two turns were salvaged, status said "nothing needs attention".)
+    await setFakeNow(db, new Date('2031-01-01T00:00:00Z')); // the runs above are years old
+    const failed = await claimed('refused for good', 60_000);
+    await closeRun(db, failed.lease, 'failed', { text: '', error: { name: 'APICallError', message: 'bad request' } });
+    const cancelled = await claimed('cancelled', 60_000);
+    await closeRun(db, cancelled.lease, 'aborted', { text: 'stopped' });
+    await claimed('its process dies', 5_000);
+    await advanceFakeNow(db, 6_000);
+    // Two: this one, and the run the reaper handed back above (created on the real clock, as all here).
+    expect(await reapExpiredRuns(testRuntime(db, { maxRunAttempts: 1 }), { owner: 'status-reaper' })).toMatchObject({ salvaged: 2 });
+    const status = await readStoreStatus(db);
+    expect(status.lastHour).toEqual({ failed: 1, salvaged: 2 });
+    expect((await formatStatusCommand(db, {})).text.split('\n')[4]).toBe('failures  1 failed, 2 salvaged (given up after their '
+      + 'crash budget), of the runs started in the last hour: agent-kit runs --status failed, then show');
+    // Runs started over an hour ago are not counted.
+    await db.query(`update agent_kit_runs set created_at = created_at - interval '61 minutes' where id <> $1`, [failed.turn.runId]);
+    expect((await readStoreStatus(db)).lastHour).toEqual({ failed: 1, salvaged: 0 });
   });
 });
 
@@ -167,6 +188,6 @@ describe('the last drain and reaper passes', () => {
 
     await advanceFakeNow(passDb, 2_500);
     const { text } = await formatStatusCommand(passDb, {});
-    expect(text.split('\n').slice(4, 6)).toEqual(['drain     last looked 2.5 s ago (drain-b)', 'reaper    last looked 2.5 s ago (reaper-b)']);
+    expect(text.split('\n').slice(5, 7)).toEqual(['drain     last looked 2.5 s ago (drain-b)', 'reaper    last looked 2.5 s ago (reaper-b)']);
   });
 });

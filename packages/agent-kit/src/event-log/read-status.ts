@@ -16,6 +16,12 @@ export interface StoreStatus {
   /** Effects nobody knows happened, and their runs: each needs an operator's verdict. */
   inDoubt: { effects: number; runs: number };
   /**
+   * Of the runs started in the last hour (created_at, on the database's now()), those that ended `failed` (a provider refused for good)
+   * and those given up after their crash budget (salvaged, `aborted`; not a cancel): a provider
+   * down shows here before anyone reads a thread.
+   */
+  lastHour: { failed: number; salvaged: number };
+  /**
    * The last look of a drain and of a reaper, and whose it was; null when none is recorded. Each
    * process records its passes at most every 10 s, so `agoMs` runs that much behind.
    */
@@ -43,7 +49,8 @@ select agent_kit_now() as at,
   (select extract(epoch from agent_kit_now() - at) * 1000 from agent_kit_passes where kind = 'drain') as drain_ago_ms,
   (select owner from agent_kit_passes where kind = 'drain') as drain_owner,
   (select extract(epoch from agent_kit_now() - at) * 1000 from agent_kit_passes where kind = 'reap') as reap_ago_ms,
-  (select owner from agent_kit_passes where kind = 'reap') as reap_owner
+  (select owner from agent_kit_passes where kind = 'reap') as reap_owner,
+  f.failed, f.salvaged
 from (
   select count(*) as expired,
     extract(epoch from agent_kit_now() - min(lease_expires_at)) * 1000 as oldest_expired_ms
@@ -55,12 +62,19 @@ from (
   from agent_kit_jobs where due_at <= agent_kit_now()
 ) j, (
   select count(*) as effects, count(distinct run_id) as runs from agent_kit_effects where status = 'in_doubt'
-) d`;
+) d, (
+  -- Through agent_kit_runs__failed_created_at_idx: the failed and aborted runs of the hour only.
+  select count(*) filter (where r.status = 'failed') as failed,
+    count(*) filter (where r.status = 'aborted' and exists (
+      select 1 from agent_kit_messages m where m.id = r.message_id and m.content ? 'salvaged')) as salvaged
+  from agent_kit_runs r
+  where r.status in ('failed', 'aborted') and r.created_at > now() - interval '1 hour' -- (created_at is now())
+) f`;
 
 interface StatusRow {
   at: Date; queued: unknown; running: unknown; waiting_input: unknown; waiting_takeover: unknown;
   expired: unknown; oldest_expired_ms: unknown; due: unknown; oldest_due_ms: unknown;
-  in_doubt_effects: unknown; in_doubt_runs: unknown;
+  in_doubt_effects: unknown; in_doubt_runs: unknown; failed: unknown; salvaged: unknown;
   drain_ago_ms: unknown; drain_owner: string | null; reap_ago_ms: unknown; reap_owner: string | null;
 }
 
@@ -79,6 +93,7 @@ export async function readStoreStatus(db: Queryable): Promise<StoreStatus> {
     expiredLeases: { count: toNumber(r.expired), oldestMs: orNull(r.oldest_expired_ms) },
     dueJobs: { count: toNumber(r.due), oldestMs: orNull(r.oldest_due_ms) },
     inDoubt: { effects: toNumber(r.in_doubt_effects), runs: toNumber(r.in_doubt_runs) },
+    lastHour: { failed: toNumber(r.failed), salvaged: toNumber(r.salvaged) },
     lastPass: { drain: lastPass(r.drain_ago_ms, r.drain_owner), reap: lastPass(r.reap_ago_ms, r.reap_owner) },
   };
 }

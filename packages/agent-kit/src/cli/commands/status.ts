@@ -90,6 +90,14 @@ const seconds = (ms: number) => (ms < 10_000 ? `${(ms / 1000).toFixed(1)} s` : `
 
 const passText = (pass: LastPass | null) => (pass === null ? 'no pass recorded' : `last looked ${seconds(pass.agoMs)} ago (${pass.owner})`);
 
+/** Of the runs started in the last hour: how many failed, and how many were salvaged. */
+function failures({ failed, salvaged }: StoreStatus['lastHour']): string {
+  if (failed + salvaged === 0) return 'none in the runs started in the last hour';
+  const said = [failed > 0 ? `${num(failed)} failed` : '', salvaged > 0 ? `${num(salvaged)} salvaged (given up after their crash budget)` : '']
+    .filter(Boolean).join(', ');
+  return `${said}, of the runs started in the last hour: agent-kit runs --status ${failed > 0 ? 'failed' : 'aborted'}, then show`;
+}
+
 function formatStatus(status: StoreStatus, alerts: StatusAlert[]): string {
   const { runs, expiredLeases, dueJobs, inDoubt } = status;
   const lines = [
@@ -100,6 +108,7 @@ function formatStatus(status: StoreStatus, alerts: StatusAlert[]): string {
     `jobs      ${dueJobs.count === 0 ? 'none due'
       : `${count(dueJobs.count, 'job')} due, the oldest for ${seconds(dueJobs.oldestMs ?? 0)}`}`,
     `in doubt  ${inDoubt.effects === 0 ? 'no effects' : `${count(inDoubt.effects, 'effect')} in ${count(inDoubt.runs, 'run')}`}`,
+    `failures  ${failures(status.lastHour)}`,
     `drain     ${passText(status.lastPass.drain)}`,
     `reaper    ${passText(status.lastPass.reap)}`,
   ];
