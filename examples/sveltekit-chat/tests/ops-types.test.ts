@@ -22,6 +22,10 @@ describe('statusLine', () => {
       '2 queued · 1 running · 0 waiting for input · 1 waiting for takeover · 1 expired lease · 1 job due · 1 effect in doubt');
     expect(statusLine({ ...status, expiredLeases: { count: 0, oldestMs: null }, dueJobs: { count: 3, oldestMs: 1 },
       inDoubt: { effects: 2, runs: 1 } })).toMatch(/ · 0 expired leases · 3 jobs due · 2 effects in doubt$/);
+    // The last hour's failures, when there are any: a provider that is down shows at a glance.
+    expect(statusLine({ ...status, lastHour: { failed: 0, salvaged: 0 } })).toMatch(/ · 1 effect in doubt$/);
+    expect(statusLine({ ...status, lastHour: { failed: 1, salvaged: 2 } }))
+      .toMatch(/ · 1 effect in doubt · in the last hour: 1 failed, 2 salvaged$/);
   });
 });
 

@@ -106,6 +106,8 @@ export interface OpsStatus {
   expiredLeases: { count: number; oldestMs: number | null };
   dueJobs: { count: number; oldestMs: number | null };
   inDoubt: { effects: number; runs: number };
+  /** Of the runs started in the last hour: failed, and salvaged after their crash budget. */
+  lastHour?: { failed: number; salvaged: number };
   /** The last look of a drain and of a reaper (recorded at most every 10 s per process). */
   lastPass: { drain: OpsPass | null; reap: OpsPass | null };
   alerts: { kind: string; message: string }[];
@@ -116,7 +118,7 @@ export interface OpsPass {
   owner: string;
 }
 
-/** The status in one line: "2 queued · 1 running · … · 0 effects in doubt". */
+/** The status in one line: "2 queued · 1 running · … · 0 effects in doubt", and the last hour's failures if any. */
 export function statusLine(status: OpsStatus): string {
   const n = (count: number, one: string, many = `${one}s`) => `${count} ${count === 1 ? one : many}`;
   const { runs } = status;
@@ -124,6 +126,8 @@ export function statusLine(status: OpsStatus): string {
     `${runs.queued} queued`, `${runs.running} running`, `${runs.waitingInput} waiting for input`,
     `${runs.waitingTakeover} waiting for takeover`, n(status.expiredLeases.count, 'expired lease'),
     n(status.dueJobs.count, 'job due', 'jobs due'), `${n(status.inDoubt.effects, 'effect')} in doubt`,
+    ...(status.lastHour && status.lastHour.failed + status.lastHour.salvaged > 0
+      ? [`in the last hour: ${status.lastHour.failed} failed, ${status.lastHour.salvaged} salvaged`] : []),
   ].join(' · ');
 }
 
