@@ -11,7 +11,7 @@ export {
 export { reapExpiredRuns, type ReapOptions, type ReapReport } from './reaper/index.js';
 export { runWorker, type WorkerOptions } from './worker/index.js';
 export {
-  runSegment, createRuntime, newOwner, defaultTurnSettings, loadJournal, committedText, buildMessages,
+  runSegment, finishTheStep, createRuntime, newOwner, defaultTurnSettings, loadJournal, committedText, buildMessages,
   type CreateRuntimeOptions, type TurnSettings, type Runtime, type SegmentOptions, type SegmentOutcome,
   type RunSegment, type Step, type ModelStep, type ToolStep, type ToolCall, type Instructions, type TurnContext,
 } from './turn/index.js';

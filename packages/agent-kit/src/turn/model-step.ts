@@ -10,10 +10,12 @@ import { tokenUsage, type TokenUsage } from '../event-log/token-usage.js';
 import type { Reasoning, ToolCall } from './journal.js';
 import { ModelStalledError, ModelStreamCutError, streamError } from './model-retry.js';
 import type { StreamMirror } from './stream-mirror.js';
+import { finishTheStep } from './types.js';
 
 type StreamPart = TextStreamPart<ToolSet>;
 
-export type StepStop = 'lost' | 'cancel' | 'takeover' | 'store-error' | 'deadline';
+/** `stop`: the process is going away (SIGTERM) and the step outlasted its grace (ADR-0117). */
+export type StepStop = 'lost' | 'cancel' | 'takeover' | 'store-error' | 'deadline' | 'stop';
 
 export type StepResult =
   | { kind: 'done'; text: string; toolCalls: ToolCall[]; reasoning: Reasoning[]; usage?: TokenUsage; finishReason: string }
@@ -37,6 +39,9 @@ export interface ModelStepOptions {
   segmentSignal: AbortSignal;
   /** Local time (ms) at which the step must stop. */
   stopAtMs: number;
+  /** The process is going away (SIGTERM): the step may go on for `stopGraceMs`, then it is cut. */
+  stopSignal?: AbortSignal;
+  stopGraceMs?: number;
   /** Abort when no stream part arrives for this long. */
   stallTimeoutMs: number;
   /** Mirror what the model thinks as reasoning-delta events (ADR-0070). */
@@ -82,6 +87,12 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
   if (options.segmentSignal.aborted) onSegmentAbort();
   options.segmentSignal.addEventListener('abort', onSegmentAbort);
   const deadlineTimer = setTimeout(() => abort('deadline'), Math.max(0, options.stopAtMs - Date.now()));
+  let graceTimer: ReturnType<typeof setTimeout> | undefined;
+  const onStop = () => {
+    if (options.stopSignal?.reason !== finishTheStep) graceTimer = setTimeout(() => abort('stop'), Math.max(0, options.stopGraceMs ?? 0));
+  };
+  if (options.stopSignal?.aborted) onStop();
+  else options.stopSignal?.addEventListener('abort', onStop, { once: true });
   // One timer for the stall, re-armed when it fires early, not one per part.
   let lastPartAt = performance.now();
   const checkStall = () => {
@@ -195,6 +206,8 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
   } finally {
     clearTimeout(deadlineTimer);
     clearTimeout(stallTimer);
+    clearTimeout(graceTimer);
+    options.stopSignal?.removeEventListener('abort', onStop);
     options.segmentSignal.removeEventListener('abort', onSegmentAbort);
   }
 }

@@ -187,7 +187,7 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
     const result = await runModelStep({
       model, system, messages, tools: rt.tools, prefix, mirror: s.mirror,
       segmentSignal: s.signal, stopAtMs: s.stopAtMs, stallTimeoutMs: s.settings.stallTimeoutMs,
-      showReasoning: s.settings.showReasoning,
+      showReasoning: s.settings.showReasoning, stopSignal: s.options.stopSignal, stopGraceMs: s.settings.stopGraceMs,
     });
     if (result.kind === 'stopped') return handleStop(s, result.reason, progressed);
     if (result.kind === 'error') {
@@ -306,6 +306,14 @@ async function handleStop(s: Segment, reason: StepStop, progressed: () => boolea
     case 'store-error':
       s.rt.log?.({ msg: 'segment error', runId: s.lease.runId, fence: s.lease.fence, error: s.mirror.stopError?.message });
       return (await afterStoreError(s, s.mirror.stopError ?? new StoreUnavailableError('the store failed a write'))) ?? lost(s);
+    case 'stop': {
+      // Cut after its grace (ADR-0117): given back at once, with its progress, and no attempt
+      // spent, for the process is going away, not failing; a SIGKILL would leave it to its lease.
+      const stopped = await s.mirror.flush();
+      if (stopped) return handleStop(s, stopped, progressed);
+      if (progressed()) return park(s, 'queued');
+      return (await parkStartedLate(s.rt.db, s.lease)) ? parked(s, 'queued') : lost(s);
+    }
     case 'deadline': {
       // A mid-step cut after progress is a slice: the next segment goes on from the steps journalled
       // here, and with prefill from the mirrored text. One with none spends its attempt, unless it

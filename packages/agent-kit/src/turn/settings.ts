@@ -60,7 +60,16 @@ export interface TurnSettings {
    * SIGTERM), so that a deploy during an outage hands its runs on when the store answers in time.
    */
   stopHandBackMs: number;
+  /**
+   * Once the process is asked to stop (SIGTERM, Ctrl-C), how long a model step under way may go
+   * on before it is cut and the run given back, queued, with its text (ADR-0117): a step longer
+   * than the platform's grace was killed with the process, and its run waited for its lease.
+   */
+  stopGraceMs: number;
 }
+
+/** Under Docker's 10 s and Fly.io's 5 s from SIGTERM to SIGKILL, with room to park. */
+export const defaultStopGraceMs = 3_000;
 
 /** Defaults scaled to the budget, so a short test budget still leaves time to work. */
 export function defaultTurnSettings(budgetMs: number): TurnSettings {
@@ -89,5 +98,6 @@ export function defaultTurnSettings(budgetMs: number): TurnSettings {
     storeErrorHandBackMs: 15 * 60_000,
     // Docker stops with SIGKILL 10 s after SIGTERM; Kubernetes after 30 s.
     stopHandBackMs: 10_000,
+    stopGraceMs: defaultStopGraceMs,
   };
 }

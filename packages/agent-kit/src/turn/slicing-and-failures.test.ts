@@ -74,6 +74,44 @@ describe('slicing', () => {
     });
     expect(await runSegment(runtime, { runId: turn.runId, owner: 'w2' })).toMatchObject({ kind: 'closed', status: 'completed' });
   });
+
+  // ADR-0117: a step longer than the platform's grace was killed with the process, and its run
+  // waited for its lease (an on-call trial's worker took 15 s to stop after SIGTERM).
+  it.each([
+    ['goes on from its text', true],
+    ['asks the step again', false],
+  ])('cuts a model step that outlasts stopGraceMs once asked to stop: queued at once, no attempt spent, and the next segment %s', async (_, continueMidStep) => {
+    const tokens = 60;
+    const model = createScriptedModel({ tokens, delayMs: 25 }); // one step of 1.5 s or more
+    const text = `a long answer, then a deploy ${continueMidStep}`;
+    const turn = await startTurn(db, { ownerId: 'u', text });
+    const stop = new AbortController();
+    setTimeout(() => stop.abort(), 300); // the SIGTERM, in the middle of the step
+    const runtime = makeRuntime(db, { model, settings: { stopGraceMs: 200, continueMidStep } });
+    expect(await runSegment(runtime, { runId: turn.runId, owner: 'w1', stopSignal: stop.signal }))
+      .toMatchObject({ kind: 'parked', status: 'queued' });
+    const whole = scriptedReplyText([text], tokens);
+    const [run] = await db.query<{ attempts: number; partial: string }>('select attempts, partial from agent_kit_runs where id = $1', [turn.runId]);
+    expect(run!.attempts).toBe(0);
+    expect(whole.startsWith(run!.partial) && run!.partial.length < whole.length).toBe(true); // cut, not finished
+    expect(run!.partial.length).toBeGreaterThan(0);
+    expect(await runSegment(makeRuntime(db, { model, settings: { continueMidStep } }), { runId: turn.runId, owner: 'w2' }))
+      .toMatchObject({ kind: 'closed', status: 'completed' });
+    expect((await finalMessage(db, turn.runId))[0]!.text).toBe(whole);
+  });
+
+  it('lets a step that ends within stopGraceMs finish: here the last, so the turn completes in the segment', async () => {
+    const tokens = 8;
+    const model = createScriptedModel({ tokens, delayMs: 25 }); // 200 ms
+    const text = 'short, then a deploy';
+    const turn = await startTurn(db, { ownerId: 'u', text });
+    const stop = new AbortController();
+    setTimeout(() => stop.abort(), 50);
+    const runtime = makeRuntime(db, { model, settings: { stopGraceMs: 60_000 } });
+    expect(await runSegment(runtime, { runId: turn.runId, owner: 'w1', stopSignal: stop.signal }))
+      .toMatchObject({ kind: 'closed', status: 'completed' });
+    expect((await finalMessage(db, turn.runId))[0]!.text).toBe(scriptedReplyText([text], tokens));
+  });
 });
 
 describe('provider failures', () => {

@@ -60,7 +60,11 @@ export interface SegmentOptions {
   invocationBudgetMs?: number;
   /** Defaults to config.leaseTtlMs (capped at the budget). */
   leaseTtlMs?: number;
-  /** Stop taking new steps and park (slice) at the next step boundary: SIGTERM, drain budget. */
+  /**
+   * The process is going away (SIGTERM, Ctrl-C): take no new step and park (slice) at the next
+   * step boundary; a model step under way is cut after `stopGraceMs` (ADR-0117), unless the
+   * signal's reason is `finishTheStep` (a reader gone, not the process: no hurry).
+   */
   stopSignal?: AbortSignal;
   /**
    * The run, already claimed for this segment by the caller with `owner` (the drain claims a
@@ -70,6 +74,9 @@ export interface SegmentOptions {
    */
   preClaimed?: { claim: ClaimedSegment; sentAtMs: number };
 }
+
+/** A stopSignal reason: let the step under way finish, however long it takes. */
+export const finishTheStep = 'finish the step under way';
 
 export type SegmentOutcome =
   /** The run could not be claimed: someone else holds it, it waits (for an answer, an earlier turn or a model retry's time), or it is closed. */

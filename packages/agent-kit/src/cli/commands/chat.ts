@@ -5,7 +5,8 @@ import { type Command, CommanderError } from 'commander';
 import type { EventFollower, ThreadEvent } from '../../event-log/index.js';
 import { runFailureText } from '../../event-log/run-failure.js';
 import type { Queryable } from '../../store/db.js';
-import type { SegmentOutcome } from '../../turn/types.js';
+import { defaultStopGraceMs } from '../../turn/settings.js';
+import { finishTheStep, type SegmentOutcome } from '../../turn/types.js';
 import { cliTurnOwner, ownerOption } from './enqueue.js';
 import { formatDuration } from './runs.js';
 import { stdoutClosed, uuidArgument } from '../main.js';
@@ -24,7 +25,8 @@ export function register(program: Command) {
       ]);
       // No log lines: stdout is the reply and stderr the few notes a person needs.
       await withRuntime(async (rt) => {
-        const stop = stopOnInterrupt(); // (before the run is named: an interrupt from then on is the turn's)
+        // (Before the run is named: an interrupt from then on is the turn's.)
+        const stop = stopOnInterrupt((rt.turnSettings?.stopGraceMs ?? defaultStopGraceMs) / 1000);
         const ownerId = await cliTurnOwner(rt.db, options);
         const afterSeq = options.thread ? await readLastSeq(rt.db, options.thread) : 0;
         const turn = await startTurn(rt.db, {
@@ -68,16 +70,18 @@ export function register(program: Command) {
 
 /**
  * Ctrl-C (or SIGTERM, or a reader that closed stdout) while the turn runs here: the segment stops
- * after the step under way and queues the run, due now, for a drain or a worker, and the command
+ * after the step under way (a model step is cut after `stopGraceMs`) and queues the run, due now, for a drain or a worker, and the command
  * exits 1 saying so. A second Ctrl-C quits at once; the run is then taken over when its lease
  * runs out. (Killed outright, the command left the run held by a dead process for its lease.)
  */
-function stopOnInterrupt(): { signal: AbortSignal; dispose: () => void } {
+function stopOnInterrupt(graceSeconds: number): { signal: AbortSignal; dispose: () => void } {
   const controller = new AbortController();
-  const stop = (why: string) => {
+  // A signal cuts a long model step after its grace (ADR-0117); a reader gone lets it finish.
+  const stop = (why: string, reason?: string) => {
     if (controller.signal.aborted) return;
-    process.stderr.write(`\n[${why}: stopping after the step under way; a drain goes on from there]\n`);
-    controller.abort();
+    const within = reason === finishTheStep ? '' : `, or within ${graceSeconds} s`;
+    process.stderr.write(`\n[${why}: stopping after the step under way${within}; a drain goes on from there]\n`);
+    controller.abort(reason);
   };
   const interrupted = () => {
     if (controller.signal.aborted) {
@@ -88,7 +92,7 @@ function stopOnInterrupt(): { signal: AbortSignal; dispose: () => void } {
   };
   const terminated = () => stop('terminated');
   const previous = stdoutClosed.handle;
-  stdoutClosed.handle = () => stop('stdout closed');
+  stdoutClosed.handle = () => stop('stdout closed', finishTheStep);
   process.on('SIGINT', interrupted);
   process.on('SIGTERM', terminated);
   return {
