@@ -31,7 +31,7 @@ export function register(program: Command) {
     .argument('<thread-id>', 'the thread id (a uuid)', uuidArgument('THREAD_ID'))
     .option('--follow', 'keep following new events until interrupted')
     .option('--after <seq>', 'start after this seq (default 0: the whole log)', wholeNumber('--after', 0))
-    .option('--turns <n>', "start at the first event of the thread's latest n turns", wholeNumber('--turns', 1))
+    .option('--turns <n>', "start at the first event of the thread's latest n turns (not with --after)", wholeNumber('--turns', 1))
     .action(async (threadId: string, options: EventsOptions) => {
       if (options.after !== undefined && options.turns !== undefined) {
         throw new CommanderError(2, 'agent-kit.invalidArgument', 'use --after or --turns, not both');
