@@ -101,7 +101,7 @@ describe('runWorker', () => {
     worker.controller.abort();
     // Said at the signal, before the segment under way has parked (nothing was said until it stopped).
     expect(worker.logged.map((e) => e.msg).filter((m) => String(m).startsWith('worker: stop')))
-      .toEqual(['worker: stopping: no new work; running segments park after the step under way']);
+      .toEqual(['worker: stopping: no new work; running segments park after the step under way, a model step within stopGraceMs']);
     const later = await startTurn(db, { ownerId: 'u', text: 'too late' });
     await worker.done;
     expect(await status(first.runId)).toEqual({ status: 'waiting_input', fence: 1 });

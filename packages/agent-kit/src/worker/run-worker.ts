@@ -14,7 +14,7 @@ import type { RunSegment, Runtime } from '../turn/types.js';
 import { Waker } from './waker.js';
 
 export interface WorkerOptions {
-  /** Abort to stop: no new work; running segments park at their next step boundary. */
+  /** Abort to stop: no new work; running segments park at their next step boundary (a model step is cut after stopGraceMs). */
   signal: AbortSignal;
   /** Segments in flight at once. Default 4. */
   concurrency?: number;
@@ -42,7 +42,7 @@ export async function runWorker(rt: Runtime, options: WorkerOptions): Promise<vo
   rt.log?.({ msg: 'worker: started', owner, concurrency: options.concurrency ?? defaultDrainConcurrency, pollMs });
   // Said at once: a model step under way can take a while to reach its boundary, and the
   // worker's silence until then looked like a hang.
-  const stopping = () => rt.log?.({ msg: 'worker: stopping: no new work; running segments park after the step under way', owner });
+  const stopping = () => rt.log?.({ msg: 'worker: stopping: no new work; running segments park after the step under way, a model step within stopGraceMs', owner });
   signal.addEventListener('abort', stopping, { once: true });
   try {
     await Promise.all([
