@@ -24,7 +24,7 @@ export function sleep(ms: number, signals?: AbortSignal | readonly (AbortSignal 
 const sleepersOf = new WeakMap<AbortSignal, Set<() => void>>();
 
 /** Call `wake` when `signal` aborts; the function returned forgets it. */
-function wakeOnAbort(signal: AbortSignal, wake: () => void): () => void {
+export function wakeOnAbort(signal: AbortSignal, wake: () => void): () => void {
   let sleepers = sleepersOf.get(signal);
   if (!sleepers) {
     const waiting = new Set<() => void>();

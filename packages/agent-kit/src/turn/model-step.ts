@@ -11,6 +11,7 @@ import type { Reasoning, ToolCall } from './journal.js';
 import { ModelStalledError, ModelStreamCutError, streamError } from './model-retry.js';
 import type { StreamMirror } from './stream-mirror.js';
 import { finishTheStep } from './types.js';
+import { wakeOnAbort } from '../queue/pace.js';
 
 type StreamPart = TextStreamPart<ToolSet>;
 
@@ -91,8 +92,9 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
   const onStop = () => {
     if (options.stopSignal?.reason !== finishTheStep) graceTimer = setTimeout(() => abort('stop'), Math.max(0, options.stopGraceMs ?? 0));
   };
-  if (options.stopSignal?.aborted) onStop();
-  else options.stopSignal?.addEventListener('abort', onStop, { once: true });
+  // (One listener per signal for all its steps: a worker's stop signal is shared by its segments.)
+  const forgetStop = !options.stopSignal ? () => false : options.stopSignal.aborted ? (onStop(), () => false)
+    : wakeOnAbort(options.stopSignal, onStop);
   // One timer for the stall, re-armed when it fires early, not one per part.
   let lastPartAt = performance.now();
   const checkStall = () => {
@@ -207,7 +209,7 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
     clearTimeout(deadlineTimer);
     clearTimeout(stallTimer);
     clearTimeout(graceTimer);
-    options.stopSignal?.removeEventListener('abort', onStop);
+    forgetStop();
     options.segmentSignal.removeEventListener('abort', onSegmentAbort);
   }
 }
