@@ -194,6 +194,11 @@ describe('readRunSegments', () => {
       await clearFakeNow(db);
     }
     await replyToRun(db, { runId: turn.runId, by: 'olga', text: 'By hand.' });
+    // A run taken over before any claim parks at fence 0, which is no claim: the reply's row only.
+    const early = await startTurn(db, { ownerId: 'u1', text: 'taken over while queued' });
+    await takeOverRun(db, { runId: early.runId, by: 'olga' });
+    await replyToRun(db, { runId: early.runId, by: 'olga', text: 'By hand, at once.' });
+    expect((await readRunSegments(db, early.runId)).map((s) => [s.fence, s.owner, s.endedAs])).toEqual([[1, 'operator olga', 'completed']]);
     const segments = await readRunSegments(db, turn.runId);
     expect(segments.map((s) => [s.fence, s.owner, s.endedAs])).toEqual([
       [1, 'owner-a', 'lost'],

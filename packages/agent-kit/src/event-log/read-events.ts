@@ -247,7 +247,7 @@ export async function readRunSegments(db: Queryable, runId: string): Promise<Run
       });
       continue;
     }
-    if (!current || event.fence > current.fence) {
+    if (event.fence > (current?.fence ?? 0)) {
       // A claim that ended or parked the run without starting a segment: a salvage past the crash
       // budget, a cancel of a run that waited, a takeover asked while the holder was dead, or an
       // operator's reply (ADR-0114). Its own row, so that the run's last fence is in the list; a
@@ -259,8 +259,9 @@ export async function readRunSegments(db: Queryable, runId: string): Promise<Run
         endedAs: null, endedSeq: null,
       });
     }
-    const segment = segments[segments.length - 1]!;
-    if (event.fence !== segment.fence || segment.endedAs !== null) continue;
+    // (A takeover of a run never claimed parks it at fence 0: no claim, no row.)
+    const segment = segments[segments.length - 1];
+    if (!segment || event.fence !== segment.fence || segment.endedAs !== null) continue;
     const failed = event.type === 'segment-failed';
     segment.endedAs = failed ? 'failed' : String(event.data.status ?? event.type);
     // A run closed failed (the provider refused the request for good) says why in its close.

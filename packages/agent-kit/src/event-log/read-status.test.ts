@@ -136,7 +136,7 @@ describe('readStoreStatus and statusAlerts', () => {
     const status = await readStoreStatus(db);
     expect(status.lastHour).toEqual({ failed: 1, salvaged: 2 });
     expect((await formatStatusCommand(db, {})).text.split('\n')[4]).toBe('failures  1 failed, 2 salvaged (given up after their '
-      + 'crash budget), of the runs started in the last hour: agent-kit runs --status failed, then show');
+      + 'crash budget), of the runs started in the last hour: agent-kit runs --status failed and agent-kit runs --status aborted, then show');
     // Runs started over an hour ago are not counted.
     await db.query(`update agent_kit_runs set created_at = created_at - interval '61 minutes' where id <> $1`, [failed.turn.runId]);
     expect((await readStoreStatus(db)).lastHour).toEqual({ failed: 1, salvaged: 0 });

@@ -97,7 +97,8 @@ export function defaultTurnSettings(budgetMs: number): TurnSettings {
     // before its lease would run out) gets the run handed on at once, not after the lease.
     storeErrorHandBackMs: 15 * 60_000,
     // Docker stops with SIGKILL 10 s after SIGTERM; Kubernetes after 30 s.
-    stopHandBackMs: 10_000,
+    // With the model step's grace (3 s), under Docker's 10 s from SIGTERM to SIGKILL.
+    stopHandBackMs: 5_000,
     stopGraceMs: defaultStopGraceMs,
   };
 }

@@ -174,7 +174,7 @@ function storeCases(): CliCase[] {
       ({ what: 'unknown run id', args: [command, unknownId], says: /run .* not found/ })),
     { what: 'empty --by', args: ['takeover', store.alice.runId, '--by', ''], says: /names its operator/ },
     { what: 'unknown run id', args: ['reply', unknownId, 'hi'], says: /run .* not found/ },
-    { what: 'not held', args: ['reply', store.alice.runId, 'hi'], says: /not held by an operator: take it over first|has ended/ },
+    { what: 'not held', args: ['reply', store.alice.runId, 'hi'], says: /is queued and not held by an operator: take it over first/ },
     ...['', ' \n\t ', '\u200b\u200b'].map((v) => ({ what: 'blank text', args: ['reply', store.alice.runId, v], says: empty })),
     { what: 'text over 32 000 chars', args: ['reply', store.alice.runId, 'x'.repeat(32_001)], says: tooLong },
     { what: 'empty --by', args: ['reply', store.alice.runId, 'hi', '--by', ' '], says: /names its operator/ },

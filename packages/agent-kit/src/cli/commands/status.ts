@@ -95,7 +95,8 @@ function failures({ failed, salvaged }: StoreStatus['lastHour']): string {
   if (failed + salvaged === 0) return 'none in the runs started in the last hour';
   const said = [failed > 0 ? `${num(failed)} failed` : '', salvaged > 0 ? `${num(salvaged)} salvaged (given up after their crash budget)` : '']
     .filter(Boolean).join(', ');
-  return `${said}, of the runs started in the last hour: agent-kit runs --status ${failed > 0 ? 'failed' : 'aborted'}, then show`;
+  const list = [failed > 0 ? 'failed' : '', salvaged > 0 ? 'aborted' : ''].filter(Boolean).map((s) => `agent-kit runs --status ${s}`);
+  return `${said}, of the runs started in the last hour: ${list.join(' and ')}, then show`;
 }
 
 function formatStatus(status: StoreStatus, alerts: StatusAlert[]): string {
