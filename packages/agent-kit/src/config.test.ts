@@ -42,6 +42,14 @@ describe('configFromEnv', () => {
     expect(refused({ AGENT_KIT_MODEL_RETRIES: '1.5' })).toMatch(/^AGENT_KIT_MODEL_RETRIES: .* \(got "1.5"\)$/);
   });
 
+  it('reads the stop grace in seconds (ADR-0117), 0 to cut at once, and leaves it unset by default', () => {
+    expect(configFromEnv({ AGENT_KIT_STOP_GRACE: '20' }).stopGraceMs).toBe(20_000);
+    expect(configFromEnv({ AGENT_KIT_STOP_GRACE: '0' }).stopGraceMs).toBe(0);
+    expect(configFromEnv({})).not.toHaveProperty('stopGraceMs');
+    expect(refused({ AGENT_KIT_STOP_GRACE: '-1' })).toMatch(/^AGENT_KIT_STOP_GRACE: must be at least 0 s/);
+    expect(refused({ AGENT_KIT_STOP_GRACE: '30000' })).toMatch(/at most 3 600 s .*milliseconds\?/);
+  });
+
   it('refuses a number that is blank, hexadecimal or not finite, naming the variable', () => {
     // A blank value was read as 0: AGENT_KIT_MODEL_RETRIES=" " meant "fail at once".
     expect(refused({ AGENT_KIT_MODEL_RETRIES: ' ' })).toBe('AGENT_KIT_MODEL_RETRIES: expected a whole number (got " ")');

@@ -29,6 +29,12 @@ export interface AgentKitConfig {
    * head with a note. Default 1 MiB (ADR-0058).
    */
   maxToolResultBytes?: number;
+  /**
+   * Once the process is asked to stop, how long a model step under way may go on before it is
+   * cut and the run given back (ADR-0117); default 3 s. Longer under a platform with a longer
+   * grace than Docker's 10 s (Kubernetes gives 30 s).
+   */
+  stopGraceMs?: number;
   /** Bearer secret for the cron routes. */
   cronSecret?: string;
   /** Connections in this process's pool on Postgres (default 10), besides one for LISTEN. */
@@ -77,6 +83,7 @@ const envSchema = z.object({
   AGENT_KIT_LEASE_TTL: seconds(0.1).optional(),
   AGENT_KIT_MAX_RUN_ATTEMPTS: count(1, 100).optional(),
   AGENT_KIT_MODEL_RETRIES: count(0, 20).optional(),
+  AGENT_KIT_STOP_GRACE: seconds(0).optional(),
   // A role's connection limit on a managed plan is often 5 to 20: the pool must fit under it.
   AGENT_KIT_POOL_MAX: count(1, 100).optional(),
   // Below 4 KiB the note and a useful head do not fit; above 100 MB a result is stored three
@@ -125,6 +132,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentKitCon
     maxRunAttempts: e.AGENT_KIT_MAX_RUN_ATTEMPTS ?? defaultMaxRunAttempts,
     ...(e.AGENT_KIT_MODEL_RETRIES === undefined ? {} : { modelRetries: e.AGENT_KIT_MODEL_RETRIES }),
     ...(e.AGENT_KIT_MAX_TOOL_RESULT_BYTES === undefined ? {} : { maxToolResultBytes: e.AGENT_KIT_MAX_TOOL_RESULT_BYTES }),
+    ...(e.AGENT_KIT_STOP_GRACE === undefined ? {} : { stopGraceMs: e.AGENT_KIT_STOP_GRACE * 1000 }),
     cronSecret: e.CRON_SECRET,
     ...(e.AGENT_KIT_POOL_MAX === undefined ? {} : { poolMax: e.AGENT_KIT_POOL_MAX }),
     ...(e.AGENT_KIT_LISTEN_URL === undefined ? {} : { listenUrl: e.AGENT_KIT_LISTEN_URL }),

@@ -34,9 +34,10 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
   const startedAtMs = options.preClaimed?.sentAtMs ?? Date.now();
   const budgetMs = options.budgetMs ?? rt.config.invocationBudgetMs;
   const leaseTtlMs = Math.min(options.leaseTtlMs ?? rt.config.leaseTtlMs, budgetMs);
-  const { modelRetries, maxToolResultBytes } = rt.config;
+  const { modelRetries, maxToolResultBytes, stopGraceMs } = rt.config;
   const fromConfig = {
     ...(modelRetries === undefined ? {} : { modelRetries }), ...(maxToolResultBytes === undefined ? {} : { maxToolResultBytes }),
+    ...(stopGraceMs === undefined ? {} : { stopGraceMs }),
   };
   const settings = { ...defaultTurnSettings(budgetMs), ...fromConfig, ...rt.turnSettings };
   const claim = options.preClaimed?.claim

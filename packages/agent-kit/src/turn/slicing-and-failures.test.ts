@@ -87,7 +87,8 @@ describe('slicing', () => {
     const turn = await startTurn(db, { ownerId: 'u', text });
     const stop = new AbortController();
     setTimeout(() => stop.abort(), 300); // the SIGTERM, in the middle of the step
-    const runtime = makeRuntime(db, { model, settings: { stopGraceMs: 200, continueMidStep } });
+    // (The grace through the configuration, AGENT_KIT_STOP_GRACE's, as a worker reads it.)
+    const runtime = makeRuntime(db, { model, settings: { continueMidStep }, config: { stopGraceMs: 200 } });
     expect(await runSegment(runtime, { runId: turn.runId, owner: 'w1', stopSignal: stop.signal }))
       .toMatchObject({ kind: 'parked', status: 'queued' });
     const whole = scriptedReplyText([text], tokens);

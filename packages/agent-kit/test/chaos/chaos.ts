@@ -1,6 +1,6 @@
 // The chaos harness (`npm run chaos`): real worker processes on real Postgres, hurt on a seeded
-// schedule — SIGKILL mid-stream or mid-tool, SIGSTOP past the lease then SIGCONT (the zombie must
-// write nothing), two extra drains and two reapers at once, killed connections, and (with
+// schedule — SIGKILL mid-stream or mid-tool, SIGTERM as a deploy, SIGSTOP past the lease then
+// SIGCONT (the zombie must write nothing), two extra drains and two reapers at once, killed connections, and (with
 // CHAOS_PG_RESTART=1) Postgres restarts. Then an operator resolves every effect left in doubt by
 // what the effects file (the outside system) says happened, and the harness judges DESIGN.md §6
 // from the database and that file (./invariants.ts), prints the table, and exits 1 on any violation.
@@ -56,7 +56,7 @@ const random = prng(seed);
 const pick = <T>(items: T[]): T | undefined => items[Math.floor(random() * items.length)];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-const counts = { kills: 0, killsMidTool: 0, killsMidStream: 0, freezes: 0, drains: 0, reaps: 0, connKills: 0, pgRestarts: 0 };
+const counts = { kills: 0, killsMidTool: 0, killsMidStream: 0, deploys: 0, freezes: 0, drains: 0, reaps: 0, connKills: 0, pgRestarts: 0 };
 
 async function createDatabase(name: string): Promise<string> {
   const admin = new pg.Client({ connectionString: baseUrl });
@@ -122,7 +122,7 @@ async function restartPostgres() {
 
 async function injectFault(pool: pg.Pool, fleet: Fleet, dbName: string) {
   const roll = random() * 100;
-  if (roll < 32) {
+  if (roll < 26) {
     const target = await killTarget(pool, fleet);
     if (!target) return;
     fleet.kill(target.child);
@@ -131,6 +131,11 @@ async function injectFault(pool: pg.Pool, fleet: Fleet, dbName: string) {
     if (target.kind === 'stream') counts.killsMidStream++;
     const slot = target.child.slot;
     setTimeout(() => fleet.startWorker(slot), 100 + random() * 700);
+  } else if (roll < 34) {
+    const victim = pick(fleet.liveWorkers());
+    if (!victim) return;
+    counts.deploys++;
+    fleet.deploy(victim);
   } else if (roll < 52) {
     const victim = pick(fleet.liveWorkers());
     if (!victim) return;
@@ -177,7 +182,7 @@ function printTable(stats: ChaosStats, violations: string[], elapsedMs: number, 
   console.log(`seed ${seed}; ${threads} threads; ${num('workers')} workers x ${num('concurrency')}; lease ${ttlMs} ms; ` +
     `budget ${num('budget-ms')} ms; ${num('tokens')} tokens x ${num('delay-ms')} ms; ${(elapsedMs / 1000).toFixed(1)} s`);
   console.log(`kills: ${counts.killsMidTool} mid-tool, ${counts.killsMidStream} mid-stream, ` +
-    `${counts.kills - counts.killsMidTool - counts.killsMidStream} idle; extra drains ${counts.drains}, reaps ${counts.reaps}; ` +
+    `${counts.kills - counts.killsMidTool - counts.killsMidStream} idle; deploys (SIGTERM) ${counts.deploys}; extra drains ${counts.drains}, reaps ${counts.reaps}; ` +
     `connections killed ${counts.connKills}; Postgres restarts ${counts.pgRestarts}`);
   console.log(`resumed+completed ${stats.resumedCompleted}; slices ${stats.slices}; failed ${stats.failed}; open ${stats.open}; ` +
     `effects executed ${stats.effectsExecuted}; stray jobs ${stats.strayJobs}`);
@@ -196,6 +201,8 @@ async function main() {
     AGENT_KIT_LEASE_TTL: String(ttlMs / 1000), AGENT_KIT_INVOCATION_BUDGET: String(num('budget-ms') / 1000),
     AGENT_KIT_MAX_RUN_ATTEMPTS: args['max-attempts'], AGENT_KIT_SCRIPTED_DELAY_MS: args['delay-ms'],
     AGENT_KIT_SCRIPTED_TOKENS: args.tokens, AGENT_KIT_DEMO_EFFECTS_FILE: effectsFile,
+    // A deploy's SIGTERM cuts a model step after 0.3 s (ADR-0117): steps here last about a second.
+    AGENT_KIT_STOP_GRACE: '0.3',
   };
   const fleet = new Fleet(env, workDir, ['--concurrency', args.concurrency!, '--poll-ms', '500']);
   for (let i = 0; i < num('workers'); i++) fleet.startWorker(`worker-${i}`);

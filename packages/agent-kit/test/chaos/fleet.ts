@@ -1,5 +1,5 @@
-// The chaos harness's processes: real `agent-kit worker` processes it can SIGKILL, freeze
-// (SIGSTOP past the lease, then SIGCONT) and respawn, plus short-lived extra `drain` and `reap`
+// The chaos harness's processes: real `agent-kit worker` processes it can SIGKILL, stop as a
+// deploy does (SIGTERM), freeze (SIGSTOP past the lease, then SIGCONT) and respawn, plus short-lived extra `drain` and `reap`
 // processes. Every child logs to its own file; the fleet remembers how each one ended.
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -65,6 +65,15 @@ export class Fleet {
     child.killed = true;
     if (child.frozen) child.frozen = false; // SIGKILL ends a stopped process too
     child.proc.kill('SIGKILL');
+  }
+
+  /**
+   * A deploy: SIGTERM the worker (it must park or finish and exit 0, a model step cut after its
+   * grace, ADR-0117), then start its slot again once it has exited.
+   */
+  deploy(child: Child): void {
+    child.proc.kill('SIGTERM');
+    void child.exited.then(() => this.startWorker(child.slot));
   }
 
   /** SIGSTOP for `ms`, then SIGCONT: the worker wakes as a zombie whose leases have moved on. */

@@ -26,7 +26,7 @@ export function register(program: Command) {
       // No log lines: stdout is the reply and stderr the few notes a person needs.
       await withRuntime(async (rt) => {
         // (Before the run is named: an interrupt from then on is the turn's.)
-        const stop = stopOnInterrupt((rt.turnSettings?.stopGraceMs ?? defaultStopGraceMs) / 1000);
+        const stop = stopOnInterrupt((rt.turnSettings?.stopGraceMs ?? rt.config.stopGraceMs ?? defaultStopGraceMs) / 1000);
         const ownerId = await cliTurnOwner(rt.db, options);
         const afterSeq = options.thread ? await readLastSeq(rt.db, options.thread) : 0;
         const turn = await startTurn(rt.db, {
