@@ -47,7 +47,7 @@ begin
   end if;
   if v_run.status <> 'waiting_takeover' and v_run.takeover_requested_at is not null then
     -- Asked and not honoured yet: "take it over first" sent the operator who had round in a loop.
-    raise exception 'run % is %: the takeover % asked for is not honoured yet. The run parks at its next step boundary (its holder dead, once its lease runs out and a worker claims it); reply once it is waiting_takeover',
+    raise exception 'run % is %: the takeover % asked for is not honoured yet. The run parks at its next write (within a moment while it streams, after a tool call under way), or, its holder dead, once its lease runs out and a worker or drain claims it; reply once it is waiting_takeover',
       p_run_id, v_run.status, v_run.taken_over_by using errcode = 'AK004';
   end if;
   if v_run.status <> 'waiting_takeover' then

@@ -105,7 +105,7 @@ export function createRunReleaseHandler(ctx: HandlerContext): RouteHandler {
 /**
  * POST /api/runs/:id/reply {text} (operator): answer in a held run's place (ADR-0114). The run,
  * `waiting_takeover`, closes `completed` with the text as its message, naming the operator; 409
- * for a run that is not held (a running one parks at its next step boundary: wait for it).
+ * for a run that is not held (a running one parks at its next write: wait for it).
  */
 export function createRunReplyHandler(ctx: HandlerContext): RouteHandler {
   return async (request, params = {}) => {

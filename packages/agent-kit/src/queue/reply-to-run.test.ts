@@ -121,8 +121,9 @@ describe('replyToRun', () => {
     expect(await takeOverRun(db, { runId: turn.runId, by: 'olga' })).toMatchObject({ status: 'running' });
     // (Not "take it over first": the operator who asked went round in a loop, an outsider's trial.)
     await expect(replyToRun(db, { runId: turn.runId, by: 'olga', text: 'hi' })).rejects.toThrow(new ConflictError(
-      `run ${turn.runId} is running: the takeover olga asked for is not honoured yet. The run parks at its next step boundary ` +
-      '(its holder dead, once its lease runs out and a worker claims it); reply once it is waiting_takeover'));
+      `run ${turn.runId} is running: the takeover olga asked for is not honoured yet. The run parks at its next write ` +
+      '(within a moment while it streams, after a tool call under way), or, its holder dead, once its lease runs out and ' +
+      'a worker or drain claims it; reply once it is waiting_takeover'));
     expect(await parkRun(db, claim.lease, 'waiting_takeover')).toBe(true);
     await replyToRun(db, { runId: turn.runId, by: 'olga', text: 'Done by hand.' });
     // The segment's lease (the fence before the reply's) closes nothing.

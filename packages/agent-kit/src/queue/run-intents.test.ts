@@ -149,8 +149,9 @@ describe('the command line', () => {
     const running = await startTurn(db, { ownerId: 'ivy', text: 'running' });
     expect(await claimRun(db, { runId: running.runId, owner: 'w', leaseTtlMs: 60_000 })).toMatchObject({ claimed: true });
     expect(await formatTakeoverCommand(db, running.runId, { by: 'olga' }))
-      .toBe(`takeover requested: run ${running.runId} is running and parks waiting_takeover at its next step boundary ` +
-        '(its holder dead, once its lease runs out and a worker or drain claims it)\n');
+      .toBe(`takeover requested: run ${running.runId} is running and parks waiting_takeover at its next write (within a moment ` +
+        'while it streams, after a tool call under way), or, if its holder is dead, once its lease runs out and a worker ' +
+        'or drain claims it\n');
     expect(await formatReleaseCommand(db, running.runId, {})).toBe(`takeover withdrawn: run ${running.runId} is running and goes on\n`);
     expect(await formatCancelCommand(db, running.runId, {}))
       .toBe(`cancel requested: run ${running.runId} is running; its segment closes it aborted at its next write\n`);

@@ -62,7 +62,7 @@ export async function cancelRun(db: Queryable, options: { runId: string; shownSe
 
 /**
  * Hold the run for a person: a queued run, or one waiting for input, is `waiting_takeover` at
- * once; a running one parks so at its next step boundary. `by` names the operator (kept as
+ * once; a running one parks so at its next write (within a mirror batch while it streams). `by` names the operator (kept as
  * `taken_over_by` and in the event). Release it with releaseRun.
  * @throws InvalidArgumentError; NotFoundError; ConflictError for a closed run, one being
  *   cancelled, or one behind an earlier open run of its thread.

@@ -29,7 +29,7 @@ export function register(program: Command) {
       process.stdout.write(await withDb((db) => format(db, runId, options)));
     });
   }
-  runCommand('takeover', 'hold a run for a person: waiting_takeover now, or at its next step boundary if it is running')
+  runCommand('takeover', 'hold a run for a person: waiting_takeover now, or at its next write if it is running')
     .addOption(new Option('--by <name>', 'who holds it').default(process.env.USER || 'operator', '$USER, else "operator"'))
     .action(async (runId: string, options: JsonOption & { by: string }) => {
       process.stdout.write(await withDb((db) => formatTakeoverCommand(db, runId, options)));
@@ -66,8 +66,9 @@ export async function formatTakeoverCommand(db: Db, runId: string, options: Json
   return result.status === 'waiting_takeover'
     ? `run ${runId} is waiting_takeover, held by ${options.by}: \`agent-kit reply ${runId} TEXT\` answers in its place, ` +
       `\`agent-kit release ${runId}\` lets it go on\n`
-    : `takeover requested: run ${runId} is running and parks waiting_takeover at its next step boundary ` +
-      '(its holder dead, once its lease runs out and a worker or drain claims it)\n';
+    : `takeover requested: run ${runId} is running and parks waiting_takeover at its next write (within a moment ` +
+      'while it streams, after a tool call under way), or, if its holder is dead, once its lease runs out and a worker ' +
+      'or drain claims it\n';
 }
 
 /** @throws InvalidArgumentError for a blank text; NotFoundError; ConflictError when the run is not held. */
