@@ -5,8 +5,7 @@ import { type Command, CommanderError } from 'commander';
 import type { EventFollower, ThreadEvent } from '../../event-log/index.js';
 import { runFailureText } from '../../event-log/run-failure.js';
 import type { Queryable } from '../../store/db.js';
-import { defaultStopGraceMs } from '../../turn/settings.js';
-import { finishTheStep, type SegmentOutcome } from '../../turn/types.js';
+import type { SegmentOutcome } from '../../turn/types.js';
 import { cliTurnOwner, ownerOption } from './enqueue.js';
 import { formatDuration } from './runs.js';
 import { stdoutClosed, uuidArgument } from '../main.js';
@@ -20,13 +19,13 @@ export function register(program: Command) {
     .option('--thread <id>', 'continue this thread (default: a new thread)', uuidArgument('--thread'))
     .option(...ownerOption)
     .action(async (text: string, options: { thread?: string; owner?: string }) => {
-      const [{ followEvents, readLastSeq }, { defaultHeadStartMs, startTurn }, { newOwner, runSegment }] = await Promise.all([
+      const [{ followEvents, readLastSeq }, { defaultHeadStartMs, startTurn }, { newOwner, runSegment, finishTheStep, defaultStopGraceMs }] = await Promise.all([
         import('../../event-log/index.js'), import('../../queue/start-turn.js'), import('../../turn/index.js'),
       ]);
       // No log lines: stdout is the reply and stderr the few notes a person needs.
       await withRuntime(async (rt) => {
         // (Before the run is named: an interrupt from then on is the turn's.)
-        const stop = stopOnInterrupt((rt.turnSettings?.stopGraceMs ?? rt.config.stopGraceMs ?? defaultStopGraceMs) / 1000);
+        const stop = stopOnInterrupt((rt.turnSettings?.stopGraceMs ?? rt.config.stopGraceMs ?? defaultStopGraceMs) / 1000, finishTheStep);
         const ownerId = await cliTurnOwner(rt.db, options);
         const afterSeq = options.thread ? await readLastSeq(rt.db, options.thread) : 0;
         const turn = await startTurn(rt.db, {
@@ -74,7 +73,7 @@ export function register(program: Command) {
  * exits 1 saying so. A second Ctrl-C quits at once; the run is then taken over when its lease
  * runs out. (Killed outright, the command left the run held by a dead process for its lease.)
  */
-function stopOnInterrupt(graceSeconds: number): { signal: AbortSignal; dispose: () => void } {
+function stopOnInterrupt(graceSeconds: number, finishTheStep: string): { signal: AbortSignal; dispose: () => void } {
   const controller = new AbortController();
   // A signal cuts a long model step after its grace (ADR-0117); a reader gone lets it finish.
   const stop = (why: string, reason?: string) => {
