@@ -16,9 +16,9 @@ export interface StoreStatus {
   /** Effects nobody knows happened, and their runs: each needs an operator's verdict. */
   inDoubt: { effects: number; runs: number };
   /**
-   * Of the runs started in the last hour (created_at, on the database's now()), those that ended `failed` (a provider refused for good)
-   * and those given up after their crash budget (salvaged, `aborted`; not a cancel): a provider
-   * down shows here before anyone reads a thread.
+   * Of the runs started in the last hour (created_at, on the database's now()), those that ended
+   * `failed` (a provider refused for good) and those given up after their crash budget
+   * (salvaged, `aborted`; not a cancel): a provider down shows here before anyone reads a thread.
    */
   lastHour: { failed: number; salvaged: number };
   /**

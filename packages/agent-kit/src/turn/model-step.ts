@@ -93,8 +93,9 @@ export async function runModelStep(options: ModelStepOptions): Promise<StepResul
     if (options.stopSignal?.reason !== finishTheStep) graceTimer = setTimeout(() => abort('stop'), Math.max(0, options.stopGraceMs ?? 0));
   };
   // (One listener per signal for all its steps: a worker's stop signal is shared by its segments.)
-  const forgetStop = !options.stopSignal ? () => false : options.stopSignal.aborted ? (onStop(), () => false)
-    : wakeOnAbort(options.stopSignal, onStop);
+  let forgetStop = () => {};
+  if (options.stopSignal?.aborted) onStop();
+  else if (options.stopSignal) forgetStop = wakeOnAbort(options.stopSignal, onStop);
   // One timer for the stall, re-armed when it fires early, not one per part.
   let lastPartAt = performance.now();
   const checkStall = () => {

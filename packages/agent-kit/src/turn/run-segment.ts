@@ -16,7 +16,7 @@ import { charsToShed, fitAfter, modelName, pastContextWindow, promptChars, type 
 import { fitKnownWindow, learnWindow } from './prompt-fit.js';
 import { describeRefusal, refusedForGood, refusedWhatItCarried, StepPastBudgetError } from './model-retry.js';
 import { runModelStep, type StepStop } from './model-step.js';
-import { defaultTurnSettings } from './settings.js';
+import { turnSettingsOf } from './settings.js';
 import { addUsage, type TokenUsage } from '../event-log/token-usage.js';
 import { holdUntil, renewOnTimer } from './lease-hold.js';
 import { StreamMirror } from './stream-mirror.js';
@@ -34,12 +34,7 @@ export async function runSegment(rt: Runtime, options: SegmentOptions): Promise<
   const startedAtMs = options.preClaimed?.sentAtMs ?? Date.now();
   const budgetMs = options.budgetMs ?? rt.config.invocationBudgetMs;
   const leaseTtlMs = Math.min(options.leaseTtlMs ?? rt.config.leaseTtlMs, budgetMs);
-  const { modelRetries, maxToolResultBytes, stopGraceMs } = rt.config;
-  const fromConfig = {
-    ...(modelRetries === undefined ? {} : { modelRetries }), ...(maxToolResultBytes === undefined ? {} : { maxToolResultBytes }),
-    ...(stopGraceMs === undefined ? {} : { stopGraceMs }),
-  };
-  const settings = { ...defaultTurnSettings(budgetMs), ...fromConfig, ...rt.turnSettings };
+  const settings = turnSettingsOf(rt, budgetMs);
   const claim = options.preClaimed?.claim
     ?? await claimSegment(rt.db, { runId: options.runId, owner: options.owner, leaseTtlMs, budgetMs, historyTurns: rt.historyTurns });
   if (!claim.claimed) return { kind: 'not-claimed', reason: claim.reason };
@@ -307,21 +302,16 @@ async function handleStop(s: Segment, reason: StepStop, progressed: () => boolea
     case 'store-error':
       s.rt.log?.({ msg: 'segment error', runId: s.lease.runId, fence: s.lease.fence, error: s.mirror.stopError?.message });
       return (await afterStoreError(s, s.mirror.stopError ?? new StoreUnavailableError('the store failed a write'))) ?? lost(s);
-    case 'stop': {
-      // Cut after its grace (ADR-0117): given back at once, with its progress, and no attempt
-      // spent, for the process is going away, not failing; a SIGKILL would leave it to its lease.
-      const stopped = await s.mirror.flush();
-      if (stopped) return handleStop(s, stopped, progressed);
-      if (progressed()) return park(s, 'queued');
-      return (await parkStartedLate(s.rt.db, s.lease)) ? parked(s, 'queued') : lost(s);
-    }
+    case 'stop':
     case 'deadline': {
       // A mid-step cut after progress is a slice: the next segment goes on from the steps journalled
-      // here, and with prefill from the mirrored text. One with none spends its attempt, unless it
-      // started late in its invocation (ADR-0113): a whole budget would cut it the same (ADR-0071).
+      // here, and with prefill from the mirrored text. One with none spends its attempt, unless the
+      // process is going away (ADR-0117: not the run's failing) or the segment started late in its
+      // invocation (ADR-0113): a whole budget would cut it the same (ADR-0071).
       const stopped = await s.mirror.flush();
       if (stopped) return handleStop(s, stopped, progressed);
       if (progressed()) return park(s, 'queued');
+      if (reason === 'stop') return (await parkStartedLate(s.rt.db, s.lease)) ? parked(s, 'queued') : lost(s);
       if (s.budgetMs < (s.options.invocationBudgetMs ?? s.budgetMs) / 2) {
         s.rt.log?.({ msg: 'segment started too late to finish its step: run given back, attempt not spent', runId: s.lease.runId, fence: s.lease.fence, budgetMs: s.budgetMs });
         return (await parkStartedLate(s.rt.db, s.lease)) ? parked(s, 'queued') : lost(s); // ADR-0113

@@ -1,6 +1,7 @@
 // Tunables of the turn engine, each with the reason for its default.
 import { defaultReconcileTimeoutMs } from '../effect-ledger/index.js';
 import { defaultMaxToolResultBytes } from '../store/storable.js';
+import type { Runtime } from './types.js';
 
 export interface TurnSettings {
   /** Mirror batching: at most 1000/mirrorIntervalMs writes per second per run. 100 ms → ≤ 10/s. */
@@ -68,9 +69,6 @@ export interface TurnSettings {
   stopGraceMs: number;
 }
 
-/** Under Docker's 10 s and Fly.io's 5 s from SIGTERM to SIGKILL, with room to park. */
-export const defaultStopGraceMs = 3_000;
-
 /** Defaults scaled to the budget, so a short test budget still leaves time to work. */
 export function defaultTurnSettings(budgetMs: number): TurnSettings {
   return {
@@ -96,9 +94,24 @@ export function defaultTurnSettings(budgetMs: number): TurnSettings {
     // Past a failover's length too: a store back at any time before the segment's deadline (and so
     // before its lease would run out) gets the run handed on at once, not after the lease.
     storeErrorHandBackMs: 15 * 60_000,
-    // Docker stops with SIGKILL 10 s after SIGTERM; Kubernetes after 30 s.
-    // With the model step's grace (3 s), under Docker's 10 s from SIGTERM to SIGKILL.
+    // Docker sends SIGKILL 10 s after SIGTERM, Fly.io 5 s: the grace leaves room to park, and
+    // with it the hand-back ends within Docker's.
+    stopGraceMs: 3_000,
     stopHandBackMs: 5_000,
-    stopGraceMs: defaultStopGraceMs,
+  };
+}
+
+/**
+ * A segment's settings: the defaults for its budget, then the configuration's (the environment's
+ * AGENT_KIT_* settings), then the runtime's own.
+ */
+export function turnSettingsOf(rt: Pick<Runtime, 'config' | 'turnSettings'>, budgetMs: number): TurnSettings {
+  const { modelRetries, maxToolResultBytes, stopGraceMs } = rt.config;
+  return {
+    ...defaultTurnSettings(budgetMs),
+    ...(modelRetries === undefined ? {} : { modelRetries }),
+    ...(maxToolResultBytes === undefined ? {} : { maxToolResultBytes }),
+    ...(stopGraceMs === undefined ? {} : { stopGraceMs }),
+    ...rt.turnSettings,
   };
 }

@@ -19,13 +19,13 @@ export function register(program: Command) {
     .option('--thread <id>', 'continue this thread (default: a new thread)', uuidArgument('--thread'))
     .option(...ownerOption)
     .action(async (text: string, options: { thread?: string; owner?: string }) => {
-      const [{ followEvents, readLastSeq }, { defaultHeadStartMs, startTurn }, { newOwner, runSegment, finishTheStep, defaultStopGraceMs }] = await Promise.all([
+      const [{ followEvents, readLastSeq }, { defaultHeadStartMs, startTurn }, { newOwner, runSegment, finishTheStep, turnSettingsOf }] = await Promise.all([
         import('../../event-log/index.js'), import('../../queue/start-turn.js'), import('../../turn/index.js'),
       ]);
       // No log lines: stdout is the reply and stderr the few notes a person needs.
       await withRuntime(async (rt) => {
         // (Before the run is named: an interrupt from then on is the turn's.)
-        const stop = stopOnInterrupt((rt.turnSettings?.stopGraceMs ?? rt.config.stopGraceMs ?? defaultStopGraceMs) / 1000, finishTheStep);
+        const stop = stopOnInterrupt(turnSettingsOf(rt, rt.config.invocationBudgetMs).stopGraceMs / 1000, finishTheStep);
         const ownerId = await cliTurnOwner(rt.db, options);
         const afterSeq = options.thread ? await readLastSeq(rt.db, options.thread) : 0;
         const turn = await startTurn(rt.db, {
