@@ -105,7 +105,7 @@ export async function main(argv: string[]): Promise<number> {
       return raw.exitCode;
     }
     const error = coerceError(raw);
-    console.error(`agent-kit: ${error.message}`);
+    console.error(`error: ${error.message}`);
     return 1;
   }
 }

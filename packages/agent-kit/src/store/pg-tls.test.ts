@@ -68,7 +68,7 @@ describe.runIf(onPostgres)('TLS to Postgres', () => {
     const before = trusted.encrypted;
     const result = await agentKit(['migrate'], urlThrough(trusted, 'sslmode=verify-full'));
     expect(result.code, result.stderr).toBe(1);
-    expect(result.stderr).toContain('agent-kit: the database server\'s TLS certificate is not signed by a CA this process trusts');
+    expect(result.stderr).toContain('error: the database server\'s TLS certificate is not signed by a CA this process trusts');
     expect(result.stderr).toContain('?sslmode=verify-full&sslrootcert=/path/to/ca.pem');
     expect(result.stderr).toContain('(unable to verify the first certificate)');
     expect(result.stderr).not.toMatch(/\n\s+at /); // a message, not a stack

@@ -3,6 +3,7 @@
 // what the thread knows of its model's context window, read in the claim's own statement.
 import type { ModelMessage } from 'ai';
 import type { ContextWindow } from './context-window.js';
+import { isBlank } from '../blank.js';
 import { assert, InvalidArgumentError } from '../errors.js';
 import { claimParams, claimResult, msInterval, type ClaimOptions, type ClaimResult, type Lease } from '../lease/lease.js';
 import type { RunRow } from '../lease/run-row.js';
@@ -28,9 +29,14 @@ type HistoryRow = { role: 'user' | 'assistant'; text: string };
 const windowParam = (historyTurns: number | undefined) =>
   historyTurns === undefined ? null : Math.min(historyTurns, 2 ** 31 - 2);
 
-/** History rows as model messages. Answers to questions reach the model as tool results. */
-const toMessages = (rows: HistoryRow[]): ModelMessage[] =>
-  rows.map((row) => ({ role: row.role, content: row.text }) as ModelMessage);
+/**
+ * History rows as model messages. Answers to questions reach the model as tool results. A turn
+ * that closed without text (cancelled or failed before any reply) has an empty answer, left out:
+ * it tells a model nothing, and Anthropic's API refuses an empty message before the last.
+ */
+const toMessages = (rows: HistoryRow[]): ModelMessage[] => rows
+  .filter((row) => row.role === 'user' || !isBlank(row.text ?? ''))
+  .map((row) => ({ role: row.role, content: row.text }) as ModelMessage);
 
 /**
  * Start a segment (agent_kit_begin_segment: the visible partial it continues from, and its

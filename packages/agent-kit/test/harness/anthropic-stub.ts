@@ -3,7 +3,8 @@
 // tool_use, ended either by the message's end or, as Anthropic does when overloaded mid-stream,
 // by an `error` event. With `thinking` enabled in the request it applies the API's rule: in a
 // tool loop or a prefill, the last assistant message must start with a thinking block this
-// server signed; given a context window, it refuses a longer prompt as the API does. The real
+// server signed; it refuses a message with no content before the last, and, given a context
+// window, a longer prompt, as the API does. The real
 // anthropic provider is tested against it.
 import type { ServerResponse } from 'node:http';
 import { serveStub } from './provider-stub.js';
@@ -130,6 +131,13 @@ export async function startAnthropicStub(replies: AnthropicReply[], options: { c
     if (last?.role === 'assistant' && /\s$/.test(textOf(last.content))) {
       // As the real API answers a prefill that ends in whitespace.
       refuse(response, 400, 'invalid_request_error', 'messages: final assistant content cannot end with trailing whitespace');
+      return;
+    }
+    const empty = body.messages.findIndex((message, at) =>
+      !(at === body.messages.length - 1 && message.role === 'assistant') && blocksOf(message.content).every((block) => block.type === 'text' && textOf([block]) === ''));
+    if (empty !== -1) {
+      // As the real API answers a conversation with an empty message before its end.
+      refuse(response, 400, 'invalid_request_error', `messages.${empty}: all messages must have non-empty content except for the optional final assistant message`);
       return;
     }
     const chars = JSON.stringify(body.messages).length;

@@ -1,7 +1,7 @@
 // Hostile arguments to every command of the real CLI (`node bin/agent-kit.js`, built from src/),
 // on the store the suite runs on: unknown flags, bad numbers, non-uuid and unknown ids, empty
 // and oversized text, another owner's thread, SQL-looking values, bad configuration. Each exits
-// non-zero within its deadline with one clear line on stderr (`error:` or `agent-kit:`), no
+// non-zero within its deadline with one clear line on stderr (`error: …`), no
 // stack trace, nothing on stdout, and the store's snapshot is unchanged.
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -39,7 +39,7 @@ function problemWith(result: RunResult): string | undefined {
   if (result.code === 0) return 'exited 0';
   if (result.stdout.trim() !== '') return `printed to stdout: ${result.stdout.slice(0, 120)}`;
   if (lines.length === 0) return 'no message on stderr';
-  if (!/^(error|agent-kit): \S/.test(lines[0]!)) return `unclear message: ${lines[0]!.slice(0, 160)}`;
+  if (!/^error: \S/.test(lines[0]!)) return `unclear message: ${lines[0]!.slice(0, 160)}`;
   if (lines.some((l) => /^\s+at\s/.test(l))) return 'stack trace on stderr';
   const hintOnly = lines.length === 2 && lines[1]!.startsWith('(Did you mean');
   if (lines.length > 1 && !hintOnly) return `${lines.length} lines on stderr: ${lines.join(' | ').slice(0, 200)}`;
@@ -211,7 +211,7 @@ describe('a bad model setting', () => {
   it('AGENT_KIT_MODEL=bogus: `agent-kit reap` says why on one line and writes nothing', async () => {
     const result = await runBogus();
     expect(result.code).not.toBe(0);
-    expect(result.stderr).toMatch(/^agent-kit: Unknown model spec "bogus"/);
+    expect(result.stderr).toMatch(/^error: Unknown model spec "bogus"/);
     expect(await store.snapshot()).toEqual(before);
   }, 30_000);
 

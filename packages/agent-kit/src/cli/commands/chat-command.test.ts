@@ -168,7 +168,7 @@ describe('agent-kit chat', () => {
     expect(queued.code, queued.stderr).toBe(0);
     const before = await store.snapshot();
     const bob = await cli(['enqueue', 'mine now', '--thread', threadId, '--owner', 'bob']);
-    expect([bob.code, bob.stderr.trim()]).toEqual([1, `agent-kit: thread ${threadId} is alice's, not bob's: leave --owner out, or pass --owner alice`]);
+    expect([bob.code, bob.stderr.trim()]).toEqual([1, `error: thread ${threadId} is alice's, not bob's: leave --owner out, or pass --owner alice`]);
     expect(await store.snapshot()).toEqual(before);
     const owners = JSON.parse((await cli(['runs', '--thread', threadId, '--json'])).stdout) as { ownerId: string; status: string }[];
     expect(owners.map((r) => [r.ownerId, r.status])).toEqual([['alice', 'queued'], ['alice', 'completed']]);
@@ -306,7 +306,7 @@ describe('commands on a store that was never migrated', () => {
       await adminQuery(`alter database ${empty.name} reset search_path`);
       const lost = await cli(['status'], env);
       expect([lost.code, lost.stderr.trim()]).toEqual([1, expect.stringMatching(
-        /^agent-kit: agent-kit's tables are in schema agent, but this connection reads schema public: put agent first on the role's search_path/)]);
+        /^error: agent-kit's tables are in schema agent, but this connection reads schema public: put agent first on the role's search_path/)]);
     } finally {
       await empty.drop();
     }
@@ -345,7 +345,7 @@ describe('commands on a store that was never migrated', () => {
       for (const args of [['enqueue', 'hi'], ['runs'], ['status'], ['show', '00000000-0000-4000-8000-000000000000']]) {
         const result = await cli(args, env);
         expect({ args, code: result.code, stderr: result.stderr.trim() }).toEqual({
-          args, code: 1, stderr: expect.stringMatching(/^agent-kit: Schema is at 0000; this agent-kit needs \d{4}\. Run `agent-kit migrate` first\.$/),
+          args, code: 1, stderr: expect.stringMatching(/^error: Schema is at 0000; this agent-kit needs \d{4}\. Run `agent-kit migrate` first\.$/),
         });
       }
       const db = await openDb({ databaseUrl: empty.url });

@@ -40,7 +40,7 @@ it('takes a queued run over, releases it and cancels it; a closed run is not can
     const drained = await run(process.execPath, [bin, 'drain', '--budget', '30'], { env: store.env, timeoutMs: 60_000 });
     expect(drained.code, drained.stderr).toBe(0);
     const again = await cli(['cancel', runId]);
-    expect([again.code, again.stderr]).toEqual([1, `agent-kit: run ${runId} is already aborted: nothing to cancel\n`]);
+    expect([again.code, again.stderr]).toEqual([1, `error: run ${runId} is already aborted: nothing to cancel\n`]);
     const shown = await cli(['show', runId]);
     expect(shown.stdout).toMatch(/status\s+aborted/);
   } finally {

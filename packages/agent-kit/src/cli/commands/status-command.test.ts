@@ -1,6 +1,6 @@
 // `agent-kit status --check` as a monitor runs it, the built CLI on both stores: exit 0 while
 // nothing waits past --stale, exit 1 (the status on stdout, one line on stderr) once something
-// does, and the store untouched either way.
+// does, and the store untouched either way; exit 3 when it cannot read the store at all.
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildCli, openCliStore, packageDir, run, type CliStore } from '../../../test/hostile/cli-kit.js';
@@ -44,6 +44,17 @@ describe('agent-kit status --check', () => {
     expect(json.code).toBe(0); // without --check, the status is an answer, not a verdict
     expect(JSON.parse(json.stdout)).toMatchObject({ store: where, runs: { queued: 1 }, dueJobs: { count: 1 }, alerts: [{ kind: 'drain-behind' }] });
     expect(await store.snapshot()).toEqual(before);
+  }, 120_000);
+
+  it('exits 3 when it cannot read the store, apart from "needs attention"', async () => {
+    const env = { ...store.env, DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none' };
+    const down = await run(process.execPath, [bin, 'status', '--check'], { cwd: packageDir, env, timeoutMs: 60_000 });
+    expect(down.code, down.stderr).toBe(3);
+    expect(down.stderr).toMatch(/^error: could not read the store: .*ECONNREFUSED/);
+    expect(down.stdout).toBe('');
+    // Without --check, a failure to read is a failure like any other command's.
+    const plain = await run(process.execPath, [bin, 'status'], { cwd: packageDir, env, timeoutMs: 60_000 });
+    expect(plain.code).toBe(1);
   }, 120_000);
 });
 

@@ -1,7 +1,8 @@
 // `agent-kit status [--json] [--check] [--stale SECONDS]`: is work moving, and does anything need
 // a person? The runs in flight by status, the reaper's backlog (expired leases), the drains'
 // backlog (due jobs), the effects in doubt, and what to do about each that has waited too long.
-// With --check it exits 1 when anything needs attention, for a monitor or a cron health check.
+// With --check it exits 1 when anything needs attention, 3 when it cannot read the store, for a
+// monitor or a cron health check.
 import path from 'node:path';
 import { type Command, CommanderError } from 'commander';
 import type { AgentKitConfig } from '../../config.js';
@@ -11,7 +12,7 @@ import { withDb } from '../main.js';
 
 export interface StatusOptions {
   json?: boolean;
-  /** Exit 1 when anything needs attention. */
+  /** Exit 1 when anything needs attention, 3 when the store cannot be read. */
   check?: boolean;
   /** Seconds an expired lease or a due job may wait before it needs attention. */
   stale?: number;
@@ -52,7 +53,7 @@ export function register(program: Command) {
     .command('status')
     .description('runs in flight, expired leases, due jobs and effects in doubt, and what needs attention')
     .option('--json', 'print one JSON object instead of text')
-    .option('--check', 'exit 1 when anything needs attention (for a monitor)')
+    .option('--check', 'exit 1 when anything needs attention, 3 when the store cannot be read (for a monitor)')
     .option('--stale <seconds>', `how long an expired lease or a due job may wait (1..${maxStaleSeconds}, default ${defaultStaleMs / 1000})`,
       (value) => {
         const seconds = parseStaleSeconds(value);
@@ -63,10 +64,18 @@ export function register(program: Command) {
       })
     .action(async (options: StatusOptions) => {
       const [{ configFromEnv }, { defaultDataDir }] = await Promise.all([import('../../config.js'), import('../../store/open.js')]);
-      const config = configFromEnv();
-      const { text, alerts } = await withDb(async (db) => formatStatusCommand(db, {
-        ...options, store: describeStore(config, defaultDataDir, config.databaseUrl ? await currentSchema(db) : undefined),
-      }));
+      const read = async () => {
+        const config = configFromEnv();
+        return withDb(async (db) => formatStatusCommand(db, {
+          ...options, store: describeStore(config, defaultDataDir, config.databaseUrl ? await currentSchema(db) : undefined),
+        }));
+      };
+      // A monitor tells "something needs attention" (1) from "the check could not look" (3).
+      const { text, alerts } = options.check
+        ? await read().catch((error: unknown) => {
+          throw new CommanderError(3, 'agent-kit.statusUnknown', `could not read the store: ${error instanceof Error ? error.message : String(error)}`);
+        })
+        : await read();
       process.stdout.write(text);
       if (options.check && alerts.length > 0) {
         const what = alerts.length === 1 ? '1 thing needs' : `${alerts.length} things need`;
