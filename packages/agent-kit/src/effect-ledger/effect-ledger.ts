@@ -259,9 +259,16 @@ export async function resolveEffect(
     notifyThread(db, row.thread_id, toNumber(row.seq));
     return toRecord(row);
   }
-  const [found] = await db.query<{ status: string }>(
-    'select status from agent_kit_effects where run_id = $1 and key = $2', [effect.runId, effect.key],
+  const [found] = await db.query<{ status: string; resolved: { by?: unknown; at?: unknown; happened?: unknown } | null }>(
+    `select status, result->'resolved' as resolved from agent_kit_effects where run_id = $1 and key = $2`, [effect.runId, effect.key],
   );
   if (!found) throw new NotFoundError(`effect ${effect.key} of run ${effect.runId} not found`);
+  // A second verdict (two operators on one page, a retried command) names the first one.
+  const first = found.resolved;
+  if (first && typeof first === 'object' && typeof first.by === 'string') {
+    const verdict = first.happened === true ? 'it happened' : 'it did not happen';
+    throw new ConflictError(`effect ${effect.key} was resolved already: ${first.by} said ${verdict}` +
+      `${typeof first.at === 'string' ? ` at ${first.at}` : ''}; nothing changed`);
+  }
   throw new ConflictError(`effect ${effect.key} is ${found.status}, not in doubt: nothing to resolve`);
 }

@@ -72,7 +72,10 @@ it('records the verdict, keeps what was known before, and takes the run off the 
 it('refuses to resolve an effect that is not in doubt, or that does not exist, changing nothing', async () => {
   const doubtful = await payTurn();
   await resolveEffect(db, { ...doubtful, happened: true, by: 'ops' });
-  await expect(resolveEffect(db, { ...doubtful, happened: false, by: 'ops' })).rejects.toThrow(ConflictError);
+  const again = resolveEffect(db, { ...doubtful, happened: false, by: 'ops-ben' });
+  await expect(again).rejects.toThrow(ConflictError);
+  // A second verdict names the first, not only the status it left.
+  await expect(again).rejects.toThrow(new RegExp(`^effect ${doubtful.key} was resolved already: ops said it happened at \\d{4}-\\d\\d-\\d\\dT.*; nothing changed$`));
   const paid = await payTurn(true);
   await expect(resolveEffect(db, { ...paid, happened: false, by: 'ops' }))
     .rejects.toThrow(/is completed, not in doubt/);
