@@ -233,7 +233,8 @@ async function main() {
   await fleet.stopAll(30_000);
   await retrying(() => resolveInDoubt(url, effectsFile));
   const { stats, violations } = await retrying(() => checkInvariants(pool, effectsFile, num('tokens')));
-  violations.push(...fleet.badExits);
+  // A bad exit first: it ended the run early, and the runs it left open follow from it.
+  violations.unshift(...fleet.badExits);
   await pool.end();
   printTable(stats, violations, elapsedMs, threads);
   for (const line of violations.slice(0, 40)) console.log(`VIOLATION ${line}`);

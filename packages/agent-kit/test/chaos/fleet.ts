@@ -17,6 +17,8 @@ export interface Child {
   frozen: boolean;
   /** Set when we SIGKILLed it: its exit status is ours, not its. */
   killed: boolean;
+  /** Set when we sent it SIGTERM (a deploy, or the end of the run). */
+  terminated?: boolean;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
@@ -43,9 +45,10 @@ export class Fleet {
     this.workers.set(slot, child);
     void child.exited.then(({ code, signal }) => {
       if (child.killed || code === 0) return;
-      // SIGTERM before the worker installed its handler (still loading) ends it by the default
-      // action; it held nothing yet, so that is no breach of "SIGTERM → finish or park, exit 0".
-      if (this.stopping && signal === 'SIGTERM' && !this.hasStarted(child)) return;
+      // SIGTERM before the worker installed its handler (still loading: a deploy soon after a
+      // respawn, or the end of the run) ends it by the default action; it held nothing yet, so
+      // that is no breach of "SIGTERM → finish or park, exit 0".
+      if (child.terminated && signal === 'SIGTERM' && !this.hasStarted(child)) return;
       this.badExits.push(`worker ${slot} (pid ${child.pid}) exited code=${code} signal=${signal}`);
     });
     return child;
@@ -72,6 +75,7 @@ export class Fleet {
    * grace, ADR-0117), then start its slot again once it has exited.
    */
   deploy(child: Child): void {
+    child.terminated = true;
     child.proc.kill('SIGTERM');
     void child.exited.then(() => this.startWorker(child.slot));
   }
@@ -104,7 +108,10 @@ export class Fleet {
         child.frozen = false;
         child.proc.kill('SIGCONT');
       }
-      if (!child.killed && child.proc.exitCode === null) child.proc.kill('SIGTERM');
+      if (!child.killed && child.proc.exitCode === null) {
+        child.terminated = true;
+        child.proc.kill('SIGTERM');
+      }
     }
     const all = [...this.workers.values(), ...this.helpers];
     const deadline = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), timeoutMs).unref());
