@@ -155,25 +155,51 @@ export async function parked(s: Segment, status: ParkStatus): Promise<SegmentOut
 /** True: handed on; false: the lease was gone already; null: the store did not answer in time. */
 async function handRunOn(s: Segment, error: Error, progressed: boolean): Promise<boolean | null> {
   const stop = s.options.stopSignal;
-  let until = Math.min(Date.now() + s.settings.storeErrorHandBackMs, s.stopAtMs);
+  let givesUpAt = Math.min(Date.now() + s.settings.storeErrorHandBackMs, s.stopAtMs);
+  // Asked to stop (a deploy's SIGTERM), it goes on trying for a while, a second apart: a stop
+  // during an outage left its runs to their leases (an outsider's trial).
   let stopping = false;
-  await s.stopRenewing();
-  for (let waitMs = 250; ; waitMs = Math.min(waitMs * 2, 5_000)) {
-    // Asked to stop (a deploy's SIGTERM), it goes on trying for a while, a second apart: a stop
-    // during an outage left its runs to their leases (an outsider's trial).
+  const deadline = () => {
     if (stop?.aborted && !stopping) {
       stopping = true;
-      until = Math.min(until, Date.now() + s.settings.stopHandBackMs);
+      givesUpAt = Math.min(givesUpAt, Date.now() + s.settings.stopHandBackMs);
     }
+    return givesUpAt;
+  };
+  await s.stopRenewing();
+  for (let waitMs = 250; ; waitMs = Math.min(waitMs * 2, 5_000)) {
+    const until = deadline();
     await sleep(Math.min(stopping ? 1_000 : waitMs, until - Date.now()), stopping ? undefined : stop);
+    const attempt = handBackOnce(s, error, progressed);
     try {
-      const effect = s.unrecordedEffect;
-      // (Null when the write had gone through after all, or the lease is gone: nothing to add.)
-      if (effect) await finishEffect(s.rt.db, s.lease, effect.key, effect.status, effect.result ?? null);
-      s.unrecordedEffect = undefined;
-      return progressed ? await parkRun(s.rt.db, s.lease, 'queued') : await failLease(s.rt.db, s.lease, error);
+      // A try that waits on the store (a pool waits 10 s for a connection) ends the tries at the
+      // deadline, a stop's too, checked every 100 ms: a deploy's SIGKILL would not wait for it.
+      // The try left behind is guarded by the lease like any other write.
+      const handed = await settledBefore(attempt, deadline);
+      return handed ?? null;
     } catch {
-      if (Date.now() >= until) return null;
+      if (Date.now() >= deadline()) return null;
     }
   }
+}
+
+/** What `promise` settles to, or undefined once `deadline()` (which may move) has passed first. */
+async function settledBefore<T>(promise: Promise<T>, deadline: () => number): Promise<T | undefined> {
+  const settled = promise.then((value) => ({ value }));
+  settled.catch(() => {}); // (a promise left behind at the deadline may fail later, unawaited)
+  for (;;) {
+    const left = deadline() - Date.now();
+    if (left <= 0) return undefined;
+    const done = await Promise.race([settled, sleep(Math.min(left, 100)).then(() => undefined)]);
+    if (done) return done.value;
+  }
+}
+
+/** One try of handRunOn: the effect's record first, then the park or the give-back. */
+async function handBackOnce(s: Segment, error: Error, progressed: boolean): Promise<boolean> {
+  const effect = s.unrecordedEffect;
+  // (Null when the write had gone through after all, or the lease is gone: nothing to add.)
+  if (effect) await finishEffect(s.rt.db, s.lease, effect.key, effect.status, effect.result ?? null);
+  s.unrecordedEffect = undefined;
+  return progressed ? await parkRun(s.rt.db, s.lease, 'queued') : await failLease(s.rt.db, s.lease, error);
 }

@@ -32,9 +32,23 @@ afterAll(async () => {
 
 const tokens = 20;
 
-/** `inner`, whose statements fail as those of a store that went away do, while `down.now`. */
-function flaky(inner: Db, down: { now: boolean }): Db {
-  const gone = () => Promise.reject(new StoreUnavailableError('the database does not answer (test)'));
+/**
+ * `inner`, whose statements fail as those of a store that went away do, while `down.now`; with
+ * `down.hang`, those after the first wait instead (as for a connection from a pool whose server
+ * is gone) and fail once the store is back.
+ */
+function flaky(inner: Db, down: { now: boolean; hang?: boolean }): Db {
+  const failure = () => new StoreUnavailableError('the database does not answer (test)');
+  let failures = 0;
+  const gone = () => (down.hang && failures++ > 0
+    ? new Promise<never>((_, reject) => {
+      const poll = setInterval(() => {
+        if (down.now) return;
+        clearInterval(poll);
+        reject(failure());
+      }, 5);
+    })
+    : Promise.reject(failure()));
   return new Proxy(inner, {
     get(target, key) {
       if (key === 'query') return (sql: string, params?: readonly unknown[]) => (down.now ? gone() : target.query(sql, params));
@@ -49,9 +63,9 @@ function flaky(inner: Db, down: { now: boolean }): Db {
 async function cutOff(
   text: string, settings: { storeErrorHandBackMs?: number; stopHandBackMs?: number; continueMidStep?: boolean },
   back: (segment: { failed: Promise<void>; ended: Promise<unknown> }) => Promise<unknown>,
-  afterMirrored = false, stopSignal?: AbortSignal,
+  afterMirrored = false, stopSignal?: AbortSignal, hang = false,
 ) {
-  const down = { now: false };
+  const down = { now: false, hang };
   const frozen = gate();
   const paused = gate();
   const failed = gate();
@@ -118,6 +132,20 @@ describe('a segment whose write the store failed', () => {
     const left = await deploy(0);
     expect(left.outcome.kind).toBe('stopped');
     expect(left.run).toEqual({ given_up: false, attempts: 1, status: 'running', failed: [] });
+  });
+
+  it('asked to stop, gives up at stopHandBackMs even while a try waits for the store, not after that wait', async () => {
+    // The store answers nothing (each statement hangs) until the segment has returned: a try that
+    // ran past stopHandBackMs would never return here.
+    const stop = new AbortController();
+    const { outcome, run } = await cutOff('a deploy while statements hang', { continueMidStep: false, stopHandBackMs: 300 },
+      async ({ failed, ended }) => {
+        await failed;
+        stop.abort(); // the worker's SIGTERM
+        await ended;
+      }, false, stop.signal, true);
+    expect(outcome.kind).toBe('stopped');
+    expect(run).toEqual({ given_up: false, attempts: 1, status: 'running', failed: [] });
   });
 
   it('after text the next segment goes on from, parks the run queued once the store answers, no attempt spent', async () => {
