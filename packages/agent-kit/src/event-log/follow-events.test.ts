@@ -168,6 +168,24 @@ describe('readRunSegments', () => {
     ]);
   });
 
+  it("calls a segment whose process died lost, at the next segment's start", async () => {
+    // (An adopter's trial read `superseded` after a kill -9 and could not tell it was a crash.)
+    const turn = await startTurn(db, { ownerId: 'u1', text: 'its holder dies mid-reply' });
+    const [claim] = await db.query<{ fence: number }>(
+      `select fence from agent_kit_claim_run($1, 'owner-a', interval '5 seconds')`, [turn.runId]);
+    await db.query(`select agent_kit_begin_segment($1, 'owner-a', $2, '')`, [turn.runId, claim!.fence]);
+    try {
+      await advanceFakeNow(db, 6_000); // owner-a died: its lease runs out
+      expect(await runSegment(makeRuntime(db, { tokens: 4 }), { runId: turn.runId, owner: 'owner-b' }))
+        .toMatchObject({ kind: 'closed', status: 'completed' });
+    } finally {
+      await clearFakeNow(db);
+    }
+    const segments = await readRunSegments(db, turn.runId);
+    expect(segments.map((s) => [s.fence, s.owner, s.endedAs])).toEqual([[1, 'owner-a', 'lost'], [2, 'owner-b', 'completed']]);
+    expect(segments[0]!.endedSeq).toBe(segments[1]!.startedSeq);
+  });
+
   it('lists the claim that closed a run cancelled while it waited, which starts no segment', async () => {
     const engine = makeRuntime(db, { tokens: 4 });
     const turn = await startTurn(db, { ownerId: 'u1', text: 'cancel me while I ask #ask' });

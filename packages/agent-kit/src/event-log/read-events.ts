@@ -203,9 +203,9 @@ export interface RunSegmentView {
   /** When the segment stops itself (its invocation's deadline); null for a claim without a segment. */
   deadlineAt: string | null;
   /**
-   * How it ended: the park or close status, `failed` (gave its lease up), `superseded` (another
-   * segment started without it ending), `lost` (its lease ran out and a later claim took the run
-   * on without a segment: parked it for an operator, closed it cancelled, or salvaged it), or
+   * How it ended: the park or close status, `failed` (gave its lease up), `lost` (it never ended:
+   * its process died or froze, its lease ran out, and a later claim took the run on, with a
+   * segment or without one: parked it for an operator, closed it cancelled, or salvaged it), or
    * null while it is live (or its lease ran out and nothing has happened to the run since).
    */
   endedAs: string | null;
@@ -234,7 +234,8 @@ export async function readRunSegments(db: Queryable, runId: string): Promise<Run
   for (const event of rows.map(toThreadEvent)) {
     const current = segments[segments.length - 1];
     if (event.type === 'segment-started') {
-      if (current && current.endedAs === null) current.endedAs = 'superseded';
+      // (The claim after a crash or a freeze: the one before never ended, and lost its lease.)
+      if (current && current.endedAs === null) [current.endedAs, current.endedSeq] = ['lost', event.seq];
       segments.push({
         fence: event.fence,
         attempt: typeof event.data.attempt === 'number' ? event.data.attempt : null,
