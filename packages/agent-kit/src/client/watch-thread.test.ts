@@ -162,6 +162,14 @@ describe('watchThread', () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(stranger.requests).toHaveLength(1);
 
+    // A cursor past the thread's log (a database restored from a backup) ends it too: it read
+    // on with backoff for ever before, or, before the route refused one, waited silent.
+    const ahead = page(() => handlers);
+    watchThread({ threadId, after: 9_999, onChange: () => expect.unreachable(), onEnd: (status) => ended.push(status), retryMs: 10, ...ahead.options });
+    await until(() => ended.length === 2);
+    expect(ended).toEqual([404, 409]);
+    expect(ahead.requests).toHaveLength(1);
+
     const changes: ThreadChange[] = [];
     const owner = page(() => handlers);
     const watch = watchThread({ threadId, after: 0, onChange: (c) => changes.push(c), ...owner.options });

@@ -27,8 +27,10 @@ export interface WatchThreadOptions {
   /** Each event that changed the conversation, in order, once. */
   onChange: (change: ThreadChange) => void;
   /**
-   * The watch ended because the route refused it: 401 or 403 (the session ended or changed) or
-   * 404 (no such thread, or not this user's). It does not read again.
+   * The watch ended because the route refused it: 401 or 403 (the session ended or changed), 404
+   * (no such thread, or not this user's) or 409 (`after` is past the thread's last event: a seq
+   * of another thread, or a database restored from a backup; read the thread again). It does not
+   * read again.
    */
   onEnd?: (status: number) => void;
   /** Where the routes are ('' for the page's own origin), as for `agentKitTransport`. */
@@ -47,7 +49,7 @@ export interface ThreadWatch {
   readonly seq: number;
 }
 
-const refusals = new Set([401, 403, 404]);
+const refusals = new Set([401, 403, 404, 409]);
 const maxRetryMs = 30_000;
 
 /**

@@ -32,8 +32,10 @@ describe('POST /api/runs/:id/reply', () => {
     // A message sent while the run was held: its turn goes on as soon as the reply is in.
     const next = await startTurn(t.db, { ownerId: 'rae', threadId: turn.threadId, text: 'thanks!' });
     const { thread } = await (await send('GET', `/api/threads/${turn.threadId}`, { operator: true })).json() as { thread: { lastSeq: number } };
-    // A viewer of the AI SDK stream, following since before the reply.
-    const viewer = send('GET', `/api/threads/${turn.threadId}/events?after=${thread.lastSeq}&format=ai-sdk`, { user: 'rae' });
+    // A viewer of the AI SDK stream, following since before the reply (its response, which names
+    // the run it streams, in hand before the reply is sent).
+    const viewer = await send('GET', `/api/threads/${turn.threadId}/events?after=${thread.lastSeq}&format=ai-sdk`, { user: 'rae' });
+    expect(viewer.headers.get('x-agent-kit-run-id')).toBe(turn.runId);
 
     const response = await send('POST', `/api/runs/${turn.runId}/reply`, { operator: true, body: { text: 'It left the depot this morning.' } });
     expect(response.status).toBe(200);
@@ -57,7 +59,7 @@ describe('POST /api/runs/:id/reply', () => {
       type: 'run-closed', runId: turn.runId,
       data: expect.objectContaining({ status: 'completed', text: 'It left the depot this morning.', operator: 'olga' }),
     })]);
-    const chunks = (await readSse(await viewer, { max: 20 })).events
+    const chunks = (await readSse(viewer, { max: 20 })).events
       .filter((event) => event.data !== '[DONE]').map((event) => JSON.parse(event.data) as Record<string, unknown>);
     expect(chunks.filter((chunk) => chunk.type === 'text-delta').map((chunk) => chunk.delta).join('')).toBe('It left the depot this morning.');
     expect(chunks.find((chunk) => chunk.type === 'finish')).toMatchObject({

@@ -85,7 +85,8 @@ export function readIdParam(params: Record<string, string | undefined>, name: st
 }
 
 // Seqs stay below 2^53: JSON and JS numbers carry them exactly.
-const cursor = z.string().regex(/^\d{1,15}$/, 'must be a non-negative integer').transform(Number);
+const cursor = z.string().regex(/^\d+$/, 'must be a non-negative integer')
+  .regex(/^\d{1,15}$/, 'is larger than any seq (15 digits at most)').transform(Number);
 
 /**
  * The replay cursor: the Last-Event-ID header (an EventSource reconnect) wins over `?after=`,

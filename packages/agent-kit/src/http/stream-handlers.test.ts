@@ -135,6 +135,32 @@ describe('GET /api/threads/:id/events', () => {
     expect(both.events[0]!.id).toBe('7');
   });
 
+  it('refuses a cursor past the log\'s end (409), which waited, silent, for the log to reach it', async () => {
+    const response = await chat({ message: 'a cursor from elsewhere' });
+    const threadId = response.headers.get('x-agent-kit-thread-id')!;
+    const last = Number((await readSse(response)).events.at(-1)!.id);
+    const events = (path: string, headers: Record<string, string> = {}) =>
+      t.handlers.handle(makeRequest('GET', path, { user: 'alice', headers }));
+    for (const [path, headers] of [
+      [`/api/threads/${threadId}/events`, { 'last-event-id': String(last + 1) }],
+      [`/api/threads/${threadId}/events?after=9999`, {}],
+      [`/api/threads/${threadId}/events?format=ai-sdk`, { 'last-event-id': String(last + 1) }],
+    ] as const) {
+      const refused = await events(path, headers);
+      expect(refused.status, path).toBe(409);
+      expect(((await refused.json()) as { error: { message: string } }).error.message)
+        .toMatch(new RegExp(`^the cursor \\d+ is past the thread's last event \\(seq ${last}\\): read the thread again`));
+    }
+    // The last event itself is where a viewer that saw everything reads on from.
+    const atEnd = await events(`/api/threads/${threadId}/events`, { 'last-event-id': String(last) });
+    expect(atEnd.status).toBe(200);
+    await atEnd.body?.cancel();
+    // A number too large to be any seq says so.
+    const huge = await events(`/api/threads/${threadId}/events`, { 'last-event-id': '99999999999999999999' });
+    expect(huge.status).toBe(400);
+    expect(((await huge.json()) as { error: { message: string } }).error.message).toMatch(/^invalid Last-Event-ID: is larger than any seq/);
+  });
+
   it('many viewers of one thread all receive the same gapless sequence', async () => {
     let open!: () => void;
     const gate = new Promise<void>((resolve) => (open = resolve));
@@ -194,10 +220,10 @@ describe('GET /api/threads/:id/events', () => {
   it('sends a retry hint, keep-alive comments while idle, and ends at its stream budget', async () => {
     const response = await chat({ message: 'quiet' });
     const threadId = response.headers.get('x-agent-kit-thread-id')!;
-    await readSse(response);
+    const last = (await readSse(response)).events.at(-1)!.id;
     const quiet = createHandlers({ rt: t.rt, authenticate: headerAuth, runSegment: fakeRunSegment(), keepAliveMs: 40, maxStreamMs: 300 });
     const startedAt = Date.now();
-    const read = await readSse(await quiet.handle(makeRequest('GET', `/api/threads/${threadId}/events?after=1000`, { user: 'alice' })));
+    const read = await readSse(await quiet.handle(makeRequest('GET', `/api/threads/${threadId}/events?after=${last}`, { user: 'alice' })));
     expect(read.ended).toBe(true);
     expect(Date.now() - startedAt).toBeGreaterThanOrEqual(250);
     // 2 s for a dropped connection, sent first; a stream that ends at its budget then asks the

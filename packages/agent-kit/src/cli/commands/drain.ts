@@ -7,6 +7,9 @@ export function register(program: Command) {
   program
     .command('drain')
     .description('take due jobs and run their segments, within one invocation budget')
+    .addHelpText('after', `
+It runs turns with the demo tools only and no instructions. An app with tools or options of its
+own runs drainQueue(rt) in a process of its own, with the app's runtime (docs/guides/operating.md).`)
     .option('--budget <seconds>', 'invocation budget (default AGENT_KIT_INVOCATION_BUDGET)', positiveNumber('--budget', 3_600))
     .option('--concurrency <n>', 'segments at once (default 4)', positiveNumber('--concurrency', 100, true))
     .action(async (options: { budget?: number; concurrency?: number }) => {

@@ -3,7 +3,7 @@
 // turns (ADR-0049); with --follow it keeps printing live events until SIGINT/SIGTERM. Output
 // waits for stdout to drain, so a slow pipe never piles events up.
 import { type Command, CommanderError } from 'commander';
-import { NotFoundError } from '../../errors.js';
+import { InvalidArgumentError, NotFoundError } from '../../errors.js';
 import type { Db } from '../../store/db.js';
 import { uuidArgument, withDb } from '../main.js';
 
@@ -68,7 +68,7 @@ export async function printEvents(
   signal?: AbortSignal,
 ): Promise<number> {
   const [
-    { followEvents }, { readEvents, toEventJson, maxEventPageSize }, { readThreadOwner }, { readTurnWindow },
+    { followEvents }, { readEvents, readLastSeq, toEventJson, maxEventPageSize }, { readThreadOwner }, { readTurnWindow },
   ] = await Promise.all([
     import('../../event-log/follow-events.js'), import('../../event-log/read-events.js'),
     import('../../event-log/read-threads.js'), import('../../event-log/turn-window.js'),
@@ -79,6 +79,11 @@ export async function printEvents(
   const after = options.turns === undefined
     ? options.after ?? 0
     : (await readTurnWindow(db, threadId, { turns: options.turns })).window.fromSeq - 1;
+  const lastSeq = await readLastSeq(db, threadId);
+  if (after > lastSeq) {
+    // (Else it printed nothing and exited 0, or, following, waited for the log to reach it.)
+    throw new InvalidArgumentError(`--after ${after} is past the thread's last event (seq ${lastSeq})`);
+  }
   let printed = 0;
   if (options.follow) {
     for await (const event of followEvents(db, { threadId, afterSeq: after, signal })) {

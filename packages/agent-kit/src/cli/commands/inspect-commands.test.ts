@@ -251,6 +251,16 @@ describe('agent-kit events', () => {
   it('fails clearly for an unknown thread', async () => {
     await expect(printEvents(db, crypto.randomUUID(), {}, async () => {})).rejects.toMatchObject({ code: 'NOT_FOUND' });
   });
+
+  it('refuses --after past the thread\'s last event, which printed nothing (or, following, waited for the log to reach it)', async () => {
+    const turn = await startTurn(db, { ownerId: 'erin', text: 'a short log' });
+    const last = (await readEvents(db, { threadId: turn.threadId, afterSeq: 0, limit: 1000 })).at(-1)!.seq;
+    expect(await printEvents(db, turn.threadId, { after: last }, async () => {})).toBe(0); // the end itself is fine
+    for (const follow of [false, true]) {
+      await expect(printEvents(db, turn.threadId, { after: last + 1, follow }, async () => {}))
+        .rejects.toThrow(`--after ${last + 1} is past the thread's last event (seq ${last})`);
+    }
+  });
 });
 
 const packageDir = fileURLToPath(new URL('../../../', import.meta.url));

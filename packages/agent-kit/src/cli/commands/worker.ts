@@ -8,6 +8,9 @@ export function register(program: Command) {
   program
     .command('worker')
     .description('long-running: drain and reap until SIGTERM or SIGINT')
+    .addHelpText('after', `
+It runs turns with the demo tools only and no instructions. An app with tools or options of its
+own runs runWorker(rt) in a process of its own, with the app's runtime (docs/guides/operating.md).`)
     .option('--concurrency <n>', 'segments at once (default 4)', positiveNumber('--concurrency', 100, true))
     .option('--poll-ms <ms>', 'slowest look for work and expired leases (default 1000)', positiveNumber('--poll-ms', 60_000, true))
     .action(async (options: { concurrency?: number; pollMs?: number }) => {
