@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { stepsModel } from '../../test/harness/steps-model.js';
 import { makeRuntime } from '../../test/harness/turn-kit.js';
 import { openTestDb } from '../../test/harness/test-db.js';
+import { formatShowCommand } from '../cli/commands/show.js';
 import { startEffect } from '../effect-ledger/index.js';
 import { claimRun } from '../lease/lease.js';
 import type { AgentTool } from '../model/index.js';
@@ -81,10 +82,23 @@ describe('a call of a tool this process does not have', () => {
       .toEqual({ kind: 'stopped', fence: 2, reason: 'a started effect of charge_card, a tool this process does not have' });
     expect(logs).toContainEqual(expect.objectContaining({ msg: expect.stringMatching(/^a started effect of charge_card, which this process does not have/) }));
     expect(await db.query('select status from agent_kit_effects where run_id = $1', [turn.runId])).toEqual([{ status: 'started' }]);
+    // agent-kit show names the claim, which wrote nothing to the thread's log (an adopter's
+    // trial counted attempts 3 beside two segments).
+    const segmentRows = async () => (await formatShowCommand(db, turn.runId, {}, new Date(Date.now() + 120_000)))
+      .split(/^segments \(\d+\)\n/m)[1]!.split(/\n(?! )/)[0]!.split('\n').slice(1).map((line) => line.trim().split(/\s{2,}/));
+    expect((await segmentRows()).map((row) => [row[0], row.at(-1)])).toEqual([
+      ['1', 'lost (its lease ran out; the next fence took the run on)'],
+      ['2', 'claimed, no segment begun: it settles what a dead segment started, or left the run for a tool it lacks (see its log)'],
+    ]);
     await advanceFakeNow(db, 120_000); // the worker's lease runs out; the web app takes the run
     expect(await runSegment(web, { runId: turn.runId, owner: 'web-2' })).toMatchObject({ kind: 'closed', status: 'completed' });
     expect(await toolSteps(turn.runId)).toEqual([{ outcome: 'completed', output: { chargeId: 'ch_1' } }]);
     expect(provider.size).toBe(1);
+    expect((await segmentRows()).map((row) => [row[0], row.at(-1)])).toEqual([
+      ['1', 'lost (its lease ran out; the next fence took the run on)'],
+      ['2', 'no segment began (its process lacked a tool the run had started, or stopped or died first)'],
+      ['3', 'completed'],
+    ]);
   }, 20_000);
 
   it('judges it in doubt when the run is cancelled: the cancel does not wait for a process with the tool', async () => {

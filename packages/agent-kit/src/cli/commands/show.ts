@@ -133,14 +133,27 @@ function indent(text: string): string {
 }
 
 function segmentsSection({ segments, run }: RunDetail, now: Date): string {
-  return section('segments', segments.length, () => formatTable(
+  const rows = segments.map((s) => [
+    String(s.fence), String(s.attempt ?? '-'), s.owner ?? '-', s.startedAt.toISOString(), s.deadlineAt ?? '-',
+    endedAs(s, run, now),
+  ]);
+  // A claim that left nothing in the log has a row too, so that every attempt spent shows: its
+  // process lacked a tool of the run (ADR-0110), or stopped or died before a segment began.
+  const listed = new Set(segments.map((s) => s.fence));
+  for (let fence = run.fence; fence >= 1; fence--) {
+    if (listed.has(fence)) continue;
+    const at = rows.findIndex((row) => Number(row[0]) > fence);
+    const holding = fence === run.fence && run.status === 'running' && run.leaseExpiresAt !== null && run.leaseExpiresAt > now;
+    const silent = [String(fence), '-', run.owner && holding ? run.owner : '-', '-', '-', holding
+      ? 'claimed, no segment begun: it settles what a dead segment started, or left the run for a tool it lacks (see its log)'
+      : 'no segment began (its process lacked a tool the run had started, or stopped or died first)'];
+    rows.splice(at === -1 ? rows.length : at, 0, silent);
+  }
+  return section('segments', rows.length, () => formatTable(
     // The deadline is when a segment stops itself: past it, an effect it started in doubt can no
     // longer happen late (the operating guide's verdict on an effect in doubt).
     ['FENCE', 'ATTEMPT', 'OWNER', 'STARTED', 'DEADLINE', 'ENDED AS'],
-    segments.map((s) => [
-      String(s.fence), String(s.attempt ?? '-'), s.owner ?? '-', s.startedAt.toISOString(), s.deadlineAt ?? '-',
-      endedAs(s, run, now),
-    ]),
+    rows,
   ));
 }
 
@@ -150,6 +163,8 @@ function endedAs(s: RunDetail['segments'][number], run: RunDetail['run'], now: D
   if (s.endedAs === 'lost') return 'lost (its lease ran out; the next fence took the run on)';
   if (s.salvaged !== undefined && s.endedAs !== null) return `${s.endedAs} (salvaged: the crash budget was spent)`;
   if (s.endedAs !== null) return `${s.endedAs}${s.retryDueAt ? ' (model retry)' : ''}`;
+  // (A later claim holds the run: this one never ended, and its lease ran out.)
+  if (s.fence < run.fence) return 'lost (its lease ran out; the next fence took the run on)';
   const expired = run.status === 'running' && s.fence === run.fence && run.leaseExpiresAt !== null && run.leaseExpiresAt <= now;
   return expired ? 'lease expired (dead or frozen: the reaper hands the run on)' : 'running';
 }
