@@ -104,6 +104,19 @@ describe('followThread', () => {
     expect(appliedAtFlush).toEqual([events.length]);
   });
 
+  it('stops, saying so, when the log is behind its cursor (409), and when the thread is gone (404)', async () => {
+    for (const [status, said] of [[409, 'behind'], [404, 'gone']] as const) {
+      let fetches = 0;
+      vi.stubGlobal('fetch', async () => {
+        fetches += 1;
+        return new Response(JSON.stringify({ error: { code: 'CONFLICT', message: 'past the end' } }), { status });
+      });
+      const states: string[] = [];
+      await followThread({ threadId: 't', cursor: () => 99, onEvent: () => {}, onState: (s) => states.push(s), signal: new AbortController().signal });
+      expect([fetches, states]).toEqual([1, [said]]);
+    }
+  });
+
   it('reconnects after the hint when a stream ends at its budget', async () => {
     expect(await reconnectsAfter('retry: 100\n\n', 110)).toBe(2);
   });

@@ -4,7 +4,8 @@
 import { readSse } from './sse';
 import type { WireEvent } from './thread-view';
 
-export type FollowState = 'connecting' | 'live' | 'reconnecting' | 'gone';
+/** `gone`: the stream was refused (401, 404). `behind`: the log is behind the page (409, ADR-0119). */
+export type FollowState = 'connecting' | 'live' | 'reconnecting' | 'gone' | 'behind';
 
 export interface FollowThreadOptions {
   threadId: string;
@@ -55,7 +56,8 @@ async function pumpEvents(
 }
 
 /**
- * Follow a thread until `signal` aborts or the thread is gone (401/404). A stream that ends
+ * Follow a thread until `signal` aborts, the thread is gone (401/404) or its log is behind the
+ * page's cursor (409). A stream that ends
  * (the server restarted, a time limit, a proxy) is resumed after the last applied seq.
  */
 export async function followThread(options: FollowThreadOptions): Promise<void> {
@@ -70,6 +72,12 @@ export async function followThread(options: FollowThreadOptions): Promise<void> 
       const response = await fetchEvents(options.threadId, after, signal);
       if (response.status === 401 || response.status === 404) {
         options.onState?.('gone');
+        return;
+      }
+      // The page has seen more of the thread than its log holds (a database restored from a
+      // backup): reading on would be refused again; a reload reads the thread as it is.
+      if (response.status === 409) {
+        options.onState?.('behind');
         return;
       }
       if (response.ok) {
