@@ -203,8 +203,9 @@ export interface RunSegmentView {
   /** When the segment stops itself (its invocation's deadline); null for a claim without a segment. */
   deadlineAt: string | null;
   /**
-   * How it ended: the park or close status, `failed` (gave its lease up), `lost` (it never ended:
-   * its process died or froze, its lease ran out, and a later claim took the run on, with a
+   * How it ended: the park or close status, `failed` (gave its lease up), `lost` (it wrote no end:
+   * its process died or froze, or its deadline cut a tool call, which leaves the lease to run out;
+   * and a later claim took the run on, with a
    * segment or without one: parked it for an operator, closed it cancelled, or salvaged it), or
    * null while it is live (or its lease ran out and nothing has happened to the run since).
    */

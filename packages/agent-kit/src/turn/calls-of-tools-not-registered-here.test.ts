@@ -87,7 +87,7 @@ describe('a call of a tool this process does not have', () => {
     const segmentRows = async () => (await formatShowCommand(db, turn.runId, {}, new Date(Date.now() + 120_000)))
       .split(/^segments \(\d+\)\n/m)[1]!.split(/\n(?! )/)[0]!.split('\n').slice(1).map((line) => line.trim().split(/\s{2,}/));
     expect((await segmentRows()).map((row) => [row[0], row.at(-1)])).toEqual([
-      ['1', 'lost (its lease ran out; the next fence took the run on)'],
+      ['1', 'lost (no end written: its process died or froze, or its deadline cut a tool call; the next fence took the run on)'],
       ['2', 'claimed, no segment begun: it settles what a dead segment started, or left the run for a tool it lacks (see its log)'],
     ]);
     await advanceFakeNow(db, 120_000); // the worker's lease runs out; the web app takes the run
@@ -95,7 +95,7 @@ describe('a call of a tool this process does not have', () => {
     expect(await toolSteps(turn.runId)).toEqual([{ outcome: 'completed', output: { chargeId: 'ch_1' } }]);
     expect(provider.size).toBe(1);
     expect((await segmentRows()).map((row) => [row[0], row.at(-1)])).toEqual([
-      ['1', 'lost (its lease ran out; the next fence took the run on)'],
+      ['1', 'lost (no end written: its process died or froze, or its deadline cut a tool call; the next fence took the run on)'],
       ['2', 'no segment began (its process lacked a tool the run had started, or stopped or died first)'],
       ['3', 'completed'],
     ]);

@@ -125,7 +125,7 @@ describe('agent-kit show', () => {
     expect(text).toMatch(/status\s+aborted\s+fence 3\s+attempts 2\n/);
     expect(segmentRows(text).map((row) => row.slice(-1))).toEqual([
       ['failed: StepPastBudgetError: the model step ran past the 1 s budget'],
-      ['lost (its lease ran out; the next fence took the run on)'],
+      ['lost (no end written: its process died or froze, or its deadline cut a tool call; the next fence took the run on)'],
     ]);
     // The salvage's claim has a row of its own, and the run says why it was given up.
     expect(text).toMatch(/\n\s+3\s+-\s+-\s+\S+\s+-\s+aborted \(salvaged: the crash budget was spent\)\n/);

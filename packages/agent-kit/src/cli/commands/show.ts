@@ -157,14 +157,20 @@ function segmentsSection({ segments, run }: RunDetail, now: Date): string {
   ));
 }
 
+/**
+ * A segment that wrote no end before the next claim: a segment that stops at its deadline with a
+ * tool call under way leaves its lease to run out too (the call may still act), as a dead one does.
+ */
+const lostText = 'lost (no end written: its process died or froze, or its deadline cut a tool call; the next fence took the run on)';
+
 /** How a segment ended, why it failed, or that it still holds the run (or held it until its lease ran out). */
 function endedAs(s: RunDetail['segments'][number], run: RunDetail['run'], now: Date): string {
   if (s.endedAs === 'failed') return `failed: ${preview(s.error ?? '', 110)}`;
-  if (s.endedAs === 'lost') return 'lost (its lease ran out; the next fence took the run on)';
+  if (s.endedAs === 'lost') return lostText;
   if (s.salvaged !== undefined && s.endedAs !== null) return `${s.endedAs} (salvaged: the crash budget was spent)`;
   if (s.endedAs !== null) return `${s.endedAs}${s.retryDueAt ? ' (model retry)' : ''}`;
   // (A later claim holds the run: this one never ended, and its lease ran out.)
-  if (s.fence < run.fence) return 'lost (its lease ran out; the next fence took the run on)';
+  if (s.fence < run.fence) return lostText;
   const expired = run.status === 'running' && s.fence === run.fence && run.leaseExpiresAt !== null && run.leaseExpiresAt <= now;
   return expired ? 'lease expired (dead or frozen: the reaper hands the run on)' : 'running';
 }
