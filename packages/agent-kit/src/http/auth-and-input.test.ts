@@ -302,7 +302,11 @@ describe('cron routes', () => {
       handlers.handle(makeRequest('POST', path, { headers: authorization ? { authorization } : {} }));
     for (const path of ['/api/cron/drain', '/api/cron/reap']) {
       expect((await cron(path)).status).toBe(401);
-      expect((await cron(path, `Bearer ${cronSecret}x`)).status).toBe(401);
+      const stale = await cron(path, `Bearer ${cronSecret}x`);
+      expect(stale.status).toBe(401);
+      // A secret sent but not the one set is told apart from none sent (a scheduler's stale secret).
+      expect(((await stale.json()) as { error: { message: string } }).error.message).toMatch(/^the cron secret does not match CRON_SECRET/);
+      expect(((await (await cron(path)).json()) as { error: { message: string } }).error.message).toBe('the cron routes need Authorization: Bearer $CRON_SECRET');
       expect((await cron(path, `Basic ${cronSecret}`)).status).toBe(401);
       expect((await cron(path, 'Bearer')).status).toBe(401);
     }

@@ -70,8 +70,10 @@ export function requireCronSecret(request: Request, secret: string | undefined):
   if (!secret) throw new HttpError('NOT_CONFIGURED', 'set CRON_SECRET to enable the cron routes');
   const header = request.headers.get('authorization') ?? '';
   const match = /^Bearer\s+(.+)$/i.exec(header.trim());
-  if (!match || !secretsEqual(match[1]!, secret)) {
-    throw new HttpError('UNAUTHENTICATED', 'the cron routes need Authorization: Bearer $CRON_SECRET');
+  if (!match) throw new HttpError('UNAUTHENTICATED', 'the cron routes need Authorization: Bearer $CRON_SECRET');
+  // (Saying which: a scheduler configured with a stale secret is told so, and learns nothing else.)
+  if (!secretsEqual(match[1]!, secret)) {
+    throw new HttpError('UNAUTHENTICATED', 'the cron secret does not match CRON_SECRET: Authorization: Bearer $CRON_SECRET');
   }
 }
 
