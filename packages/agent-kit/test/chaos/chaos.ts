@@ -129,8 +129,8 @@ async function injectFault(pool: pg.Pool, fleet: Fleet, dbName: string) {
     counts.kills++;
     if (target.kind === 'tool') counts.killsMidTool++;
     if (target.kind === 'stream') counts.killsMidStream++;
-    const slot = target.child.slot;
-    setTimeout(() => fleet.startWorker(slot), 100 + random() * 700);
+    const [slot, delayMs] = [target.child.slot, 100 + random() * 700];
+    void target.child.exited.then(() => setTimeout(() => fleet.startWorker(slot), delayMs));
   } else if (roll < 34) {
     const victim = pick(fleet.liveWorkers());
     if (!victim) return;

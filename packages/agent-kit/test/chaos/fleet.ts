@@ -24,6 +24,8 @@ export interface Child {
 
 export class Fleet {
   readonly workers = new Map<string, Child>();
+  /** Every worker ever started: the end of the run stops any still alive, in its slot or not. */
+  private readonly everyWorker: Child[] = [];
   readonly helpers = new Set<Child>();
   /** Workers that exited on their own with a non-zero code (after SIGTERM or otherwise). */
   readonly badExits: string[] = [];
@@ -38,11 +40,18 @@ export class Fleet {
   /** Set by stopAll: a respawn scheduled before it must not start a worker nobody stops. */
   private stopping = false;
 
-  /** Start (or restart) the worker in `slot`; nothing once the fleet is stopping. */
+  /**
+   * Start (or restart) the worker in `slot`; nothing once the fleet is stopping, or while the
+   * slot's worker still runs: a kill and a deploy of one worker each asked for its respawn, and
+   * the second replaced the first's in the slot, leaving a worker that nobody stopped.
+   */
   startWorker(slot: string): Child | undefined {
     if (this.stopping) return undefined;
+    const current = this.workers.get(slot);
+    if (current && current.proc.exitCode === null && current.proc.signalCode === null) return undefined;
     const child = this.spawnChild(slot, 'worker', ['worker', ...this.workerArgs]);
     this.workers.set(slot, child);
+    this.everyWorker.push(child);
     void child.exited.then(({ code, signal }) => {
       if (child.killed || code === 0) return;
       // SIGTERM before the worker installed its handler (still loading: a deploy soon after a
@@ -95,15 +104,15 @@ export class Fleet {
     });
   }
 
-  /** Live workers that are not frozen. */
+  /** Live workers that are not frozen, nor on their way out after a deploy's SIGTERM. */
   liveWorkers(): Child[] {
-    return [...this.workers.values()].filter((c) => !c.frozen && !c.killed && c.proc.exitCode === null);
+    return [...this.workers.values()].filter((c) => !c.frozen && !c.killed && !c.terminated && c.proc.exitCode === null);
   }
 
   /** SIGTERM every worker and wait for all children; records workers that did not exit 0. */
   async stopAll(timeoutMs: number): Promise<void> {
     this.stopping = true;
-    for (const child of this.workers.values()) {
+    for (const child of this.everyWorker) {
       if (child.frozen) {
         child.frozen = false;
         child.proc.kill('SIGCONT');
@@ -113,7 +122,7 @@ export class Fleet {
         child.proc.kill('SIGTERM');
       }
     }
-    const all = [...this.workers.values(), ...this.helpers];
+    const all = [...this.everyWorker, ...this.helpers];
     const deadline = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), timeoutMs).unref());
     for (const child of all) {
       if ((await Promise.race([child.exited, deadline])) === 'timeout') {
