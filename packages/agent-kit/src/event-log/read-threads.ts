@@ -30,13 +30,21 @@ export interface MessageView {
 /** Most messages or runs one thread read returns (the newest ones). */
 export const maxThreadItems = 1_000;
 
-/** The thread's owner, or null when there is no such thread. The access check of every route. */
-export async function readThreadOwner(db: Queryable, threadId: string): Promise<string | null> {
-  const rows = await db.query<{ owner_id: string }>(
-    'select owner_id from agent_kit_threads where id = $1',
+/**
+ * The thread's owner and the seq of its last event, or null when there is no such thread: the
+ * access check of every route, and where a reader's cursor must not pass (ADR-0119).
+ */
+export async function readThreadHead(db: Queryable, threadId: string): Promise<{ ownerId: string; lastSeq: number } | null> {
+  const rows = await db.query<{ owner_id: string; last_seq: number | string }>(
+    'select owner_id, last_seq from agent_kit_threads where id = $1',
     [threadId],
   );
-  return rows[0]?.owner_id ?? null;
+  return rows[0] ? { ownerId: rows[0].owner_id, lastSeq: toNumber(rows[0].last_seq) } : null;
+}
+
+/** The thread's owner, or null when there is no such thread. */
+export async function readThreadOwner(db: Queryable, threadId: string): Promise<string | null> {
+  return (await readThreadHead(db, threadId))?.ownerId ?? null;
 }
 
 interface ThreadRow {

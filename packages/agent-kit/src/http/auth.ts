@@ -4,7 +4,7 @@
 // shared secret, compared in constant time.
 import crypto from 'node:crypto';
 import { readRunAccess, type RunAccess } from '../event-log/read-runs.js';
-import { readThreadOwner } from '../event-log/read-threads.js';
+import { readThreadHead } from '../event-log/read-threads.js';
 import type { Queryable } from '../store/db.js';
 import { HttpError } from './http-error.js';
 
@@ -35,15 +35,15 @@ function canSee(caller: Caller, ownerId: string) {
   return caller.isOperator || caller.userId === ownerId;
 }
 
-/** The thread's owner, or a 404 when it does not exist or the caller may not see it. */
+/** The thread's owner and last seq, or a 404 when it does not exist or the caller may not see it. */
 export async function requireThreadAccess(
   db: Queryable, caller: Caller, threadId: string,
-): Promise<string> {
-  const ownerId = await readThreadOwner(db, threadId);
-  if (ownerId === null || !canSee(caller, ownerId)) {
+): Promise<{ ownerId: string; lastSeq: number }> {
+  const head = await readThreadHead(db, threadId);
+  if (head === null || !canSee(caller, head.ownerId)) {
     throw new HttpError('NOT_FOUND', `thread ${threadId} not found`);
   }
-  return ownerId;
+  return head;
 }
 
 /** The run's thread and status, or a 404 when it does not exist or the caller may not see it. */

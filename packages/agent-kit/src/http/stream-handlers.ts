@@ -5,7 +5,7 @@
 // from Last-Event-ID or ?after= and follows. See ADR-0003.
 import { followEvents } from '../event-log/follow-events.js';
 import {
-  findMessageSeq, findRunFirstSeq, readEventsThrough, readLastSeq, readRunBoundary, type ThreadEvent,
+  findMessageSeq, findRunFirstSeq, readEventsThrough, readRunBoundary, type ThreadEvent,
 } from '../event-log/read-events.js';
 import { readRunAccess } from '../event-log/read-runs.js';
 import { findLatestRunId, findRunsUnderWay } from '../event-log/read-threads.js';
@@ -216,10 +216,9 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
     const url = new URL(request.url);
     const format = readStreamFormat(url);
     let afterSeq = readCursor(request, url);
-    await requireThreadAccess(ctx.rt.db, caller, threadId);
+    const { lastSeq } = await requireThreadAccess(ctx.rt.db, caller, threadId);
     // A cursor past the log's end would wait, silent, until the log reached it, and miss every
     // event before: a cursor of another thread, or of a database since restored from a backup.
-    const lastSeq = await readLastSeq(ctx.rt.db, threadId);
     if (afterSeq > lastSeq) {
       throw new HttpError('CONFLICT', `the cursor ${afterSeq} is past the thread's last event (seq ${lastSeq}): ` +
         'read the thread again (a cursor of another thread, or of a database restored from a backup?)');

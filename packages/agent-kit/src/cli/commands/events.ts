@@ -68,18 +68,17 @@ export async function printEvents(
   signal?: AbortSignal,
 ): Promise<number> {
   const [
-    { followEvents }, { readEvents, readLastSeq, toEventJson, maxEventPageSize }, { readThreadOwner }, { readTurnWindow },
+    { followEvents }, { readEvents, toEventJson, maxEventPageSize }, { readThreadHead }, { readTurnWindow },
   ] = await Promise.all([
     import('../../event-log/follow-events.js'), import('../../event-log/read-events.js'),
     import('../../event-log/read-threads.js'), import('../../event-log/turn-window.js'),
   ]);
-  if ((await readThreadOwner(db, threadId)) === null) {
-    throw new NotFoundError(`thread ${threadId} not found`);
-  }
+  const head = await readThreadHead(db, threadId);
+  if (head === null) throw new NotFoundError(`thread ${threadId} not found`);
   const after = options.turns === undefined
     ? options.after ?? 0
     : (await readTurnWindow(db, threadId, { turns: options.turns })).window.fromSeq - 1;
-  const lastSeq = await readLastSeq(db, threadId);
+  const { lastSeq } = head;
   if (after > lastSeq) {
     // (Else it printed nothing and exited 0, or, following, waited for the log to reach it.)
     throw new InvalidArgumentError(`--after ${after} is past the thread's last event (seq ${lastSeq})`);

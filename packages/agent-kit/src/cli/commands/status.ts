@@ -6,6 +6,7 @@
 import path from 'node:path';
 import { type Command, CommanderError } from 'commander';
 import type { AgentKitConfig } from '../../config.js';
+import { coerceError } from '../../errors.js';
 import { defaultStaleMs, maxStaleSeconds, parseStaleSeconds, readStoreStatus, statusAlerts, type LastPass, type StatusAlert, type StoreStatus } from '../../event-log/read-status.js';
 import type { Queryable } from '../../store/db.js';
 import { withDb } from '../main.js';
@@ -73,7 +74,7 @@ export function register(program: Command) {
       // A monitor tells "something needs attention" (1) from "the check could not look" (3).
       const { text, alerts } = options.check
         ? await read().catch((error: unknown) => {
-          throw new CommanderError(3, 'agent-kit.statusUnknown', `could not read the store: ${error instanceof Error ? error.message : String(error)}`);
+          throw new CommanderError(3, 'agent-kit.statusUnknown', `could not read the store: ${coerceError(error).message}`);
         })
         : await read();
       process.stdout.write(text);
