@@ -166,7 +166,8 @@ async function handRunOn(s: Segment, error: Error, progressed: boolean): Promise
     }
     return givesUpAt;
   };
-  await s.stopRenewing();
+  // (A renewal under way waits on the store too: the tries do not wait for it past the deadline.)
+  await settledBefore(s.stopRenewing(), deadline).catch(() => undefined);
   for (let waitMs = 250; ; waitMs = Math.min(waitMs * 2, 5_000)) {
     const until = deadline();
     await sleep(Math.min(stopping ? 1_000 : waitMs, until - Date.now()), stopping ? undefined : stop);

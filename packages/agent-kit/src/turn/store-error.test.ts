@@ -34,13 +34,12 @@ const tokens = 20;
 
 /**
  * `inner`, whose statements fail as those of a store that went away do, while `down.now`; with
- * `down.hang`, those after the first wait instead (as for a connection from a pool whose server
- * is gone) and fail once the store is back.
+ * `down.hang`, they wait instead (as for a connection from a pool whose server is gone) and fail
+ * once the store is back.
  */
 function flaky(inner: Db, down: { now: boolean; hang?: boolean }): Db {
   const failure = () => new StoreUnavailableError('the database does not answer (test)');
-  let failures = 0;
-  const gone = () => (down.hang && failures++ > 0
+  const gone = () => (down.hang
     ? new Promise<never>((_, reject) => {
       const poll = setInterval(() => {
         if (down.now) return;
@@ -65,13 +64,17 @@ async function cutOff(
   back: (segment: { failed: Promise<void>; ended: Promise<unknown> }) => Promise<unknown>,
   afterMirrored = false, stopSignal?: AbortSignal, hang = false,
 ) {
-  const down = { now: false, hang };
+  const down = { now: false, hang: false };
   const frozen = gate();
   const paused = gate();
   const failed = gate();
   const model = freezingModel(createScriptedModel({ tokens, delayMs: 1 }), 6, frozen.wait(), paused.open);
   const rt = makeRuntime(flaky(db, down), { model, settings: { mirrorIntervalMs: 5, ...settings } });
-  rt.log = (entry) => void (entry.msg === 'segment error' && failed.open());
+  rt.log = (entry) => {
+    if (entry.msg !== 'segment error') return;
+    failed.open();
+    down.hang = hang; // (from the segment's error on, as it hands the run back)
+  };
   const turn = await startTurn(db, { ownerId: 'u', text });
   const segment = runSegment(rt, { runId: turn.runId, owner: 'cut-off', stopSignal });
   await paused.wait();
