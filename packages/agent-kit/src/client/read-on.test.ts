@@ -171,34 +171,68 @@ describe('a reply longer than one stream', () => {
     await short.segments.settle();
   });
 
-  it('reads on while the run waits for its next segment: cut at its invocation deadline, another server runs the rest', async () => {
-    // An invocation of 1.2 s: the segment is cut mid-reply at its deadline and parks the run for
-    // its next segment (the scripted model goes on from the text it had, as a prefill).
-    const first = createHandlers({
-      rt: makeRuntime(db, { tokens: 60, delayMs: 30, config: { invocationBudgetMs: 1_200, leaseTtlMs: 1_200 } }),
-      authenticate: headerAuth,
-    });
-    const second = slowly();
+  /** A server whose invocations last 1.2 s: a 2 s reply is cut mid-way and parked for its next segment. */
+  const cutShort = (followersCarryOn: boolean) => createHandlers({
+    rt: makeRuntime(db, { tokens: 60, delayMs: 30, config: { invocationBudgetMs: 1_200, leaseTtlMs: 1_200 } }),
+    authenticate: headerAuth, followersCarryOn,
+  });
+
+  /**
+   * A chat sent to `first` that a deploy moves to `second` mid-reply (the scripted model goes on
+   * from the text it had, as a prefill): `deploy()` sends the next requests to `second`, and
+   * `expectWhole()` checks the chat got the whole reply, read on, in one message.
+   */
+  async function chatAcrossADeploy(first: Handlers, second: Handlers) {
     let served = first;
     const { transport, reads } = counted(() => served);
     const chat = new TestChat({ transport });
     const sending = chat.sendMessage({ text: 'survive a deploy' });
     await until(() => chat.messages.length === 2 && textOf(chat.messages[1]!).length > 0);
-    const runId = chat.messages[1]!.id;
-    const statusOf = async () => (await db.query<{ status: string }>('select status from agent_kit_runs where id = $1', [runId]))[0]!.status;
+    return {
+      chat,
+      runId: chat.messages[1]!.id,
+      deploy: () => (served = second),
+      async expectWhole() {
+        await sending;
+        const { reply, stored, run } = await replyOf(chat, second);
+        expect(run?.status).toBe('completed');
+        expect(status(reply)).toBe('completed');
+        expect(textOf(reply)).toBe(scriptedReplyText(['survive a deploy'], 60));
+        expect(textOf(reply)).toBe(stored!.text);
+        expect(reads.length).toBeGreaterThanOrEqual(1);
+        await first.segments.settle();
+        await second.segments.settle();
+      },
+    };
+  }
+
+  it("reads on while the run waits for its next segment, which the reader's own request runs on the new server (ADR-0120)", async () => {
+    const carried: string[] = [];
+    const second = createHandlers({
+      rt: { ...makeRuntime(db, { tokens: 60, delayMs: 30 }), log: (entry) => {
+        if (entry.msg === 'http reader carries turn on') carried.push(String(entry.runId));
+      } },
+      authenticate: headerAuth,
+    });
+    const chat = await chatAcrossADeploy(cutShort(true), second);
+    chat.deploy(); // before the park: the read-on goes to the new server, and no drain runs
+    await chat.expectWhole();
+    expect(carried).toContain(chat.runId); // the reader's events request ran the rest
+  });
+
+  it('reads on while the run waits for its next segment, which a drain runs where readers do not carry turns on', async () => {
+    const first = cutShort(false);
+    const second = createHandlers({ rt: makeRuntime(db, { tokens: 60, delayMs: 30 }), authenticate: headerAuth, followersCarryOn: false });
+    const chat = await chatAcrossADeploy(first, second);
+    const statusOf = async () => (await db.query<{ status: string }>('select status from agent_kit_runs where id = $1', [chat.runId]))[0]!.status;
     await until(async () => (await statusOf()) === 'queued');
     await first.segments.settle();
-    expect(chat.status).toBe('streaming'); // the chat reads on, as nothing ended for it
-    served = second; // the deploy: the next request goes to the new server
-    second.segments.start(runId); // its drain (here, at once) takes the run
-    await sending;
-    const { reply, stored, run } = await replyOf(chat, second);
-    expect(run?.status).toBe('completed');
-    expect(status(reply)).toBe('completed');
-    expect(textOf(reply)).toBe(scriptedReplyText(['survive a deploy'], 60));
-    expect(textOf(reply)).toBe(stored!.text);
-    expect(reads.length).toBeGreaterThanOrEqual(1);
-    await second.segments.settle();
+    expect(chat.chat.status).toBe('streaming'); // the chat reads on, as nothing ended for it
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(await statusOf()).toBe('queued'); // its reader's requests ran nothing
+    chat.deploy();
+    second.segments.start(chat.runId); // the new server's drain (here, at once) takes the run
+    await chat.expectWhole();
   });
 });
 

@@ -281,6 +281,22 @@ export async function findRunsUnderWay(db: Queryable, threadId: string): Promise
 }
 
 /**
+ * The thread's next turn to run, when it is queued (parked as a slice, for a model retry, or not yet
+ * claimed) and no earlier run of the thread is open, with how long until its job is due (<= 0: due
+ * now). Null when the thread's first open run is running or waiting, or it has none. One statement.
+ */
+export async function findNextTurnToRun(db: Queryable, threadId: string): Promise<{ runId: string; dueInMs: number } | null> {
+  const rows = await db.query<{ id: string; due_in_ms: number | string }>(
+    `select r.id, extract(epoch from j.due_at - agent_kit_now()) * 1000 as due_in_ms
+     from (${openRunsSql}) first_open
+     join agent_kit_runs r on r.id = first_open.id and r.status = 'queued'
+     join agent_kit_jobs j on j.run_id = r.id`,
+    [threadId, 1],
+  );
+  return rows[0] ? { runId: rows[0].id, dueInMs: toNumber(rows[0].due_in_ms) } : null;
+}
+
+/**
  * The run a viewer of the thread should see now: its earliest run not yet closed (the one running,
  * parked or next to run; later turns queue behind it), else its latest. One statement.
  */

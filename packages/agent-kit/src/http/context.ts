@@ -27,6 +27,12 @@ export interface HandlerDeps {
   /** Keep the invocation alive for a background segment (e.g. Vercel's `waitUntil`). */
   waitUntil?: (promise: Promise<unknown>) => void;
   /**
+   * A thread's events request runs the thread's next turn when it is due (a slice's continuation,
+   * a retry's), so that on serverless a watched turn goes on at once rather than at the next cron
+   * call (ADR-0120). Default true; false for a web tier that must leave turns to workers.
+   */
+  followersCarryOn?: boolean;
+  /**
    * The drain's delay on a chat turn's job: the request runs the turn itself and the job is the
    * fallback if it dies before claiming. Default 5 s: past a slow claim, short for a user.
    */
@@ -45,6 +51,9 @@ export interface HandlerContext {
   rt: Runtime;
   authenticate: Authenticate;
   segments: SegmentRegistry;
+  /** See HandlerDeps.followersCarryOn. */
+  followersCarryOn: boolean;
+  waitUntil: ((promise: Promise<unknown>) => void) | undefined;
   cronSecret: string | undefined;
   drainQueue: () => Promise<DrainQueue>;
   reapExpiredRuns: () => Promise<ReapExpiredRuns>;
@@ -79,6 +88,9 @@ export function createContext(deps: HandlerDeps): HandlerContext {
   if (cronSecret !== undefined && (typeof cronSecret !== 'string' || cronSecret.trim().length < minCronSecretChars)) {
     throw new InvalidArgumentError(`cronSecret must be at least ${minCronSecretChars} characters (e.g. \`openssl rand -hex 32\`), or left out to turn the cron routes off`);
   }
+  if (deps.followersCarryOn !== undefined && typeof deps.followersCarryOn !== 'boolean') {
+    throw new InvalidArgumentError('followersCarryOn must be true or false');
+  }
   return {
     rt,
     authenticate: deps.authenticate,
@@ -87,6 +99,8 @@ export function createContext(deps: HandlerDeps): HandlerContext {
       loadRunSegment: deps.runSegment ? async () => deps.runSegment! : loadRunSegment,
       waitUntil: deps.waitUntil,
     }),
+    followersCarryOn: deps.followersCarryOn ?? true,
+    waitUntil: deps.waitUntil,
     cronSecret,
     drainQueue: deps.drainQueue ? async () => deps.drainQueue! : loadDrainQueue,
     reapExpiredRuns: deps.reapExpiredRuns ? async () => deps.reapExpiredRuns! : loadReapExpiredRuns,

@@ -14,8 +14,11 @@ import type { Runtime, RunSegment, SegmentOutcome } from '../turn/types.js';
 
 /** The background segments of one set of handlers. */
 export interface SegmentRegistry {
-  /** Run a segment of `runId`, or another once the one this process runs ends. Never throws. */
-  start(runId: string): void;
+  /**
+   * Run a segment of `runId`, or another once the one this process runs ends. Never throws.
+   * `deadlineMs`: when the invocation asking must end (default: a whole budget from now).
+   */
+  start(runId: string, deadlineMs?: number): void;
   /** Run ids with a segment in flight here. */
   active(): string[];
   /** Resolve when every segment in flight (and any started meanwhile) has ended. */
@@ -96,7 +99,7 @@ export function createSegmentRegistry(options: SegmentRegistryOptions): SegmentR
   }
 
   return {
-    start: (runId) => start(runId, Date.now() + options.rt.config.invocationBudgetMs),
+    start: (runId, deadlineMs) => start(runId, deadlineMs ?? Date.now() + options.rt.config.invocationBudgetMs),
     active: () => [...inFlight.keys()],
     async settle() {
       while (inFlight.size > 0) await Promise.allSettled([...inFlight.values()]);

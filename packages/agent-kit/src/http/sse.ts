@@ -64,6 +64,8 @@ export interface EventStreamOptions {
   maxStreamMs: number;
   headers?: Record<string, string>;
   log?: (entry: Record<string, unknown>) => void;
+  /** Called once the stream has ended, however it ended. */
+  onClose?: () => void;
 }
 
 const textEncoder = new TextEncoder();
@@ -146,6 +148,7 @@ export function eventStreamResponse(follower: EventFollower, options: EventStrea
       cancelled = true;
       clearTimeout(timer);
       follower.close();
+      options.onClose?.();
     },
   });
 
@@ -154,6 +157,7 @@ export function eventStreamResponse(follower: EventFollower, options: EventStrea
     why?: 'budget',
   ) {
     follower.close();
+    options.onClose?.();
     let text = encoder.close(error);
     if (why === 'budget') text += `retry: ${Math.min(options.retryMs, plannedEndRetryMs)}\n\n`;
     if (text) controller.enqueue(textEncoder.encode(text));

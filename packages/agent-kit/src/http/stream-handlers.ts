@@ -11,6 +11,7 @@ import { readRunAccess } from '../event-log/read-runs.js';
 import { findLatestRunId, findRunsUnderWay } from '../event-log/read-threads.js';
 import { regenerateTurn } from '../queue/regenerate-turn.js';
 import { startTurn } from '../queue/start-turn.js';
+import { carryOn, type CarryOn } from './carry-on.js';
 import { createUIMessageStreamEncoder, uiMessageStreamHeaders } from './ai-sdk-stream.js';
 import { requireCaller, requireRunAccess, requireThreadAccess, type Caller } from './auth.js';
 import type { HandlerContext, RouteHandler } from './context.js';
@@ -43,6 +44,8 @@ interface StreamSpec {
   ownMessage?: boolean;
   /** The client has every event up to where the run now waits: the stream only ends, saying so. */
   endsAtOnce?: boolean;
+  /** The reader carries the thread's parked turns on (ADR-0120). */
+  carryOn?: CarryOn;
 }
 
 function streamResponse(ctx: HandlerContext, request: Request, stream: StreamSpec): Response {
@@ -51,6 +54,14 @@ function streamResponse(ctx: HandlerContext, request: Request, stream: StreamSpe
   if (!stream.operator) {
     const encode = encoder.encode.bind(encoder);
     encoder.encode = (event) => encode(withoutLeaseOwner(event));
+  }
+  if (stream.carryOn) {
+    const { carryOn } = stream;
+    const encode = encoder.encode.bind(encoder);
+    encoder.encode = (event) => {
+      carryOn.saw(event);
+      return encode(event);
+    };
   }
   const follower = followEvents(ctx.rt.db, {
     threadId: stream.threadId,
@@ -69,6 +80,7 @@ function streamResponse(ctx: HandlerContext, request: Request, stream: StreamSpe
     maxStreamMs: ctx.maxStreamMs,
     headers: { ...(aiSdk ? uiMessageStreamHeaders : {}), ...exposed(stream.headers) },
     log: ctx.rt.log,
+    onClose: stream.carryOn?.close,
   });
 }
 
@@ -211,6 +223,8 @@ async function requireSameMessage(ctx: HandlerContext, messageId: string, text: 
 
 export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
   return async (request, params = {}) => {
+    // The invocation's deadline, for a turn this request carries on.
+    const deadlineMs = Date.now() + ctx.rt.config.invocationBudgetMs;
     const caller = await requireCaller(ctx.authenticate, request);
     const threadId = readIdParam(params, 'id');
     const url = new URL(request.url);
@@ -270,8 +284,12 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
         ...(goesOnAfter ? { 'x-agent-kit-goes-on-after': goesOnAfter } : {}),
       }
       : undefined;
+    // A reader of the thread runs its next turn when it is due: at once, or as the stream goes on.
+    const carrying = carryOn(ctx, threadId, deadlineMs, lastSeq);
+    carrying.check('connect');
     return streamResponse(ctx, request, {
       threadId, operator: caller.isOperator, afterSeq, format, runId, until, seen, ownMessage, headers, endsAtOnce,
+      carryOn: carrying,
     });
   };
 }

@@ -1,0 +1,82 @@
+// A reader of a thread carries its parked turn on (ADR-0120). A turn longer than one invocation
+// parks at each slice's end, queued with its job due at once, and waits for whoever claims it
+// next. Where no worker polls (serverless) that was the next cron call, 10 s to a minute of
+// silence per slice. But a turn someone watches has a live invocation at hand: the reader's own
+// events request. So that request runs the thread's next turn when it finds one due, when it
+// connects and whenever its stream passes a park or a close; a turn that comes due later (a model
+// retry's wait) is looked for again then, while the stream lasts. Nothing new is decided here: the
+// claim decides who runs the turn, as it does between a drain and a retried chat request.
+import { coerceError } from '../errors.js';
+import type { ThreadEvent } from '../event-log/read-events.js';
+import { findNextTurnToRun } from '../event-log/read-threads.js';
+import { takeMarginMs } from '../queue/drain-queue.js';
+import type { HandlerContext } from './context.js';
+
+/** What made the reader look: its request, an event its stream passed, or the turn's due time. */
+type Cause = 'connect' | 'event' | 'due';
+
+export interface CarryOn {
+  /** Look for the thread's next turn: run it here if due, or look again when it comes due. */
+  check(cause: Cause): void;
+  /** Look again if this event of the stream may have left a turn to run (a park, a close). */
+  saw(event: ThreadEvent): void;
+  /** The stream ended: no more looks (one under way still starts what it found). */
+  close(): void;
+}
+
+/** Events past `liveAfterSeq` are live: a replayed park was carried on long ago. */
+export function carryOn(ctx: HandlerContext, threadId: string, deadlineMs: number, liveAfterSeq: number): CarryOn {
+  let closed = !ctx.followersCarryOn;
+  let looking = false;
+  /** Asked to look while a look was under way: look once more after it, for this cause. */
+  let again: Cause | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  // Less of the invocation than a drain would take a run with is too little to start one.
+  const marginMs = takeMarginMs(ctx.rt.config.invocationBudgetMs);
+  const log = ctx.rt.log;
+
+  async function look(cause: Cause) {
+    const next = await findNextTurnToRun(ctx.rt.db, threadId);
+    if (!next) return;
+    if (deadlineMs - Math.max(0, next.dueInMs) - Date.now() < marginMs) return; // a drain runs it
+    if (next.dueInMs <= 0) {
+      log?.({ msg: 'http reader carries turn on', runId: next.runId, threadId, on: cause });
+      ctx.segments.start(next.runId, deadlineMs);
+    } else if (!closed) {
+      clearTimeout(timer);
+      timer = setTimeout(() => check('due'), Math.ceil(next.dueInMs) + 1);
+    }
+  }
+
+  function check(cause: Cause) {
+    if (closed) return;
+    if (looking) {
+      again = cause;
+      return;
+    }
+    looking = true;
+    const looked = look(cause)
+      .catch((raw: unknown) => {
+        // Nothing is lost: the turn waits for a drain, as it did before.
+        log?.({ msg: 'http turn not carried on', threadId, error: coerceError(raw).message });
+      })
+      .finally(() => {
+        looking = false;
+        const cause = again;
+        again = undefined;
+        if (cause) check(cause);
+      });
+    ctx.waitUntil?.(looked);
+  }
+
+  return {
+    check,
+    saw(event) {
+      if (event.seq > liveAfterSeq && (event.type === 'run-parked' || event.type === 'run-closed')) check('event');
+    },
+    close() {
+      closed = true;
+      clearTimeout(timer);
+    },
+  };
+}
