@@ -355,6 +355,17 @@ export function effectsInDoubt(db: Queryable, runId: string): Promise<InDoubtEff
 }
 
 /**
+ * Why a run was given up: its last `times` claims in a row ended unfinished. Each claim spends an
+ * attempt, and so does a claim by a process without a tool the run had started (ADR-0110), so
+ * the reason names every way; `agent-kit show` gives each segment's end.
+ */
+export function salvageReason(times: number, maxRunAttempts: number): string {
+  const inARow = times === 1 ? 'once' : `${times} times in a row`;
+  return `the run's segments ended unfinished ${inARow} (their processes died or froze, failed, were refused by ` +
+    `the model's provider or lacked a tool the run needed; AGENT_KIT_MAX_RUN_ATTEMPTS=${maxRunAttempts})`;
+}
+
+/**
  * Give a run up after its crash budget is spent: a run-salvaged event with the reason and the
  * effects it ends with in doubt (reconcile them first), then close it as aborted with its partial
  * output as the (partial) message, which names them too. One transaction, so that a crash between

@@ -8,7 +8,7 @@ import {
   askReconcileHook, defaultReconcileTimeoutMs, hookTimeoutMs, reconcileDeadEffects, type SettleOptions,
 } from '../effect-ledger/index.js';
 import { coerceError, InvalidArgumentError } from '../errors.js';
-import { msInterval, salvageRun, type Lease } from '../lease/lease.js';
+import { msInterval, salvageReason, salvageRun, type Lease } from '../lease/lease.js';
 import { toRun, type RunRow } from '../lease/run-row.js';
 import { enqueueRun } from '../queue/jobs.js';
 import { recordPass } from '../queue/passes.js';
@@ -208,8 +208,7 @@ async function giveUpRun(
   report.reconciled += settled.completed;
   report.inDoubt += settled.inDoubt;
   if (settled.unsettled > 0) return false; // the salvage lease expires; the next pass takes it again
-  const times = taken.attempts === 1 ? 'once' : `${taken.attempts} times in a row`;
-  const reason = `the run's segments died or failed ${times} (AGENT_KIT_MAX_RUN_ATTEMPTS=${rt.config.maxRunAttempts})`;
+  const reason = salvageReason(taken.attempts, rt.config.maxRunAttempts);
   // A run whose viewer asked it to stop keeps the text that viewer saw, as a cancel's close does (ADR-0090).
   const shown = taken.cancelRequestedAt ? await textShownAtCancel(rt.db, taken.id, taken.threadId) : null;
   const content = { ...await askedOfRun(rt.db, taken.id, rt.tools), ...(taken.cancelRequestedAt ? { cancelled: true } : {}) };

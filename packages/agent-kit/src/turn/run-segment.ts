@@ -5,7 +5,7 @@ import { asError, assert, StoreUnavailableError } from '../errors.js';
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
-  closeRun, effectsInDoubt, failLease, parkRun, parkStartedLate, requestInput, retryStep, salvageRun,
+  closeRun, effectsInDoubt, failLease, parkRun, parkStartedLate, requestInput, retryStep, salvageReason, salvageRun,
 } from '../lease/lease.js';
 import {
   buildMessages, commitStep, committedText, hasReasoning, isTurnFinished, loadJournal, modelStepOf, pendingToolCalls,
@@ -112,8 +112,7 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
   if (lease.attempts > rt.config.maxRunAttempts) {
     // The crash budget is spent (whoever enqueued this claim): give up here as the reaper would,
     // salvaging what viewers saw. Effects were reconciled just above.
-    const reason = `the run's segments died or were refused by the model's provider ${lease.attempts - 1} times in a row` +
-      ` (AGENT_KIT_MAX_RUN_ATTEMPTS=${rt.config.maxRunAttempts})`;
+    const reason = salvageReason(lease.attempts - 1, rt.config.maxRunAttempts);
     const messageId = await salvageRun(rt.db, lease, s.run.partial, reason, await askedOfRun(rt.db, lease.runId, rt.tools));
     return messageId ? closed(s, 'aborted', messageId) : lost(s);
   }

@@ -129,7 +129,7 @@ describe('agent-kit show', () => {
     ]);
     // The salvage's claim has a row of its own, and the run says why it was given up.
     expect(text).toMatch(/\n\s+3\s+-\s+-\s+\S+\s+-\s+aborted \(salvaged: the crash budget was spent\)\n/);
-    expect(text).toMatch(/\n {2}salvaged {2}the run's segments died or failed 2 times in a row \(AGENT_KIT_MAX_RUN_ATTEMPTS=2\)\n/);
+    expect(text).toMatch(/\n {2}salvaged {2}the run's segments ended unfinished 2 times in a row \(.*lacked a tool the run needed; AGENT_KIT_MAX_RUN_ATTEMPTS=2\)\n/);
     const json = JSON.parse(await formatShowCommand(db, dying.runId, { json: true }, new Date()));
     expect(json.segments).toMatchObject([
       { fence: 1, endedAs: 'failed', error: 'StepPastBudgetError: the model step ran past the 1 s budget' },
