@@ -852,8 +852,8 @@ begin
   return v_seq;
 end $function$
 
--- function agent_kit_park_run(p_run_id uuid, p_owner text, p_fence bigint, p_status text, p_waiting_for jsonb)
-CREATE OR REPLACE FUNCTION agent_kit_park_run(p_run_id uuid, p_owner text, p_fence bigint, p_status text, p_waiting_for jsonb DEFAULT NULL::jsonb)
+-- function agent_kit_park_run(p_run_id uuid, p_owner text, p_fence bigint, p_status text, p_waiting_for jsonb, p_reason text)
+CREATE OR REPLACE FUNCTION agent_kit_park_run(p_run_id uuid, p_owner text, p_fence bigint, p_status text, p_waiting_for jsonb DEFAULT NULL::jsonb, p_reason text DEFAULT NULL::text)
  RETURNS boolean
  LANGUAGE plpgsql
 AS $function$
@@ -864,6 +864,10 @@ begin
   if p_status is null or p_status not in ('queued', 'waiting_input', 'waiting_takeover') then
     raise exception 'park status must be queued, waiting_input or waiting_takeover, got %',
       coalesce(p_status, 'NULL') using errcode = 'AK001';
+  end if;
+  if p_reason is not null and p_reason not in ('slice', 'stop', 'store-error', 'started-late') then
+    raise exception 'park reason must be slice, stop, store-error or started-late, got %', p_reason
+      using errcode = 'AK001';
   end if;
   select * into v_run from agent_kit_runs
   where id = p_run_id and owner = p_owner and fence = p_fence and status = 'running'
@@ -892,15 +896,16 @@ begin
   where id = p_run_id;
   perform agent_kit__append_event(v_run.thread_id, p_run_id, p_fence, 'run-parked',
     jsonb_build_object('runId', p_run_id, 'fence', p_fence, 'status', v_status,
-      'requested', p_status, 'waitingFor', coalesce(p_waiting_for, v_run.waiting_for)));
+      'requested', p_status, 'waitingFor', coalesce(p_waiting_for, v_run.waiting_for))
+      || case when p_reason is null then '{}'::jsonb else jsonb_build_object('reason', p_reason) end);
   if v_status = 'queued' then
     perform agent_kit__enqueue(p_run_id, agent_kit_now());
   end if;
   return true;
 end $function$
 
--- function agent_kit_park_started_late(p_run_id uuid, p_owner text, p_fence bigint)
-CREATE OR REPLACE FUNCTION agent_kit_park_started_late(p_run_id uuid, p_owner text, p_fence bigint)
+-- function agent_kit_park_started_late(p_run_id uuid, p_owner text, p_fence bigint, p_reason text)
+CREATE OR REPLACE FUNCTION agent_kit_park_started_late(p_run_id uuid, p_owner text, p_fence bigint, p_reason text DEFAULT 'started-late'::text)
  RETURNS boolean
  LANGUAGE plpgsql
 AS $function$
@@ -914,7 +919,7 @@ begin
   if not found then
     return false;
   end if;
-  if not agent_kit_park_run(p_run_id, p_owner, p_fence, 'queued') then
+  if not agent_kit_park_run(p_run_id, p_owner, p_fence, 'queued', null, p_reason) then
     return false;
   end if;
   -- Parked queued (not waiting_takeover, which starts the count again): the count before this claim.

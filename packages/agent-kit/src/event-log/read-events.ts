@@ -213,6 +213,12 @@ export interface RunSegmentView {
   endedSeq: number | null;
   /** Parked until a model retry's wait ends, too long for the segment (ADR-0062): when. */
   retryDueAt?: string;
+  /**
+   * Why a segment parked the run queued (ADR-0121): `slice` (its invocation's time ran out),
+   * `stop` (its process was stopping), `store-error`, `started-late` (ADR-0113). Absent on parks
+   * written before migration 0046, and on other parks.
+   */
+  parkReason?: string;
   /** Why a `failed` segment failed: its error's name and message (ADR-0100: no stack). */
   error?: string;
   /** The claim gave the run up after its crash budget (ADR-0007): the run-salvaged event's reason. */
@@ -269,6 +275,7 @@ export async function readRunSegments(db: Queryable, runId: string): Promise<Run
     // A run closed failed (the provider refused the request for good) says why in its close.
     if (failed || event.data.error !== undefined) segment.error = describeFailure(event.data.error);
     if (event.type === 'run-parked' && typeof event.data.dueAt === 'string') segment.retryDueAt = event.data.dueAt;
+    if (event.type === 'run-parked' && typeof event.data.reason === 'string') segment.parkReason = event.data.reason;
     segment.endedSeq = event.seq;
   }
   await readSalvage(db, runId, rows[0]?.thread_id, segments);

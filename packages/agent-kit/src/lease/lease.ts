@@ -250,25 +250,35 @@ export async function allOrNothing<T>(db: Db, fn: (tx: Tx) => Promise<T | null>)
 
 export type ParkStatus = 'queued' | 'waiting_input' | 'waiting_takeover';
 
+/** Why a segment handed its run on, queued: the run-parked event's `data.reason` (ADR-0121). */
+export type ParkReason = 'slice' | 'stop' | 'store-error' | 'started-late';
+
 /** Hand the run off voluntarily (question, takeover, slice end). False = lost. */
 export async function parkRun(
   db: Queryable, lease: Lease, status: ParkStatus, waitingFor?: Record<string, unknown>,
 ): Promise<boolean> {
-  if (!(await parkRunRow(db, lease, status, waitingFor))) return false;
-  notifyThread(db, lease.threadId);
-  return true;
+  return parked(db, lease, await parkRunRow(db, lease, status, waitingFor));
+}
+
+/** Hand the run on, queued for the next segment, saying why. False = lost. */
+export async function parkQueued(db: Queryable, lease: Lease, reason: ParkReason): Promise<boolean> {
+  return parked(db, lease, await parkRunRow(db, lease, 'queued', undefined, reason));
+}
+
+function parked(db: Queryable, lease: Lease, ok: boolean): boolean {
+  if (ok) notifyThread(db, lease.threadId);
+  return ok;
 }
 
 /**
- * Give back a run whose segment started too late in its invocation to finish its step (ADR-0113):
- * queued, as a slice end, with the attempt its claim counted taken back. False = lost.
+ * Give back a run whose segment started too late in its invocation to finish its step (ADR-0113),
+ * or was asked to stop before its step left anything (ADR-0117): queued, as a slice end, with the
+ * attempt its claim counted taken back. False = lost.
  */
-export async function parkStartedLate(db: Queryable, lease: Lease): Promise<boolean> {
-  const rows = await db.query<{ ok: boolean }>('select agent_kit_park_started_late($1, $2, $3) as ok',
-    [lease.runId, lease.owner, lease.fence]);
-  if (rows[0]?.ok !== true) return false;
-  notifyThread(db, lease.threadId);
-  return true;
+export async function parkStartedLate(db: Queryable, lease: Lease, reason: 'started-late' | 'stop' = 'started-late'): Promise<boolean> {
+  const rows = await db.query<{ ok: boolean }>('select agent_kit_park_started_late($1, $2, $3, $4) as ok',
+    [lease.runId, lease.owner, lease.fence, reason]);
+  return parked(db, lease, rows[0]?.ok === true);
 }
 
 /**
@@ -286,14 +296,15 @@ export async function requestInput(db: Db, lease: Lease, waitingFor: Record<stri
 }
 
 async function parkRunRow(
-  q: Queryable, lease: Lease, status: ParkStatus, waitingFor?: Record<string, unknown>,
+  q: Queryable, lease: Lease, status: ParkStatus, waitingFor?: Record<string, unknown>, reason?: ParkReason,
 ): Promise<boolean> {
-  const rows = await q.query<{ ok: boolean }>('select agent_kit_park_run($1, $2, $3, $4, $5::jsonb) as ok', [
+  const rows = await q.query<{ ok: boolean }>('select agent_kit_park_run($1, $2, $3, $4, $5::jsonb, $6) as ok', [
     lease.runId,
     lease.owner,
     lease.fence,
     status,
     waitingFor === undefined ? null : JSON.stringify(waitingFor),
+    reason ?? null,
   ]);
   return rows[0]?.ok === true;
 }

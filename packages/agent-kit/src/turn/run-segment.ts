@@ -5,7 +5,7 @@ import { asError, assert, StoreUnavailableError } from '../errors.js';
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
-  closeRun, effectsInDoubt, failLease, parkRun, parkStartedLate, requestInput, retryStep, salvageReason, salvageRun,
+  closeRun, effectsInDoubt, failLease, parkQueued, parkRun, parkStartedLate, requestInput, retryStep, salvageReason, salvageRun,
 } from '../lease/lease.js';
 import {
   buildMessages, commitStep, committedText, hasReasoning, isTurnFinished, loadJournal, modelStepOf, pendingToolCalls,
@@ -158,7 +158,7 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
       if (settled.kind === 'lost') return lost(s);
       if (settled.kind === 'stopped') return { kind: 'stopped', fence: lease.fence, reason: settled.reason };
       if (settled.kind === 'wait') return waitForInput(s, settled.waitingFor);
-      if (settled.kind === 'slice') return park(s, 'queued');
+      if (settled.kind === 'slice') return slice(s);
       s.interrupt = settled.interrupt;
     }
     if (isTurnFinished(journal)) return honourInterrupt(s) ?? close(s, 'completed', { text: committedText(journal) });
@@ -278,7 +278,7 @@ function continuationPrefix(s: Segment, journal: Step[], model: unknown): string
  * the last guarded write reported them (it came just before this boundary).
  */
 function checkBoundary(s: Segment): Promise<SegmentOutcome> | undefined {
-  if (sliceDue(s)) return park(s, 'queued');
+  if (sliceDue(s)) return slice(s);
   return honourInterrupt(s);
 }
 
@@ -309,8 +309,8 @@ async function handleStop(s: Segment, reason: StepStop, progressed: () => boolea
       // invocation (ADR-0113): a whole budget would cut it the same (ADR-0071).
       const stopped = await s.mirror.flush();
       if (stopped) return handleStop(s, stopped, progressed);
-      if (progressed()) return park(s, 'queued');
-      if (reason === 'stop') return (await parkStartedLate(s.rt.db, s.lease)) ? parked(s, 'queued') : lost(s);
+      if (progressed()) return slice(s, reason);
+      if (reason === 'stop') return (await parkStartedLate(s.rt.db, s.lease, 'stop')) ? parked(s, 'queued') : lost(s);
       if (s.budgetMs < (s.options.invocationBudgetMs ?? s.budgetMs) / 2) {
         s.rt.log?.({ msg: 'segment started too late to finish its step: run given back, attempt not spent', runId: s.lease.runId, fence: s.lease.fence, budgetMs: s.budgetMs });
         return (await parkStartedLate(s.rt.db, s.lease)) ? parked(s, 'queued') : lost(s); // ADR-0113
@@ -325,9 +325,15 @@ async function waitForInput(s: Segment, waitingFor: Record<string, unknown>): Pr
   return parked(s, 'waiting_input');
 }
 
-async function park(s: Segment, status: 'queued' | 'waiting_takeover'): Promise<SegmentOutcome> {
+async function park(s: Segment, status: 'waiting_takeover'): Promise<SegmentOutcome> {
   if (!(await parkRun(s.rt.db, s.lease, status))) return lost(s);
   return parked(s, status);
+}
+
+/** Hand the run on to its next segment: this one's time ran out (`deadline`), or its process is stopping. */
+async function slice(s: Segment, why: 'stop' | 'deadline' = s.options.stopSignal?.aborted ? 'stop' : 'deadline'): Promise<SegmentOutcome> {
+  if (!(await parkQueued(s.rt.db, s.lease, why === 'stop' ? 'stop' : 'slice'))) return lost(s);
+  return parked(s, 'queued');
 }
 
 /** The run's status once parked (an answer or a takeover may already have moved it on). */

@@ -1,7 +1,7 @@
 // A segment as the engine drives it (see run-segment.ts): its lease, settings and stream mirror,
 // and what it asks of them between steps: the text viewers have, whether to slice, how a step
 // cut mid-stream goes on, and the wait before a model request refused for now is asked again.
-import { failLease, parkForRetry, parkRun, readInterrupt, retryStep, type Interrupt, type Lease, type ParkStatus } from '../lease/lease.js';
+import { failLease, parkForRetry, parkQueued, readInterrupt, retryStep, type Interrupt, type Lease, type ParkStatus } from '../lease/lease.js';
 import { notifyThread } from '../store/notify-thread.js';
 import type { Run } from '../lease/run-row.js';
 import { supportsPrefill } from '../model/index.js';
@@ -202,5 +202,5 @@ async function handBackOnce(s: Segment, error: Error, progressed: boolean): Prom
   // (Null when the write had gone through after all, or the lease is gone: nothing to add.)
   if (effect) await finishEffect(s.rt.db, s.lease, effect.key, effect.status, effect.result ?? null);
   s.unrecordedEffect = undefined;
-  return progressed ? await parkRun(s.rt.db, s.lease, 'queued') : await failLease(s.rt.db, s.lease, error);
+  return progressed ? await parkQueued(s.rt.db, s.lease, 'store-error') : await failLease(s.rt.db, s.lease, error);
 }

@@ -18,6 +18,13 @@ afterAll(async () => {
   await db.close();
 });
 
+/** Why each park of the run handed it on (ADR-0121), in order. */
+async function parkReasons(runId: string): Promise<(string | null)[]> {
+  const rows = await db.query<{ reason: string | null }>(
+    `select data->>'reason' as reason from agent_kit_thread_events where run_id = $1 and type = 'run-parked' order by seq`, [runId]);
+  return rows.map((row) => row.reason);
+}
+
 async function runUntilClosed(runtime: ReturnType<typeof makeRuntime>, runId: string, budgetMs: number) {
   const outcomes: SegmentOutcome[] = [];
   for (let i = 0; i < 50; i++) {
@@ -44,6 +51,7 @@ describe('slicing', () => {
     );
     expect(Number(run!.fence)).toBe(outcomes.length);
     expect(run!.attempts).toBe(1); // slices are voluntary: the crash budget was reset each time
+    expect(await parkReasons(turn.runId)).toEqual(outcomes.slice(0, -1).map(() => 'slice'));
   });
 
   it('never lets a lease outlive the segment deadline', async () => {
@@ -72,6 +80,7 @@ describe('slicing', () => {
     expect(await runSegment(runtime, { runId: turn.runId, owner: 'w1', stopSignal: stop.signal })).toMatchObject({
       kind: 'parked', status: 'queued',
     });
+    expect(await parkReasons(turn.runId)).toEqual(['stop']);
     expect(await runSegment(runtime, { runId: turn.runId, owner: 'w2' })).toMatchObject({ kind: 'closed', status: 'completed' });
   });
 
@@ -96,6 +105,7 @@ describe('slicing', () => {
     expect(run!.attempts).toBe(0);
     expect(whole.startsWith(run!.partial) && run!.partial.length < whole.length).toBe(true); // cut, not finished
     expect(run!.partial.length).toBeGreaterThan(0);
+    expect(await parkReasons(turn.runId)).toEqual(['stop']);
     expect(await runSegment(makeRuntime(db, { model, settings: { continueMidStep } }), { runId: turn.runId, owner: 'w2' }))
       .toMatchObject({ kind: 'closed', status: 'completed' });
     expect((await finalMessage(db, turn.runId))[0]!.text).toBe(whole);

@@ -82,6 +82,7 @@ describe('a segment cut by its deadline mid-step', () => {
     const [run] = await db.query<{ status: string; attempts: number }>('select status, attempts from agent_kit_runs where id = $1', [turn.runId]);
     expect(run).toEqual({ status: 'queued', attempts: 0 });
     expect(await eventsOf(turn.runId, 'segment-failed')).toEqual([]);
+    expect((await eventsOf(turn.runId, 'run-parked')).map((e) => e.data.reason)).toEqual(['started-late']); // ADR-0121
     expect(await runSegment(runtime, { runId: turn.runId, owner: 'early', budgetMs: 2_000, invocationBudgetMs: 2_000 }))
       .toMatchObject({ kind: 'closed', status: 'completed' });
     expect(await finalMessage(db, turn.runId)).toEqual([{ text: scriptedReplyText([text], tokens), partial: false }]);

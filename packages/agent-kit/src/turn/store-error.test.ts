@@ -159,6 +159,9 @@ describe('a segment whose write the store failed', () => {
     }, true);
     expect(outcome).toMatchObject({ kind: 'parked', status: 'queued' });
     expect(run).toEqual({ given_up: true, attempts: 0, status: 'queued', failed: [] });
+    const [parked] = await db.query<{ reason: string }>(
+      `select data->>'reason' as reason from agent_kit_thread_events where run_id = $1 and type = 'run-parked'`, [runId]);
+    expect(parked!.reason).toBe('store-error'); // ADR-0121
     const [jobs] = await db.query<{ n: number | string }>('select count(*) as n from agent_kit_jobs where run_id = $1', [runId]);
     expect(Number(jobs!.n)).toBe(1); // due now: no reaper pass needed
     expect(await finishRun(makeRuntime(db, { tokens }), runId)).toEqual({ status: 'completed', rounds: 1 });

@@ -139,6 +139,28 @@ describe('agent-kit show', () => {
     expect(JSON.stringify(json)).not.toContain('at step'); // the stack stays in last_error
   });
 
+  it('says why each segment handed its run on: a slice, a stop, a store error (ADR-0121)', async () => {
+    const handedOn = await startTurn(db, { ownerId: 'dora', text: 'sliced, stopped, failed' });
+    for (const [owner, reason] of [['cli-test-s1', 'slice'], ['cli-test-s2', 'stop'], ['cli-test-s3', 'store-error'], ['cli-test-s4', null]] as const) {
+      const [claim] = await db.query<{ fence: number }>(
+        `select fence from agent_kit_claim_run($1, $2, interval '5 seconds')`, [handedOn.runId, owner]);
+      await db.query(`select agent_kit_begin_segment($1, $2, $3, '')`, [handedOn.runId, owner, claim!.fence]);
+      // (The last as code from before migration 0046 parks: no reason.)
+      if (reason) await db.query(`select agent_kit_park_run($1, $2, $3, 'queued', null, $4)`, [handedOn.runId, owner, claim!.fence, reason]);
+      else await db.query(`select agent_kit_park_run($1, $2, $3, 'queued')`, [handedOn.runId, owner, claim!.fence]);
+    }
+    const text = await formatShowCommand(db, handedOn.runId, {}, new Date());
+    const ends = text.split('\n').filter((line) => / cli-test-s\d /.test(line)).map((l) => l.trim().split(/\s{2,}/).at(-1));
+    expect(ends).toEqual([
+      "queued (a slice: its invocation's time ran out)", 'queued (its process was stopping)', 'queued (handed on after a store error)', 'queued',
+    ]);
+    const json = JSON.parse(await formatShowCommand(db, handedOn.runId, { json: true }, new Date()));
+    expect(json.segments.map((segment: { parkReason?: string }) => segment.parkReason)).toEqual(['slice', 'stop', 'store-error', undefined]);
+    const [claim] = await db.query<{ fence: number }>(`select fence from agent_kit_claim_run($1, 'cli-test-s5', interval '5 seconds')`, [handedOn.runId]);
+    await expect(db.query(`select agent_kit_park_run($1, 'cli-test-s5', $2, 'queued', null, 'nap')`, [handedOn.runId, claim!.fence]))
+      .rejects.toThrow(/park reason must be slice, stop, store-error or started-late, got nap/);
+  });
+
   it('says in words what a waiting run waits for: the question, or the tool call to approve and its input', async () => {
     const waits = async (text: string) => {
       const { runId } = await startTurn(db, { ownerId: 'dora', text });

@@ -163,12 +163,23 @@ function segmentsSection({ segments, run }: RunDetail, now: Date): string {
  */
 const lostText = 'lost (no end written: its process died or froze, or its deadline cut a tool call; the next fence took the run on)';
 
+/** Why a segment handed its run on (ADR-0121), in words; the run may have been cancelled or held meanwhile. */
+function parkReasonText(reason: string | undefined): string {
+  switch (reason) {
+    case 'slice': return " (a slice: its invocation's time ran out)";
+    case 'stop': return ' (its process was stopping)';
+    case 'store-error': return ' (handed on after a store error)';
+    case 'started-late': return ' (started too late in its invocation; no attempt spent)';
+    default: return '';
+  }
+}
+
 /** How a segment ended, why it failed, or that it still holds the run (or held it until its lease ran out). */
 function endedAs(s: RunDetail['segments'][number], run: RunDetail['run'], now: Date): string {
   if (s.endedAs === 'failed') return `failed: ${preview(s.error ?? '', 110)}`;
   if (s.endedAs === 'lost') return lostText;
   if (s.salvaged !== undefined && s.endedAs !== null) return `${s.endedAs} (salvaged: the crash budget was spent)`;
-  if (s.endedAs !== null) return `${s.endedAs}${s.retryDueAt ? ' (model retry)' : ''}`;
+  if (s.endedAs !== null) return `${s.endedAs}${s.retryDueAt ? ' (model retry)' : parkReasonText(s.parkReason)}`;
   // (A later claim holds the run: this one never ended, and its lease ran out.)
   if (s.fence < run.fence) return lostText;
   const expired = run.status === 'running' && s.fence === run.fence && run.leaseExpiresAt !== null && run.leaseExpiresAt <= now;
