@@ -281,19 +281,25 @@ export async function findRunsUnderWay(db: Queryable, threadId: string): Promise
 }
 
 /**
- * The thread's next turn to run, when it is queued (parked as a slice, for a model retry, or not yet
- * claimed) and no earlier run of the thread is open, with how long until its job is due (<= 0: due
- * now). Null when the thread's first open run is running or waiting, or it has none. One statement.
+ * The thread's first open run, when a segment may claim it, and how long until it may (<= 0: now):
+ * queued (parked as a slice, for a model retry, or not yet claimed) when its job is due, or
+ * running when its lease expires (its process died or froze, and a claim takes it over). Null
+ * when the first open run waits for an answer or an operator, or the thread has none. One statement.
  */
-export async function findNextTurnToRun(db: Queryable, threadId: string): Promise<{ runId: string; dueInMs: number } | null> {
-  const rows = await db.query<{ id: string; due_in_ms: number | string }>(
-    `select r.id, extract(epoch from j.due_at - agent_kit_now()) * 1000 as due_in_ms
+export async function findNextTurnToRun(
+  db: Queryable, threadId: string,
+): Promise<{ runId: string; status: 'queued' | 'running'; dueInMs: number } | null> {
+  const rows = await db.query<{ id: string; status: 'queued' | 'running'; due_in_ms: number | string }>(
+    `select r.id, r.status,
+       extract(epoch from coalesce(j.due_at, r.lease_expires_at) - agent_kit_now()) * 1000 as due_in_ms
      from (${openRunsSql}) first_open
-     join agent_kit_runs r on r.id = first_open.id and r.status = 'queued'
-     join agent_kit_jobs j on j.run_id = r.id`,
+     join agent_kit_runs r on r.id = first_open.id
+     left join agent_kit_jobs j on j.run_id = r.id and r.status = 'queued'
+     where (r.status = 'queued' and j.run_id is not null) or (r.status = 'running' and r.lease_expires_at is not null)`,
     [threadId, 1],
   );
-  return rows[0] ? { runId: rows[0].id, dueInMs: toNumber(rows[0].due_in_ms) } : null;
+  const [row] = rows;
+  return row ? { runId: row.id, status: row.status, dueInMs: toNumber(row.due_in_ms) } : null;
 }
 
 /**

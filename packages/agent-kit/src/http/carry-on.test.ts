@@ -98,6 +98,37 @@ describe('a reader carries its thread\'s turn on (ADR-0120)', () => {
     await handlers.segments.settle();
   });
 
+  it('takes over a run whose process died, once its lease runs out', async () => {
+    const { handlers, carried } = server();
+    const { threadId, runId } = await queuedTurn('orphaned');
+    await claimRun(db, { runId, owner: 'a-process-since-killed', leaseTtlMs: 1_500 });
+    const { closed, events } = await readToClose(await follow(handlers, threadId), runId);
+    expect(closed.status).toBe('completed');
+    expect(carried).toEqual([{ runId, on: 'due' }]);
+    expect(events.filter((e) => e.type === 'segment-started').map((e) => e.fence)).toEqual([2]); // the next fence
+    await handlers.segments.settle();
+  });
+
+  it('ends its stream at a park it has too little of its invocation left to carry on, so the reader comes back to one that has', async () => {
+    // Invocations of 4 s (a take margin of 1 s), streams allowed 20 s: the park comes 0.8 s before
+    // the invocation ends, and the stream ends at it, with the quick reconnect's hint.
+    const { handlers, carried } = server({ config: { invocationBudgetMs: 4_000, leaseTtlMs: 4_000 }, deps: { maxStreamMs: 20_000 } });
+    const { threadId, runId } = await queuedTurn('parked late');
+    const claimed = await claimRun(db, { runId, owner: 'elsewhere', leaseTtlMs: 60_000 });
+    const startedAt = Date.now();
+    const reading = readSse(await follow(handlers, threadId));
+    await new Promise((r) => setTimeout(r, 3_200 - (Date.now() - startedAt)));
+    const fence = claimed.claimed ? claimed.lease.fence : NaN;
+    await db.query(`select agent_kit_park_run($1, 'elsewhere', $2, 'queued', null, 'slice')`, [runId, fence]);
+    const read = await reading;
+    expect(read.ended).toBe(true);
+    expect(Date.now() - startedAt).toBeLessThan(15_000); // not at the stream's 20 s
+    expect(payload(read.events.at(-1)!)).toMatchObject({ type: 'run-parked', data: { status: 'queued' } });
+    expect(read.retries.at(-1)).toBe(100);
+    expect(carried).toEqual([]);
+    expect(await statusOf(runId)).toBe('queued');
+  });
+
   describe('leaves the turn to a drain', () => {
     /** Follow the thread for a stream of 400 ms; the turns carried on meanwhile. */
     async function followBriefly(threadId: string, deps: Partial<HandlerDeps> = {}) {
@@ -124,7 +155,8 @@ describe('a reader carries its thread\'s turn on (ADR-0120)', () => {
       const first = await queuedTurn('first');
       const second = await queuedTurn('second', { threadId: first.threadId });
       await claimRun(db, { runId: first.runId, owner: 'elsewhere', leaseTtlMs: 60_000 });
-      expect(await findNextTurnToRun(db, first.threadId)).toBeNull();
+      // (The first: its lease runs out long after the reader's stream.)
+      expect(await findNextTurnToRun(db, first.threadId)).toMatchObject({ runId: first.runId, status: 'running' });
       expect(await followBriefly(first.threadId)).toEqual([]);
       expect(await statusOf(first.runId)).toBe('running');
       expect(await statusOf(second.runId)).toBe('queued');

@@ -4,8 +4,10 @@
 // silence per slice. But a turn someone watches has a live invocation at hand: the reader's own
 // events request. So that request runs the thread's next turn when it finds one due, when it
 // connects and whenever its stream passes a park or a close; a turn that comes due later (a model
-// retry's wait) is looked for again then, while the stream lasts. Nothing new is decided here: the
-// claim decides who runs the turn, as it does between a drain and a retried chat request.
+// retry's wait, the lease of a segment whose process died) is looked for again then, while the
+// stream lasts. A park that comes too late in the reader's own invocation ends its stream, so
+// that the reader comes back at once to an invocation with time. Nothing new is decided here:
+// the claim decides who runs the turn, as it does between a drain and a retried chat request.
 import { coerceError } from '../errors.js';
 import type { ThreadEvent } from '../event-log/read-events.js';
 import { findNextTurnToRun } from '../event-log/read-threads.js';
@@ -20,6 +22,8 @@ export interface CarryOn {
   check(cause: Cause): void;
   /** Look again if this event of the stream may have left a turn to run (a park, a close). */
   saw(event: ThreadEvent): void;
+  /** A turn parked, due now, too late in this invocation to run here: end the stream so the reader comes back. */
+  handsOff(): boolean;
   /** The stream ended: no more looks (one under way still starts what it found). */
   close(): void;
 }
@@ -31,6 +35,7 @@ export function carryOn(ctx: HandlerContext, threadId: string, deadlineMs: numbe
   /** Asked to look while a look was under way: look once more after it, for this cause. */
   let again: Cause | undefined;
   let timer: NodeJS.Timeout | undefined;
+  let handOff = false;
   // Less of the invocation than a drain would take a run with is too little to start one.
   const marginMs = takeMarginMs(ctx.rt.config.invocationBudgetMs);
   const log = ctx.rt.log;
@@ -40,7 +45,8 @@ export function carryOn(ctx: HandlerContext, threadId: string, deadlineMs: numbe
     if (!next) return;
     if (deadlineMs - Math.max(0, next.dueInMs) - Date.now() < marginMs) return; // a drain runs it
     if (next.dueInMs <= 0) {
-      log?.({ msg: 'http reader carries turn on', runId: next.runId, threadId, on: cause });
+      // (A running run's lease ran out: its process died or froze, and the claim takes it over.)
+      log?.({ msg: 'http reader carries turn on', runId: next.runId, threadId, on: cause, takeover: next.status === 'running' });
       ctx.segments.start(next.runId, deadlineMs);
     } else if (!closed) {
       clearTimeout(timer);
@@ -72,8 +78,13 @@ export function carryOn(ctx: HandlerContext, threadId: string, deadlineMs: numbe
   return {
     check,
     saw(event) {
-      if (event.seq > liveAfterSeq && (event.type === 'run-parked' || event.type === 'run-closed')) check('event');
+      if (closed || event.seq <= liveAfterSeq || (event.type !== 'run-parked' && event.type !== 'run-closed')) return;
+      const dueNow = event.type === 'run-parked' && event.data.status === 'queued' &&
+        (typeof event.data.dueAt !== 'string' || Date.parse(event.data.dueAt) <= Date.now());
+      if (dueNow && deadlineMs - Date.now() < marginMs) handOff = true;
+      else check('event');
     },
+    handsOff: () => handOff,
     close() {
       closed = true;
       clearTimeout(timer);

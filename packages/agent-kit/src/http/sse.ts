@@ -66,6 +66,8 @@ export interface EventStreamOptions {
   log?: (entry: Record<string, unknown>) => void;
   /** Called once the stream has ended, however it ended. */
   onClose?: () => void;
+  /** Asked before each wait: end the stream now, as at its budget (the client comes back at once). */
+  endNow?: () => boolean;
 }
 
 const textEncoder = new TextEncoder();
@@ -118,7 +120,7 @@ export function eventStreamResponse(follower: EventFollower, options: EventStrea
       try {
         for (;;) {
           // Checked on every pull, so a stream that never idles (a long replay) ends on time too.
-          if (Date.now() >= deadline) return end(controller, undefined, 'budget');
+          if (Date.now() >= deadline || options.endNow?.()) return end(controller, undefined, 'budget');
           // A next() left pending by a keep-alive holds the event before the buffered ones.
           let text = pending ? '' : encodeBuffered('');
           if (!text) {

@@ -6,7 +6,7 @@
 import { isClosed } from './invariants.js';
 import type { Simulation } from './simulation.js';
 import {
-  action, advanceBy, burst, newTurn, spawnDrain, spawnReaper, tick, type ActionPick, type Candidate,
+  action, advanceBy, burst, newTurn, settled, spawnDrain, spawnReaper, tick, type ActionPick, type Candidate,
 } from './spawn.js';
 import { answer, operator, userActions } from './user-actions.js';
 import { hasMovedOn, zombieActions, zombieAtWrite } from './zombies.js';
@@ -39,6 +39,17 @@ function faultActions(sim: Simulation, chaos: number): Candidate[] {
       sim.count(sim.faults, 'pause');
       return `pause ${worker.name} for ${resumeAtMs - scheduler.nowMs}ms (past its lease)`;
     }), 0.2 * chaos]);
+  }
+  // A deploy's SIGTERM to a request or a drain: its segments hand their runs on at the next step
+  // boundary, or cut a long step after stopGraceMs (ADR-0117), with no attempt spent.
+  const stoppable = pausable.filter((w) => (w.kind === 'request' || w.kind === 'drain') && !sim.stops.get(w.id)?.signal.aborted);
+  if (stoppable.length) {
+    candidates.push([action('stop', async () => {
+      const worker = sim.pick.pick(stoppable);
+      sim.stops.get(worker.id)!.abort();
+      sim.count(sim.faults, 'stop');
+      return settled(sim, `stop ${worker.name} (a deploy's SIGTERM)`);
+    }), 0.15 * chaos]);
   }
   candidates.push(...zombieActions(sim, chaos));
   const dbOps = scheduler.eligibleOps().filter((op) => op.kind !== 'gate');

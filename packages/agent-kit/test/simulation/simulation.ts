@@ -79,6 +79,8 @@ export class Simulation implements FaultSource {
   /** The newest op that zombieAtWrite has considered, and the runs it froze a worker of. */
   lastOpSeen = 0;
   readonly frozenRuns = new Set<string>();
+  /** Each segment-running worker's stop signal (a deploy's SIGTERM), by worker id. */
+  readonly stops = new Map<number, AbortController>();
   readonly faults: Record<string, number> = {};
   readonly actions: Record<string, number> = {};
   readonly violations: Violation[] = [];

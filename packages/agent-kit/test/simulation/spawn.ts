@@ -24,10 +24,16 @@ export const action = (name: string, run: () => Promise<string>): ActionPick => 
 const turnTexts = ['hello', 'note this #effect', 'a question #ask', 'pay them #approve', 'note #effect then ask #ask',
   'pay #approve and note #effect', 'think, then note #think #effect'];
 
-export function spawnWorker(sim: Simulation, kind: string, body: (worker: SimWorker, rt: ReturnType<typeof workerRuntime>) => Promise<unknown>) {
+export function spawnWorker(
+  sim: Simulation, kind: string,
+  body: (worker: SimWorker, rt: ReturnType<typeof workerRuntime>, stopSignal: AbortSignal) => Promise<unknown>,
+) {
   return sim.scheduler.spawn(kind, (worker) => {
     const rt = workerRuntime(sim.db, sim.scheduler, worker, sim.profile, sim, sim.engineLog);
-    return body(worker, rt);
+    // Its process's stop signal: the 'stop' fault raises it, as a deploy's SIGTERM does.
+    const stop = new AbortController();
+    sim.stops.set(worker.id, stop);
+    return body(worker, rt, stop.signal);
   });
 }
 
@@ -38,8 +44,8 @@ export async function settled(sim: Simulation, text: string): Promise<string> {
 
 export function spawnDrain(sim: Simulation): Promise<string> {
   const concurrency = sim.user.between(1, 3);
-  const worker = spawnWorker(sim, 'drain', (w, rt) =>
-    drainQueue(rt, { budgetMs: sim.profile.drainBudgetMs, concurrency, owner: w.name, runSegment }));
+  const worker = spawnWorker(sim, 'drain', (w, rt, stopSignal) =>
+    drainQueue(rt, { budgetMs: sim.profile.drainBudgetMs, concurrency, owner: w.name, runSegment, stopSignal }));
   return settled(sim, `spawn ${worker.name} (concurrency ${concurrency})`);
 }
 
@@ -59,8 +65,8 @@ export async function burst(sim: Simulation, count: number): Promise<string> {
     sim.noteTurn(turn.threadId, turn.runId);
     names.push(sim.names.of(turn.runId));
   }
-  const worker = spawnWorker(sim, 'drain', (w, rt) =>
-    drainQueue(rt, { budgetMs: sim.profile.drainBudgetMs, concurrency: count, owner: w.name, runSegment }));
+  const worker = spawnWorker(sim, 'drain', (w, rt, stopSignal) =>
+    drainQueue(rt, { budgetMs: sim.profile.drainBudgetMs, concurrency: count, owner: w.name, runSegment, stopSignal }));
   return settled(sim, `burst: "${text}" as ${names.join(', ')} on new threads; spawn ${worker.name} (concurrency ${count})`);
 }
 
@@ -90,7 +96,8 @@ export async function runReaperNow(sim: Simulation): Promise<string> {
 export function duplicateSegment(sim: Simulation, run: RunSnapshot, fault = 'duplicate-segment'): Promise<string> {
   const { invocationBudgetMs: budgetMs, leaseTtlMs } = sim.profile;
   sim.count(sim.faults, fault);
-  const worker = spawnWorker(sim, 'request', (w, rt) => runSegment(rt, { runId: run.id, owner: w.name, budgetMs, leaseTtlMs }));
+  const worker = spawnWorker(sim, 'request', (w, rt, stopSignal) =>
+    runSegment(rt, { runId: run.id, owner: w.name, budgetMs, leaseTtlMs, stopSignal }));
   return settled(sim, `spawn ${worker.name}: a second segment for ${sim.names.of(run.id)} (${run.status})`);
 }
 
@@ -103,10 +110,10 @@ export async function newTurn(sim: Simulation): Promise<string> {
   const thread = threadId ? sim.names.of(threadId) : 'a new thread';
   const { invocationBudgetMs: budgetMs, leaseTtlMs } = sim.profile;
   if (sim.user.chance(0.6)) {
-    const worker = spawnWorker(sim, 'request', async (w, rt) => {
+    const worker = spawnWorker(sim, 'request', async (w, rt, stopSignal) => {
       // The chat route's order: store the message with a delayed fallback job, then run it here.
       const turn = await startTurn(rt.db, { threadId, ownerId: 'u', text, jobDelayMs: budgetMs });
-      return runSegment(rt, { runId: turn.runId, owner: w.name, budgetMs, leaseTtlMs });
+      return runSegment(rt, { runId: turn.runId, owner: w.name, budgetMs, leaseTtlMs, stopSignal });
     });
     return settled(sim, `spawn ${worker.name}: "${text}" on ${thread}`);
   }
