@@ -42,14 +42,14 @@ function faultActions(sim: Simulation, chaos: number): Candidate[] {
   }
   // A deploy's SIGTERM to a request or a drain: its segments hand their runs on at the next step
   // boundary, or cut a long step after stopGraceMs (ADR-0117), with no attempt spent.
-  const stoppable = pausable.filter((w) => (w.kind === 'request' || w.kind === 'drain') && !sim.stops.get(w.id)?.signal.aborted);
+  const stoppable = pausable.filter((w) => (w.kind === 'request' || w.kind === 'drain') && sim.stops.has(w.id) && !sim.stops.get(w.id)!.signal.aborted);
   if (stoppable.length) {
     candidates.push([action('stop', async () => {
       const worker = sim.pick.pick(stoppable);
       sim.stops.get(worker.id)!.abort();
       sim.count(sim.faults, 'stop');
       return settled(sim, `stop ${worker.name} (a deploy's SIGTERM)`);
-    }), 0.15 * chaos]);
+    }), 0.05 * chaos]); // deploys are rarer than crashes
   }
   candidates.push(...zombieActions(sim, chaos));
   const dbOps = scheduler.eligibleOps().filter((op) => op.kind !== 'gate');

@@ -12,6 +12,8 @@ export interface Mutation {
   /** The guard in the function's definition (text or pattern), and what it becomes. */
   from: string | RegExp;
   to: string;
+  /** Seeds the search may take (default 20): more for a bug only a rare interleaving shows. */
+  seeds?: number;
 }
 
 export const mutations: Mutation[] = [
@@ -28,6 +30,8 @@ export const mutations: Mutation[] = [
     fn: 'agent_kit_mirror_reasoning(uuid, text, bigint, text, text)',
     from: 'owner = p_owner and fence = p_fence and ',
     to: '',
+    // 11 seeds of 1–100 (10 before the stop fault); the first is 24 now, 5 before.
+    seeds: 30,
   },
   {
     name: 'close-unguarded',
@@ -49,6 +53,9 @@ export const mutations: Mutation[] = [
     fn: 'agent_kit_claim_run(uuid, text, interval, interval)',
     from: /and \(r\.retry_due_at is null or r\.retry_due_at <= v_now or r\.cancel_requested_at is not null\)/g,
     to: 'and true',
+    // Rare (4 seeds of 1–100, before and after the stop fault came into half the schedules): a
+    // retry parked past its segment, then a claim before it is due. First found by seed 59.
+    seeds: 60,
   },
   {
     name: 'step-unguarded',

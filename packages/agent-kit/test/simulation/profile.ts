@@ -26,6 +26,11 @@ export interface Profile {
   scriptSteps: number;
   /** Multiplier on every fault's weight: some schedules are calm, some are storms. */
   chaos: number;
+  /**
+   * Workers may be asked to stop (a deploy's SIGTERM). Drawn apart from the rest, so that a seed
+   * without stops keeps the schedule it had before the fault existed.
+   */
+  stops: boolean;
 }
 
 export function profileFor(seed: number): Profile {
@@ -52,5 +57,6 @@ export function profileFor(seed: number): Profile {
     threads: rng.between(1, 3),
     scriptSteps: rng.between(60, 400),
     chaos: rng.pick([0.3, 1, 1, 2]),
+    stops: new Prng(seed).fork('stops').chance(0.5),
   };
 }

@@ -26,14 +26,15 @@ const turnTexts = ['hello', 'note this #effect', 'a question #ask', 'pay them #a
 
 export function spawnWorker(
   sim: Simulation, kind: string,
-  body: (worker: SimWorker, rt: ReturnType<typeof workerRuntime>, stopSignal: AbortSignal) => Promise<unknown>,
+  body: (worker: SimWorker, rt: ReturnType<typeof workerRuntime>, stopSignal: AbortSignal | undefined) => Promise<unknown>,
 ) {
   return sim.scheduler.spawn(kind, (worker) => {
     const rt = workerRuntime(sim.db, sim.scheduler, worker, sim.profile, sim, sim.engineLog);
-    // Its process's stop signal: the 'stop' fault raises it, as a deploy's SIGTERM does.
+    // Its process's stop signal: the 'stop' fault raises it, as a deploy's SIGTERM does. Only in
+    // schedules with stops: a signal changes how a segment waits, and so the schedule.
     const stop = new AbortController();
-    sim.stops.set(worker.id, stop);
-    return body(worker, rt, stop.signal);
+    if (sim.profile.stops) sim.stops.set(worker.id, stop);
+    return body(worker, rt, sim.profile.stops ? stop.signal : undefined);
   });
 }
 
