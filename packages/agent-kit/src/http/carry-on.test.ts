@@ -129,6 +129,27 @@ describe('a reader carries its thread\'s turn on (ADR-0120)', () => {
     expect(await statusOf(runId)).toBe('queued');
   });
 
+  it('reads on past a park too late to run here when another process takes the run on meanwhile', async () => {
+    // As above, but a second reader (here, a claim) takes the run on at once: the stream stays
+    // open and reads the run to its end.
+    const { handlers, carried } = server({ config: { invocationBudgetMs: 4_000, leaseTtlMs: 4_000 }, deps: { maxStreamMs: 20_000 } });
+    const { threadId, runId } = await queuedTurn('taken on elsewhere');
+    const first = await claimRun(db, { runId, owner: 'elsewhere', leaseTtlMs: 60_000 });
+    const startedAt = Date.now();
+    const reading = readToClose(await follow(handlers, threadId), runId);
+    await new Promise((r) => setTimeout(r, 3_200 - (Date.now() - startedAt)));
+    await db.query(`select agent_kit_park_run($1, 'elsewhere', $2, 'queued', null, 'slice')`, [runId, first.claimed ? first.lease.fence : NaN]);
+    const second = await claimRun(db, { runId, owner: 'other-reader', leaseTtlMs: 60_000 });
+    await new Promise((r) => setTimeout(r, 600)); // past the hand-off's grace
+    expect(second.claimed).toBe(true);
+    await db.query(`select agent_kit_close_run($1, 'completed', '{"text": "done elsewhere"}'::jsonb, 'other-reader', $2)`,
+      [runId, second.claimed ? second.lease.fence : NaN]);
+    const { closed, events } = await reading;
+    expect(closed.status).toBe('completed');
+    expect(events.filter((e) => e.type === 'run-parked')).toHaveLength(1);
+    expect(carried).toEqual([]);
+  });
+
   describe('leaves the turn to a drain', () => {
     /** Follow the thread for a stream of 400 ms; the turns carried on meanwhile. */
     async function followBriefly(threadId: string, deps: Partial<HandlerDeps> = {}) {

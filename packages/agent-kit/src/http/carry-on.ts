@@ -5,14 +5,26 @@
 // events request. So that request runs the thread's next turn when it finds one due, when it
 // connects and whenever its stream passes a park or a close; a turn that comes due later (a model
 // retry's wait, the lease of a segment whose process died) is looked for again then, while the
-// stream lasts. A park that comes too late in the reader's own invocation ends its stream, so
-// that the reader comes back at once to an invocation with time. Nothing new is decided here:
-// the claim decides who runs the turn, as it does between a drain and a retried chat request.
+// stream lasts. A park that comes too late in the reader's own invocation ends its stream, unless
+// another process has taken the run on by then, so that the reader comes back at once to an
+// invocation with time. Nothing new is decided here: the claim decides who runs the turn, as it
+// does between a drain and a retried chat request.
 import { coerceError } from '../errors.js';
 import type { ThreadEvent } from '../event-log/read-events.js';
 import { findNextTurnToRun } from '../event-log/read-threads.js';
 import { takeMarginMs } from '../queue/drain-queue.js';
 import type { HandlerContext } from './context.js';
+
+/**
+ * A lease that ran out is taken over this long after: a live segment whose clock ran late may
+ * still park in that time (an outside trial saw one park 41 ms after its expiry).
+ */
+const takeoverGraceMs = 1_000;
+/**
+ * A park too late to run here ends the stream this long after, if the run is still queued: a
+ * second reader with time left (or a worker) takes it on meanwhile, and this one reads on.
+ */
+const handOffGraceMs = 250;
 
 /** What made the reader look: its request, an event its stream passed, or the turn's due time. */
 type Cause = 'connect' | 'event' | 'due';
@@ -22,8 +34,8 @@ export interface CarryOn {
   check(cause: Cause): void;
   /** Look again if this event of the stream may have left a turn to run (a park, a close). */
   saw(event: ThreadEvent): void;
-  /** A turn parked, due now, too late in this invocation to run here: end the stream so the reader comes back. */
-  handsOff(): boolean;
+  /** Aborted when the stream should end for its reader to come back to an invocation with time. */
+  readonly handOff: AbortSignal;
   /** The stream ended: no more looks (one under way still starts what it found). */
   close(): void;
 }
@@ -35,7 +47,7 @@ export function carryOn(ctx: HandlerContext, threadId: string, deadlineMs: numbe
   /** Asked to look while a look was under way: look once more after it, for this cause. */
   let again: Cause | undefined;
   let timer: NodeJS.Timeout | undefined;
-  let handOff = false;
+  const handOff = new AbortController();
   // Less of the invocation than a drain would take a run with is too little to start one.
   const marginMs = takeMarginMs(ctx.rt.config.invocationBudgetMs);
   const log = ctx.rt.log;
@@ -43,14 +55,15 @@ export function carryOn(ctx: HandlerContext, threadId: string, deadlineMs: numbe
   async function look(cause: Cause) {
     const next = await findNextTurnToRun(ctx.rt.db, threadId);
     if (!next) return;
-    if (deadlineMs - Math.max(0, next.dueInMs) - Date.now() < marginMs) return; // a drain runs it
-    if (next.dueInMs <= 0) {
+    const dueInMs = next.dueInMs + (next.status === 'running' ? takeoverGraceMs : 0);
+    if (deadlineMs - Math.max(0, dueInMs) - Date.now() < marginMs) return; // a drain runs it
+    if (dueInMs <= 0) {
       // (A running run's lease ran out: its process died or froze, and the claim takes it over.)
       log?.({ msg: 'http reader carries turn on', runId: next.runId, threadId, on: cause, takeover: next.status === 'running' });
       ctx.segments.start(next.runId, deadlineMs);
     } else if (!closed) {
       clearTimeout(timer);
-      timer = setTimeout(() => check('due'), Math.ceil(next.dueInMs) + 1);
+      timer = setTimeout(() => check('due'), Math.ceil(dueInMs) + 1);
     }
   }
 
@@ -75,16 +88,28 @@ export function carryOn(ctx: HandlerContext, threadId: string, deadlineMs: numbe
     ctx.waitUntil?.(looked);
   }
 
+  /** End the stream if the run parked too late to run here is still queued: nobody took it on. */
+  function handOffUnlessTaken(runId: string) {
+    if (handOff.signal.aborted) return;
+    const confirmed = new Promise((resolve) => setTimeout(resolve, handOffGraceMs))
+      .then(() => findNextTurnToRun(ctx.rt.db, threadId))
+      .then((next) => {
+        if (!closed && next?.runId === runId && next.status === 'queued' && next.dueInMs <= 0) handOff.abort();
+      })
+      .catch(() => handOff.abort()); // the store did not answer: the next request will see
+    ctx.waitUntil?.(confirmed);
+  }
+
   return {
     check,
     saw(event) {
       if (closed || event.seq <= liveAfterSeq || (event.type !== 'run-parked' && event.type !== 'run-closed')) return;
       const dueNow = event.type === 'run-parked' && event.data.status === 'queued' &&
         (typeof event.data.dueAt !== 'string' || Date.parse(event.data.dueAt) <= Date.now());
-      if (dueNow && deadlineMs - Date.now() < marginMs) handOff = true;
+      if (dueNow && event.runId && deadlineMs - Date.now() < marginMs) handOffUnlessTaken(event.runId);
       else check('event');
     },
-    handsOff: () => handOff,
+    handOff: handOff.signal,
     close() {
       closed = true;
       clearTimeout(timer);

@@ -66,8 +66,8 @@ export interface EventStreamOptions {
   log?: (entry: Record<string, unknown>) => void;
   /** Called once the stream has ended, however it ended. */
   onClose?: () => void;
-  /** Asked before each wait: end the stream now, as at its budget (the client comes back at once). */
-  endNow?: () => boolean;
+  /** Aborted: end the stream now, as at its budget (the client comes back at once). */
+  endSignal?: AbortSignal;
 }
 
 const textEncoder = new TextEncoder();
@@ -103,12 +103,19 @@ export function eventStreamResponse(follower: EventFollower, options: EventStrea
   const waitForEvent = () => {
     pending ??= follower.next();
     const waitMs = Math.max(0, Math.min(options.keepAliveMs, deadline - Date.now()));
+    let onEnd: (() => void) | undefined;
     return Promise.race([
       pending.then((result) => ({ kind: 'event' as const, result })),
       new Promise<{ kind: 'idle' }>((resolve) => {
         timer = setTimeout(() => resolve({ kind: 'idle' }), waitMs);
+        // (An end asked meanwhile wakes the wait: the loop's next turn ends the stream.)
+        onEnd = () => resolve({ kind: 'idle' });
+        options.endSignal?.addEventListener('abort', onEnd, { once: true });
       }),
-    ]).finally(() => clearTimeout(timer));
+    ]).finally(() => {
+      clearTimeout(timer);
+      if (onEnd) options.endSignal?.removeEventListener('abort', onEnd);
+    });
   };
 
   const body = new ReadableStream<Uint8Array>({
@@ -120,13 +127,13 @@ export function eventStreamResponse(follower: EventFollower, options: EventStrea
       try {
         for (;;) {
           // Checked on every pull, so a stream that never idles (a long replay) ends on time too.
-          if (Date.now() >= deadline || options.endNow?.()) return end(controller, undefined, 'budget');
+          if (Date.now() >= deadline || options.endSignal?.aborted) return end(controller, undefined, 'budget');
           // A next() left pending by a keep-alive holds the event before the buffered ones.
           let text = pending ? '' : encodeBuffered('');
           if (!text) {
             const outcome = await waitForEvent();
             if (outcome.kind === 'idle') {
-              if (Date.now() >= deadline) return end(controller, undefined, 'budget');
+              if (Date.now() >= deadline || options.endSignal?.aborted) return end(controller, undefined, 'budget');
               controller.enqueue(textEncoder.encode(': keep-alive\n\n'));
               return;
             }

@@ -81,7 +81,7 @@ function streamResponse(ctx: HandlerContext, request: Request, stream: StreamSpe
     headers: { ...(aiSdk ? uiMessageStreamHeaders : {}), ...exposed(stream.headers) },
     log: ctx.rt.log,
     onClose: stream.carryOn?.close,
-    endNow: stream.carryOn?.handsOff,
+    endSignal: stream.carryOn?.handOff,
   });
 }
 
