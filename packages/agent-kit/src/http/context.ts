@@ -28,8 +28,9 @@ export interface HandlerDeps {
   waitUntil?: (promise: Promise<unknown>) => void;
   /**
    * A thread's events request runs the thread's next turn when it is due (a slice's continuation,
-   * a retry's), so that on serverless a watched turn goes on at once rather than at the next cron
-   * call (ADR-0120). Default true; false for a web tier that must leave turns to workers.
+   * a retry's, or a run whose process died, a second after its lease ran out), so that on
+   * serverless a watched turn goes on at once rather than at the next cron call (ADR-0120).
+   * Default true; false for a web tier that must leave turns to workers.
    */
   followersCarryOn?: boolean;
   /**

@@ -62,6 +62,8 @@ export interface EventStreamOptions {
   retryMs: number;
   /** End the stream after this long (the client reconnects with Last-Event-ID). */
   maxStreamMs: number;
+  /** When the request arrived (default: now): the stream's time counts from then, as its invocation's does. */
+  startedAtMs?: number;
   headers?: Record<string, string>;
   log?: (entry: Record<string, unknown>) => void;
   /** Called once the stream has ended, however it ended. */
@@ -83,7 +85,7 @@ const maxChunkChars = 1_048_576;
 /** A streaming SSE Response fed by `follower`; cancelling the body closes the follower. */
 export function eventStreamResponse(follower: EventFollower, options: EventStreamOptions): Response {
   const { encoder } = options;
-  const deadline = Date.now() + options.maxStreamMs;
+  const deadline = (options.startedAtMs ?? Date.now()) + options.maxStreamMs;
   let pending: Promise<IteratorResult<ThreadEvent, undefined>> | undefined;
   let timer: NodeJS.Timeout | undefined;
   // Set when the client went away: a pull still in flight then has nobody to report to.

@@ -29,6 +29,8 @@ export function endsRun(runId: string) {
 }
 
 interface StreamSpec {
+  /** When the request arrived: the stream's time counts from then, as its invocation's does. */
+  startedAtMs: number;
   threadId: string;
   /** The caller is an operator: the events keep the lease owners' names, which only operators see. */
   operator: boolean;
@@ -78,6 +80,7 @@ function streamResponse(ctx: HandlerContext, request: Request, stream: StreamSpe
     keepAliveMs: ctx.keepAliveMs,
     retryMs: ctx.retryMs,
     maxStreamMs: ctx.maxStreamMs,
+    startedAtMs: stream.startedAtMs,
     headers: { ...(aiSdk ? uiMessageStreamHeaders : {}), ...exposed(stream.headers) },
     log: ctx.rt.log,
     onClose: stream.carryOn?.close,
@@ -97,10 +100,11 @@ function exposed(headers: Record<string, string> | undefined): Record<string, st
 
 export function createChatHandler(ctx: HandlerContext): RouteHandler {
   return async (request) => {
+    const startedAtMs = Date.now();
     const caller = await requireCaller(ctx.authenticate, request);
     const format = readStreamFormat(new URL(request.url));
     const body = await readJsonBody(request, chatBodySchema, ctx.maxBodyBytes);
-    if (body.regenerate) return regenerated(ctx, request, format, caller, body);
+    if (body.regenerate) return regenerated(ctx, request, startedAtMs, format, caller, body);
     const turn = await startTurn(ctx.rt.db, {
       threadId: body.threadId,
       ownerId: caller.userId,
@@ -109,10 +113,11 @@ export function createChatHandler(ctx: HandlerContext): RouteHandler {
       jobDelayMs: ctx.chatJobDelayMs,
     });
     if (!turn.created) await requireSameMessage(ctx, turn.messageId, body.message!);
-    const until = await runTurn(ctx, turn);
+    const until = await runTurn(ctx, turn, startedAtMs);
     const messageSeq = await findMessageSeq(ctx.rt.db, turn.threadId, turn.messageId);
     const afterSeq = Math.max(0, (messageSeq ?? 1) - 1);
     return streamResponse(ctx, request, {
+      startedAtMs,
       threadId: turn.threadId,
       operator: caller.isOperator,
       afterSeq,
@@ -129,14 +134,17 @@ export function createChatHandler(ctx: HandlerContext): RouteHandler {
  * Start the segment of a turn the request made, and say where its stream ends: at the run's end.
  * The same request again (a retried POST, a regeneration sent again, ADR-0092) runs the turn only
  * if nobody has claimed it yet (the claim decides anyway), and streams it as it is now: past a
- * question it asked and went on from.
+ * question it asked and went on from. The segment's deadline counts from the request's arrival.
  */
-async function runTurn(ctx: HandlerContext, turn: { runId: string; created: boolean }): Promise<StreamSpec['until']> {
+async function runTurn(
+  ctx: HandlerContext, turn: { runId: string; created: boolean }, startedAtMs: number,
+): Promise<StreamSpec['until']> {
+  const deadlineMs = startedAtMs + ctx.rt.config.invocationBudgetMs;
   if (turn.created) {
-    ctx.segments.start(turn.runId);
+    ctx.segments.start(turn.runId, deadlineMs);
     return endsRun(turn.runId);
   }
-  if ((await readRunAccess(ctx.rt.db, turn.runId))?.status === 'queued') ctx.segments.start(turn.runId);
+  if ((await readRunAccess(ctx.rt.db, turn.runId))?.status === 'queued') ctx.segments.start(turn.runId, deadlineMs);
   return (await runEnd(ctx, turn.runId)).until;
 }
 
@@ -150,14 +158,15 @@ function turnHeaders(turn: { threadId: string; runId: string; messageId: string 
  * run (ADR-0091), streamed from its first event (the `turn-regenerated` that replaced the old turns).
  */
 async function regenerated(
-  ctx: HandlerContext, request: Request, format: StreamFormat, caller: Caller, body: ChatBody,
+  ctx: HandlerContext, request: Request, startedAtMs: number, format: StreamFormat, caller: Caller, body: ChatBody,
 ): Promise<Response> {
   const turn = await regenerateTurn(ctx.rt.db, {
     threadId: body.threadId!, ownerId: caller.userId, message: body.clientMessageId!, text: body.message, jobDelayMs: ctx.chatJobDelayMs,
     ...(body.replaces ? { replaces: body.replaces } : {}),
   });
-  const until = await runTurn(ctx, turn);
+  const until = await runTurn(ctx, turn, startedAtMs);
   return streamResponse(ctx, request, {
+    startedAtMs,
     threadId: turn.threadId,
     operator: caller.isOperator,
     afterSeq: Math.max(0, ((await findRunFirstSeq(ctx.rt.db, turn.runId)) ?? 1) - 1),
@@ -224,8 +233,9 @@ async function requireSameMessage(ctx: HandlerContext, messageId: string, text: 
 
 export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
   return async (request, params = {}) => {
-    // The invocation's deadline, for a turn this request carries on.
-    const deadlineMs = Date.now() + ctx.rt.config.invocationBudgetMs;
+    // The invocation's time counts from here: the stream's, and a turn's this request carries on.
+    const startedAtMs = Date.now();
+    const deadlineMs = startedAtMs + ctx.rt.config.invocationBudgetMs;
     const caller = await requireCaller(ctx.authenticate, request);
     const threadId = readIdParam(params, 'id');
     const url = new URL(request.url);
@@ -289,7 +299,7 @@ export function createThreadEventsHandler(ctx: HandlerContext): RouteHandler {
     const carrying = carryOn(ctx, threadId, deadlineMs, lastSeq);
     carrying.check('connect');
     return streamResponse(ctx, request, {
-      threadId, operator: caller.isOperator, afterSeq, format, runId, until, seen, ownMessage, headers, endsAtOnce,
+      startedAtMs, threadId, operator: caller.isOperator, afterSeq, format, runId, until, seen, ownMessage, headers, endsAtOnce,
       carryOn: carrying,
     });
   };

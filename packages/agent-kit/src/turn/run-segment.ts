@@ -309,7 +309,7 @@ async function handleStop(s: Segment, reason: StepStop, progressed: () => boolea
       // invocation (ADR-0113): a whole budget would cut it the same (ADR-0071).
       const stopped = await s.mirror.flush();
       if (stopped) return handleStop(s, stopped, progressed);
-      if (progressed()) return slice(s, reason);
+      if (progressed()) return slice(s, reason === 'stop' ? 'stop' : 'slice');
       if (reason === 'stop') return (await parkStartedLate(s.rt.db, s.lease, 'stop')) ? parked(s, 'queued') : lost(s);
       if (s.budgetMs < (s.options.invocationBudgetMs ?? s.budgetMs) / 2) {
         s.rt.log?.({ msg: 'segment started too late to finish its step: run given back, attempt not spent', runId: s.lease.runId, fence: s.lease.fence, budgetMs: s.budgetMs });
@@ -330,9 +330,9 @@ async function park(s: Segment, status: 'waiting_takeover'): Promise<SegmentOutc
   return parked(s, status);
 }
 
-/** Hand the run on to its next segment: this one's time ran out (`deadline`), or its process is stopping. */
-async function slice(s: Segment, why: 'stop' | 'deadline' = s.options.stopSignal?.aborted ? 'stop' : 'deadline'): Promise<SegmentOutcome> {
-  if (!(await parkQueued(s.rt.db, s.lease, why === 'stop' ? 'stop' : 'slice'))) return lost(s);
+/** Hand the run on to its next segment: this one's time ran out (`slice`), or its process is stopping. */
+async function slice(s: Segment, reason: 'slice' | 'stop' = s.options.stopSignal?.aborted ? 'stop' : 'slice'): Promise<SegmentOutcome> {
+  if (!(await parkQueued(s.rt.db, s.lease, reason))) return lost(s);
   return parked(s, 'queued');
 }
 
