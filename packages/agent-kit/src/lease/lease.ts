@@ -3,8 +3,9 @@
 import { assert, InvalidArgumentError, serializeError } from '../errors.js';
 import type { Db, Queryable, Tx } from '../store/db.js';
 import { toNumber } from '../store/db.js';
-import { byIndex, writeGrouped, type GroupedWrite } from '../store/group-commit.js';
+import { writeGrouped } from '../store/group-commit.js';
 import { notifyThread } from '../store/notify-thread.js';
+import { appendEventRow, closeRunWrite, type CloseStatus } from './guarded-writes.js';
 import { isClosed, toRun, type Run, type RunRow } from './run-row.js';
 
 /** A held lease: the run, who holds it, and the fence that proves it. */
@@ -218,17 +219,6 @@ export async function appendEvent(
   return seq;
 }
 
-async function appendEventRow(
-  q: Queryable, lease: Lease, type: string, data: Record<string, unknown>,
-): Promise<number | null> {
-  const rows = await q.query<{ seq: number | null }>(
-    'select agent_kit_append_event($1, $2, $3, $4, $5::jsonb) as seq',
-    [lease.runId, lease.owner, lease.fence, type, JSON.stringify(data)],
-  );
-  const seq = rows[0]?.seq;
-  return seq === null || seq === undefined ? null : toNumber(seq);
-}
-
 class Rejected extends Error {}
 
 /**
@@ -309,7 +299,7 @@ async function parkRunRow(
   return rows[0]?.ok === true;
 }
 
-export type CloseStatus = 'completed' | 'failed' | 'aborted';
+export type { CloseStatus } from './guarded-writes.js';
 
 /** Close the run with its final message. Returns the message id, or null when the guard rejected. */
 export async function closeRun(
@@ -318,82 +308,4 @@ export async function closeRun(
   const id = await writeGrouped(db, closeRunWrite, { runId: lease.runId, owner: lease.owner, fence: lease.fence, status, message });
   if (id !== null) notifyThread(db, lease.threadId);
   return id;
-}
-
-interface CloseArgs {
-  runId: string;
-  owner: string;
-  fence: number;
-  status: CloseStatus;
-  message: { text: string } & Record<string, unknown>;
-}
-
-/** A close, alone or grouped with other runs' closes (migration 0017, ADR-0021). */
-const closeRunWrite: GroupedWrite<CloseArgs, string | null> = {
-  name: 'close_run',
-  async one(db, a) {
-    const rows = await db.query<{ id: string | null }>(
-      'select agent_kit_close_run($1, $2, $3::jsonb, $4, $5) as id',
-      [a.runId, a.status, JSON.stringify(a.message), a.owner, a.fence],
-    );
-    return rows[0]?.id ?? null;
-  },
-  async many(db, all) {
-    const rows = await db.query<{ i: number; message_id: string | null }>(
-      'select * from agent_kit_close_runs($1::jsonb)', [JSON.stringify(all)],
-    );
-    return byIndex(rows, all.length).map((row) => row?.message_id ?? null);
-  },
-};
-
-/** An effect the run ends with in doubt, as the run-salvaged event and the message name it. */
-export interface InDoubtEffect {
-  key: string;
-  tool: string;
-}
-
-// A run has a few effects per model step and at most maxSteps steps; the bound keeps one event's
-// payload small even for a run that was allowed many more.
-const inDoubtListMax = 100;
-
-/** The run's effects in doubt (the first 100), for the message that closes it to name. */
-export function effectsInDoubt(db: Queryable, runId: string): Promise<InDoubtEffect[]> {
-  return db.query<InDoubtEffect>(
-    `select key, tool from agent_kit_effects where run_id = $1 and status = 'in_doubt'
-     order by started_at, key limit $2`,
-    [runId, inDoubtListMax],
-  );
-}
-
-/**
- * Why a run was given up: its last `times` claims in a row ended unfinished. Each claim spends an
- * attempt, and so does a claim by a process without a tool the run had started (ADR-0110), so
- * the reason names every way; `agent-kit show` gives each segment's end.
- */
-export function salvageReason(times: number, maxRunAttempts: number): string {
-  const inARow = times === 1 ? 'once' : `${times} times in a row`;
-  return `the run's segments ended unfinished ${inARow} (their processes died or froze, failed, were refused by ` +
-    `the model's provider or lacked a tool the run needed; AGENT_KIT_MAX_RUN_ATTEMPTS=${maxRunAttempts})`;
-}
-
-/**
- * Give a run up after its crash budget is spent: a run-salvaged event with the reason and the
- * effects it ends with in doubt (reconcile them first), then close it as aborted with its partial
- * output as the (partial) message, which names them too. One transaction, so that a crash between
- * the two does not leave an event the next try writes again. `content` is more for the message to
- * hold (the questions the run asked, ADR-0087). Null = lost.
- */
-export async function salvageRun(
-  db: Db, lease: Lease, partial: string, reason: string, content: Record<string, unknown> = {},
-): Promise<string | null> {
-  const messageId = await allOrNothing(db, async (tx) => {
-    const inDoubt = await effectsInDoubt(tx, lease.runId);
-    const event = { runId: lease.runId, fence: lease.fence, attempts: lease.attempts, text: partial, reason, inDoubt };
-    if ((await appendEventRow(tx, lease, 'run-salvaged', event)) === null) return null;
-    const { runId, owner, fence } = lease;
-    const message = { text: partial, salvaged: true, ...content, ...(inDoubt.length > 0 ? { inDoubt } : {}) };
-    return closeRunWrite.one(tx, { runId, owner, fence, status: 'aborted', message });
-  });
-  if (messageId !== null) notifyThread(db, lease.threadId);
-  return messageId;
 }

@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { startTurn } from '../queue/start-turn.js';
 import type { Db, Queryable } from '../store/db.js';
-import { claimRun, mirrorPartial, requestInput, salvageRun, type Lease } from './lease.js';
+import { claimRun, mirrorPartial, requestInput, type Lease } from './lease.js';
+import { salvageRun } from './salvage.js';
 
 let db: Db;
 beforeAll(async () => {

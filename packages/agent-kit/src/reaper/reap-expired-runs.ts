@@ -8,7 +8,8 @@ import {
   askReconcileHook, defaultReconcileTimeoutMs, hookTimeoutMs, reconcileDeadEffects, type SettleOptions,
 } from '../effect-ledger/index.js';
 import { coerceError, InvalidArgumentError } from '../errors.js';
-import { msInterval, salvageReason, salvageRun, type Lease } from '../lease/lease.js';
+import { msInterval, type Lease } from '../lease/lease.js';
+import { salvageReason, salvageRun } from '../lease/salvage.js';
 import { toRun, type RunRow } from '../lease/run-row.js';
 import { enqueueRun } from '../queue/jobs.js';
 import { recordPass } from '../queue/passes.js';

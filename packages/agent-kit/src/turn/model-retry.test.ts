@@ -10,7 +10,7 @@ import { answering } from '../../test/harness/mock-streams.js';
 import { messageText, shownText, streamedText } from '../../test/harness/run-text.js';
 import { openTestDb } from '../../test/harness/test-db.js';
 import { makeRuntime } from '../../test/harness/turn-kit.js';
-import { salvageReason } from '../lease/lease.js';
+import { salvageReason } from '../lease/salvage.js';
 import { resolveModel, type LanguageModelV3 } from '../model/index.js';
 import { drainQueue } from '../queue/drain-queue.js';
 import { startTurn } from '../queue/start-turn.js';

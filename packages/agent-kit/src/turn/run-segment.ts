@@ -5,8 +5,9 @@ import { asError, assert, StoreUnavailableError } from '../errors.js';
 import { notifyThread } from '../store/notify-thread.js';
 import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
-  closeRun, effectsInDoubt, failLease, parkQueued, parkRun, parkStartedLate, requestInput, retryStep, salvageReason, salvageRun,
+  closeRun, failLease, parkQueued, parkRun, parkStartedLate, requestInput, retryStep,
 } from '../lease/lease.js';
+import { effectsInDoubt, salvageReason, salvageRun } from '../lease/salvage.js';
 import {
   buildMessages, commitStep, committedText, hasReasoning, isTurnFinished, loadJournal, modelStepOf, pendingToolCalls,
   type StartedEffect, type Step,
@@ -112,8 +113,11 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
   if (lease.attempts > rt.config.maxRunAttempts) {
     // The crash budget is spent (whoever enqueued this claim): give up here as the reaper would,
     // salvaging what viewers saw. Effects were reconciled just above.
-    const reason = salvageReason(lease.attempts - 1, rt.config.maxRunAttempts);
-    const messageId = await salvageRun(rt.db, lease, s.run.partial, reason, await askedOfRun(rt.db, lease.runId, rt.tools));
+    // This claim only gives the run up: it records the attempts spent before it, as the reaper would.
+    const spent = lease.attempts - 1;
+    const reason = salvageReason(spent, rt.config.maxRunAttempts);
+    const asked = await askedOfRun(rt.db, lease.runId, rt.tools);
+    const messageId = await salvageRun(rt.db, lease, s.run.partial, reason, asked, spent);
     return messageId ? closed(s, 'aborted', messageId) : lost(s);
   }
   const model = typeof rt.model === 'function' ? rt.model(lease.runId) : rt.model;

@@ -226,5 +226,12 @@ describe('crash budget', () => {
     );
     expect(await runSegment(runtime, { runId: turn.runId, owner: 'w3' })).toMatchObject({ kind: 'closed', status: 'aborted' });
     expect(await finalMessage(db, turn.runId)).toEqual([{ text: 'half an ans', partial: true }]);
+    // The claim that gave it up ran nothing: the run shows the two attempts its segments spent,
+    // as the reaper's salvage would (it showed 3 of 2).
+    expect(await db.query('select status, attempts from agent_kit_runs where id = $1', [turn.runId]))
+      .toEqual([{ status: 'aborted', attempts: 2 }]);
+    const [salvaged] = await db.query<{ data: { attempts: number; reason: string } }>(
+      `select data from agent_kit_thread_events where run_id = $1 and type = 'run-salvaged'`, [turn.runId]);
+    expect(salvaged!.data).toMatchObject({ attempts: 2, reason: expect.stringContaining('2 times in a row') });
   });
 });
