@@ -128,6 +128,7 @@ create table agent_kit_runs (
   cancel_shown_seq bigint,
   superseded_by uuid,
   retry_due_at timestamp with time zone,
+  handed_off_fence bigint,
   constraint agent_kit_runs_pkey PRIMARY KEY (id),
   constraint agent_kit_runs_status_check CHECK (status = ANY (ARRAY['queued'::text, 'waiting_input'::text, 'waiting_takeover'::text, 'running'::text, 'completed'::text, 'failed'::text, 'aborted'::text])),
   constraint agent_kit_runs_superseded_by_fkey FOREIGN KEY (superseded_by) REFERENCES agent_kit_runs(id) ON DELETE SET NULL,
@@ -1634,6 +1635,19 @@ begin
     and r.attempts >= p_max_attempts
   returning r.*;
 end $function$
+
+-- function agent_kit_take_hand_off(p_run_id uuid, p_fence bigint)
+CREATE OR REPLACE FUNCTION agent_kit_take_hand_off(p_run_id uuid, p_fence bigint)
+ RETURNS boolean
+ LANGUAGE sql
+AS $function$
+  with taken as (
+    update agent_kit_runs set handed_off_fence = p_fence
+    where id = p_run_id and status = 'queued' and fence = p_fence
+      and handed_off_fence is distinct from p_fence
+    returning 1)
+  select exists (select 1 from taken)
+$function$
 
 -- function agent_kit_take_jobs(p_limit integer, p_lock interval)
 CREATE OR REPLACE FUNCTION agent_kit_take_jobs(p_limit integer, p_lock interval)

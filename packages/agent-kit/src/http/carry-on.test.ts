@@ -13,6 +13,7 @@ import { claimRun } from '../lease/lease.js';
 import { scriptedReplyText } from '../model/index.js';
 import type { Db } from '../store/db.js';
 import type { HandlerDeps } from './context.js';
+import { takeHandOff } from './carry-on.js';
 import { createHandlers } from './handlers.js';
 
 let db: Db;
@@ -129,25 +130,55 @@ describe('a reader carries its thread\'s turn on (ADR-0120)', () => {
     expect(await statusOf(runId)).toBe('queued');
   });
 
-  it('reads on past a park too late to run here when another process takes the run on meanwhile', async () => {
-    // As above, but a second reader (here, a claim) takes the run on at once: the stream stays
-    // open and reads the run to its end.
+  it('reads on past a park too late to run here when another process has taken the run on', async () => {
+    // As above, but a claim takes the run on in the park's own transaction (a worker, or a reader
+    // with time, faster than this one): nothing is left to hand off, and the stream reads the run
+    // to its end.
     const { handlers, carried } = server({ config: { invocationBudgetMs: 4_000, leaseTtlMs: 4_000 }, deps: { maxStreamMs: 20_000 } });
     const { threadId, runId } = await queuedTurn('taken on elsewhere');
     const first = await claimRun(db, { runId, owner: 'elsewhere', leaseTtlMs: 60_000 });
     const startedAt = Date.now();
     const reading = readToClose(await follow(handlers, threadId), runId);
     await new Promise((r) => setTimeout(r, 3_200 - (Date.now() - startedAt)));
-    await db.query(`select agent_kit_park_run($1, 'elsewhere', $2, 'queued', null, 'slice')`, [runId, first.claimed ? first.lease.fence : NaN]);
-    const second = await claimRun(db, { runId, owner: 'other-reader', leaseTtlMs: 60_000 });
-    await new Promise((r) => setTimeout(r, 600)); // past the hand-off's grace
-    expect(second.claimed).toBe(true);
+    const [second] = await db.transaction(async (tx) => {
+      await tx.query(`select agent_kit_park_run($1, 'elsewhere', $2, 'queued', null, 'slice')`, [runId, first.claimed ? first.lease.fence : NaN]);
+      return tx.query<{ fence: string }>(`select fence from agent_kit_claim_run($1, 'other-reader', interval '1 minute')`, [runId]);
+    });
+    expect(second).toBeDefined();
+    await new Promise((r) => setTimeout(r, 500)); // the reader sees the park and asks for the hand-off
     await db.query(`select agent_kit_close_run($1, 'completed', '{"text": "done elsewhere"}'::jsonb, 'other-reader', $2)`,
-      [runId, second.claimed ? second.lease.fence : NaN]);
+      [runId, Number(second!.fence)]);
     const { closed, events } = await reading;
     expect(closed.status).toBe('completed');
     expect(events.filter((e) => e.type === 'run-parked')).toHaveLength(1);
     expect(carried).toEqual([]);
+    expect(await takeHandOff(db, runId, Number(second!.fence) - 1)).toBe(false); // closed: nothing to hand off
+  });
+
+  it('hands a park too late for all its readers off through one of them; the others read on (ADR-0122)', async () => {
+    // Two readers in step, both with too little of their invocations left at the park: before,
+    // both streams ended and both readers came back together, in step again at the next park.
+    const { handlers, carried } = server({ config: { invocationBudgetMs: 4_000, leaseTtlMs: 4_000 }, deps: { maxStreamMs: 20_000 } });
+    const { threadId, runId } = await queuedTurn('two readers in step');
+    const claimed = await claimRun(db, { runId, owner: 'elsewhere', leaseTtlMs: 60_000 });
+    const fence = claimed.claimed ? claimed.lease.fence : NaN;
+    const startedAt = Date.now();
+    const until = (e: Parameters<typeof payload>[0]) => payload(e).type === 'run-closed';
+    const readers = [readSse(await follow(handlers, threadId), { until }), readSse(await follow(handlers, threadId), { until })];
+    await new Promise((r) => setTimeout(r, 3_200 - (Date.now() - startedAt)));
+    await db.query(`select agent_kit_park_run($1, 'elsewhere', $2, 'queued', null, 'slice')`, [runId, fence]);
+    const ended = await Promise.race(readers.map((reading, i) => reading.then(() => i)));
+    expect(payload((await readers[ended]!).events.at(-1)!)).toMatchObject({ type: 'run-parked', data: { status: 'queued' } });
+    expect((await readers[ended]!).retries.at(-1)).toBe(100);
+    // The one that ended comes back (a new request, with a whole invocation) and runs the slice;
+    // the other has read on, and reads the run to its end.
+    const back = await readToClose(await follow(handlers, threadId), runId);
+    expect(back.closed.status).toBe('completed');
+    const other = await readers[1 - ended]!;
+    expect(other.events.map(payload).filter((e) => e.type === 'run-parked')).toHaveLength(1);
+    expect(payload(other.events.at(-1)!)).toMatchObject({ type: 'run-closed', data: { status: 'completed' } });
+    expect(carried).toEqual([{ runId, on: 'connect' }]);
+    expect(await takeHandOff(db, runId, fence)).toBe(false); // each park once
   });
 
   describe('leaves the turn to a drain', () => {

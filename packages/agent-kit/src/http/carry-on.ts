@@ -5,14 +5,15 @@
 // events request. So that request runs the thread's next turn when it finds one due, when it
 // connects and whenever its stream passes a park or a close; a turn that comes due later (a model
 // retry's wait, the lease of a segment whose process died) is looked for again then, while the
-// stream lasts. A park that comes too late in the reader's own invocation ends its stream, unless
-// another process has taken the run on by then, so that the reader comes back at once to an
-// invocation with time. Nothing new is decided here: the claim decides who runs the turn, as it
-// does between a drain and a retried chat request.
+// stream lasts. A park that comes too late in the reader's own invocation is handed off: one of
+// its readers, the first to ask the store, ends its stream and comes back at once to an
+// invocation with time (ADR-0122); the others read on. Nothing new is decided here: the claim
+// decides who runs the turn, as it does between a drain and a retried chat request.
 import { coerceError } from '../errors.js';
 import type { ThreadEvent } from '../event-log/read-events.js';
 import { findNextTurnToRun } from '../event-log/read-threads.js';
 import { takeMarginMs } from '../queue/drain-queue.js';
+import type { Queryable } from '../store/db.js';
 import type { HandlerContext } from './context.js';
 
 /**
@@ -21,10 +22,14 @@ import type { HandlerContext } from './context.js';
  */
 const takeoverGraceMs = 1_000;
 /**
- * A park too late to run here ends the stream this long after, if the run is still queued: a
- * second reader with time left (or a worker) takes it on meanwhile, and this one reads on.
+ * Whether this reader hands the park at `fence` off: true for the first to ask while the run is
+ * still queued at that fence (each park once), false when another reader did or a claim took the
+ * run on. A hint for readers, not a lease: it decides nothing of the turn (migration 0047).
  */
-const handOffGraceMs = 250;
+export async function takeHandOff(db: Queryable, runId: string, fence: number): Promise<boolean> {
+  const [row] = await db.query<{ taken: boolean }>('select agent_kit_take_hand_off($1, $2) as taken', [runId, fence]);
+  return row?.taken === true;
+}
 
 /** What made the reader look: its request, an event its stream passed, or the turn's due time. */
 type Cause = 'connect' | 'event' | 'due';
@@ -88,16 +93,15 @@ export function carryOn(ctx: HandlerContext, threadId: string, deadlineMs: numbe
     ctx.waitUntil?.(looked);
   }
 
-  /** End the stream if the run parked too late to run here is still queued: nobody took it on. */
-  function handOffUnlessTaken(runId: string) {
+  /** End the stream if this reader is the one to hand the park off (ADR-0122). */
+  function handOffIfFirst(runId: string, fence: number) {
     if (handOff.signal.aborted) return;
-    const confirmed = new Promise((resolve) => setTimeout(resolve, handOffGraceMs))
-      .then(() => findNextTurnToRun(ctx.rt.db, threadId))
-      .then((next) => {
-        if (!closed && next?.runId === runId && next.status === 'queued' && next.dueInMs <= 0) handOff.abort();
+    const taken = takeHandOff(ctx.rt.db, runId, fence)
+      .then((first) => {
+        if (first && !closed) handOff.abort();
       })
       .catch(() => handOff.abort()); // the store did not answer: the next request will see
-    ctx.waitUntil?.(confirmed);
+    ctx.waitUntil?.(taken);
   }
 
   return {
@@ -106,7 +110,7 @@ export function carryOn(ctx: HandlerContext, threadId: string, deadlineMs: numbe
       if (closed || event.seq <= liveAfterSeq || (event.type !== 'run-parked' && event.type !== 'run-closed')) return;
       const dueNow = event.type === 'run-parked' && event.data.status === 'queued' &&
         (typeof event.data.dueAt !== 'string' || Date.parse(event.data.dueAt) <= Date.now());
-      if (dueNow && event.runId && deadlineMs - Date.now() < marginMs) handOffUnlessTaken(event.runId);
+      if (dueNow && event.runId && deadlineMs - Date.now() < marginMs) handOffIfFirst(event.runId, event.fence);
       else check('event');
     },
     handOff: handOff.signal,
