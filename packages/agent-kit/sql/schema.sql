@@ -1639,15 +1639,14 @@ end $function$
 -- function agent_kit_take_hand_off(p_run_id uuid, p_fence bigint)
 CREATE OR REPLACE FUNCTION agent_kit_take_hand_off(p_run_id uuid, p_fence bigint)
  RETURNS boolean
- LANGUAGE sql
+ LANGUAGE plpgsql
 AS $function$
-  with taken as (
-    update agent_kit_runs set handed_off_fence = p_fence
-    where id = p_run_id and status = 'queued' and fence = p_fence
-      and handed_off_fence is distinct from p_fence
-    returning 1)
-  select exists (select 1 from taken)
-$function$
+begin
+  update agent_kit_runs set handed_off_fence = p_fence
+  where id = p_run_id and status = 'queued' and fence = p_fence
+    and handed_off_fence is distinct from p_fence;
+  return found;
+end $function$
 
 -- function agent_kit_take_jobs(p_limit integer, p_lock interval)
 CREATE OR REPLACE FUNCTION agent_kit_take_jobs(p_limit integer, p_lock interval)

@@ -9,11 +9,10 @@ alter table agent_kit_runs add column handed_off_fence bigint;
 
 create function agent_kit_take_hand_off(p_run_id uuid, p_fence bigint)
 returns boolean
-language sql as $$
-  with taken as (
-    update agent_kit_runs set handed_off_fence = p_fence
-    where id = p_run_id and status = 'queued' and fence = p_fence
-      and handed_off_fence is distinct from p_fence
-    returning 1)
-  select exists (select 1 from taken)
-$$;
+language plpgsql as $$
+begin
+  update agent_kit_runs set handed_off_fence = p_fence
+  where id = p_run_id and status = 'queued' and fence = p_fence
+    and handed_off_fence is distinct from p_fence;
+  return found;
+end $$;
