@@ -40,8 +40,8 @@ export function salvageReason(times: number, maxRunAttempts: number): string {
  * effects it ends with in doubt (reconcile them first), then close it as aborted with its partial
  * output as the (partial) message, which names them too. One transaction, so that a crash between
  * the two does not leave an event the next try writes again. `content` is more for the message to
- * hold (the questions the run asked, ADR-0087). `attempts` is what the run spent: a claim that
- * only gives the run up spent none, so it records the count before it. Null = lost.
+ * hold (the questions the run asked, ADR-0087). `attempts` is what the run records as spent: at
+ * most the crash budget, as a claim past it that only gives the run up spent none. Null = lost.
  */
 export async function salvageRun(
   db: Db, lease: Lease, partial: string, reason: string, content: Record<string, unknown> = {},
@@ -49,10 +49,7 @@ export async function salvageRun(
 ): Promise<string | null> {
   const messageId = await allOrNothing(db, async (tx) => {
     const { runId, owner, fence } = lease;
-    if (attempts !== lease.attempts) {
-      await tx.query(`update agent_kit_runs set attempts = $4 where id = $1 and owner = $2 and fence = $3 and status = 'running'`,
-        [runId, owner, fence, attempts]);
-    }
+    if (attempts !== lease.attempts && !await spendNoMoreThan(tx, lease, attempts)) return null;
     const inDoubt = await effectsInDoubt(tx, lease.runId);
     const event = { runId, fence, attempts, text: partial, reason, inDoubt };
     if ((await appendEventRow(tx, lease, 'run-salvaged', event)) === null) return null;
@@ -61,4 +58,15 @@ export async function salvageRun(
   });
   if (messageId !== null) notifyThread(db, lease.threadId);
   return messageId;
+}
+
+/**
+ * Set the run's attempts down to `max` under the lease's guard: a claim past the crash budget that
+ * only ends the run (a salvage, a cancel) spent none of it. False = lost.
+ */
+export async function spendNoMoreThan(db: Queryable, lease: Lease, max: number): Promise<boolean> {
+  const rows = await db.query(
+    `update agent_kit_runs set attempts = least(attempts, $4) where id = $1 and owner = $2 and fence = $3 and status = 'running'
+     returning 1`, [lease.runId, lease.owner, lease.fence, max]);
+  return rows.length === 1;
 }

@@ -105,6 +105,23 @@ describe('reapExpiredRuns', () => {
     expect(await count(db, 'select count(*) as n from agent_kit_jobs where run_id = $1', [runId])).toBe(0);
   });
 
+  it('records at most the crash budget for a run whose claim past it died before giving it up', async () => {
+    // Found by the simulation's invariant: a claim (a reader's, a retried request's) took the run
+    // at its last attempt, making it 3 of 2, and died; the reaper's salvage recorded 3.
+    await cleanSlate();
+    const { runId } = await startTurn(db, { ownerId: 'u', text: 'claimed past its budget' });
+    for (const owner of ['w1', 'w2', 'w3']) {
+      await claimed(runId, owner);
+      await advanceFakeNow(db, 6_000);
+    }
+    const report = await reapExpiredRuns(testRuntime(db, { maxRunAttempts: 2 }), { owner: 'reaper-1' });
+    expect(report).toMatchObject({ salvaged: 1 });
+    expect(await runRow(runId)).toMatchObject({ status: 'aborted', attempts: 2 });
+    const [salvaged] = await db.query<{ data: { attempts: number; reason: string } }>(
+      `select data from agent_kit_thread_events where run_id = $1 and type = 'run-salvaged'`, [runId]);
+    expect(salvaged!.data).toMatchObject({ attempts: 2, reason: expect.stringContaining('2 times in a row') });
+  });
+
   it("reconciles a dead segment's started effects through the tool's hook, or marks them in doubt", async () => {
     await cleanSlate();
     const { runId } = await startTurn(db, { ownerId: 'u', text: 'effects' });

@@ -209,11 +209,13 @@ async function giveUpRun(
   report.reconciled += settled.completed;
   report.inDoubt += settled.inDoubt;
   if (settled.unsettled > 0) return false; // the salvage lease expires; the next pass takes it again
-  const reason = salvageReason(taken.attempts, rt.config.maxRunAttempts);
+  // A claim past the budget that died before giving the run up spent none of it (ADR-0007).
+  const attempts = Math.min(taken.attempts, rt.config.maxRunAttempts);
+  const reason = salvageReason(attempts, rt.config.maxRunAttempts);
   // A run whose viewer asked it to stop keeps the text that viewer saw, as a cancel's close does (ADR-0090).
   const shown = taken.cancelRequestedAt ? await textShownAtCancel(rt.db, taken.id, taken.threadId) : null;
   const content = { ...await askedOfRun(rt.db, taken.id, rt.tools), ...(taken.cancelRequestedAt ? { cancelled: true } : {}) };
-  const messageId = await salvageRun(rt.db, lease, shown ?? taken.partial, reason, content);
+  const messageId = await salvageRun(rt.db, lease, shown ?? taken.partial, reason, content, attempts);
   if (messageId !== null) report.salvaged++;
   rt.log?.({ msg: 'reap: salvaged', runId: taken.id, fence: taken.fence, attempt: taken.attempts, closed: messageId !== null });
   return true;

@@ -7,7 +7,7 @@ import { reconcileDeadEffects } from '../effect-ledger/index.js';
 import {
   closeRun, failLease, parkQueued, parkRun, parkStartedLate, requestInput, retryStep,
 } from '../lease/lease.js';
-import { effectsInDoubt, salvageReason, salvageRun } from '../lease/salvage.js';
+import { effectsInDoubt, salvageReason, salvageRun, spendNoMoreThan } from '../lease/salvage.js';
 import {
   buildMessages, commitStep, committedText, hasReasoning, isTurnFinished, loadJournal, modelStepOf, pendingToolCalls,
   type StartedEffect, type Step,
@@ -109,15 +109,17 @@ async function driveSegment(s: Segment, fresh?: Begun): Promise<SegmentOutcome> 
   s.journal = journal;
   // A cancel closes the run with the text its viewer saw, whatever the attempts spent: it asks
   // no model (a run parked for a retry at its last attempt was salvaged whole instead).
-  if (s.run.cancelRequestedAt) return closeCancelled(s, s.run.partial);
-  if (lease.attempts > rt.config.maxRunAttempts) {
+  const max = rt.config.maxRunAttempts;
+  if (s.run.cancelRequestedAt) {
+    // A claim past the crash budget only ends the run: it spends none of it (the run shows `max`).
+    if (lease.attempts > max && !await spendNoMoreThan(rt.db, lease, max)) return lost(s);
+    return closeCancelled(s, s.run.partial);
+  }
+  if (lease.attempts > max) {
     // The crash budget is spent (whoever enqueued this claim): give up here as the reaper would,
-    // salvaging what viewers saw. Effects were reconciled just above.
-    // This claim only gives the run up: it records the attempts spent before it, as the reaper would.
-    const spent = lease.attempts - 1;
-    const reason = salvageReason(spent, rt.config.maxRunAttempts);
+    // salvaging what viewers saw, with the attempts at the budget. Effects were reconciled above.
     const asked = await askedOfRun(rt.db, lease.runId, rt.tools);
-    const messageId = await salvageRun(rt.db, lease, s.run.partial, reason, asked, spent);
+    const messageId = await salvageRun(rt.db, lease, s.run.partial, salvageReason(max, max), asked, max);
     return messageId ? closed(s, 'aborted', messageId) : lost(s);
   }
   const model = typeof rt.model === 'function' ? rt.model(lease.runId) : rt.model;

@@ -175,6 +175,15 @@ select 'crash-budget', e.run_id::text, format('segment-started of fence %s is at
   e.fence, e.data->>'attempt', $1::int)
 from agent_kit_thread_events e
 where e.type = 'segment-started' and (e.data->>'attempt')::int > $1::int
+union all
+-- A run shows no more attempts than the budget: a claim past it that only ends the run (a salvage,
+-- a cancel) spent none of them.
+select 'crash-budget', r.id::text, format('%s with attempts %s, above the crash budget %s', r.status, r.attempts, $1::int)
+from agent_kit_runs r where r.attempts > $1::int and r.status in ('completed', 'failed', 'aborted')
+union all
+select 'crash-budget', e.run_id::text, format('run-salvaged at seq %s says attempts %s, above the crash budget %s',
+  e.seq, e.data->>'attempts', $1::int)
+from agent_kit_thread_events e where e.type = 'run-salvaged' and (e.data->>'attempts')::int > $1::int
 `;
 
 
