@@ -2,7 +2,7 @@
 // text (found by an outsider's trial): Enter pressed while the message before is still on its
 // way, an edit box left open while the thread goes on, a paste past the length limit, a message
 // of invisible characters, and an approval asked while an operator holds the run.
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page, Route } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   announcementsSaid, createTestStore, hasChromium, launchBrowser, open, printServerOutputOnFailure, recordAnnouncements, sendChat,
@@ -80,6 +80,57 @@ describe.skipIf(!hasChromium)(`the composer${hasChromium ? '' : ` (skipped: ${sk
     await page.waitForURL(/\/t\/[0-9a-f-]{36}$/);
     await expect.poll(() => userMessages(page), { timeout: 30_000 }).toEqual([first, 'then two', 'then three']);
     await expect.poll(() => box.inputValue(), { timeout: 10_000 }).toBe('');
+    await page.close();
+  });
+
+  /**
+   * A new conversation whose first message has arrived, the page on its way to the thread's URL:
+   * the thread's page data is held for two seconds, as on a slow network, then `loaded` (read,
+   * or refused). Resolves with the composer, focused, as the page asks for that data.
+   */
+  async function movingToNewThread(first: string, loaded: (route: Route) => Promise<void>) {
+    const page = await alice.newPage();
+    await open(page, `${server.baseUrl}/`);
+    const threadData = /\/t\/[0-9a-f-]{36}\/__data\.json/;
+    const asked = page.waitForRequest(threadData);
+    await page.route(threadData, async (route) => {
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      await loaded(route);
+    });
+    const box = page.getByRole('textbox', { name: 'Message', exact: true });
+    await box.focus();
+    await page.keyboard.type(first, { delay: 5 });
+    await page.keyboard.press('Enter');
+    await asked;
+    return { page, box };
+  }
+
+  it('sends a message ended with Enter after the first arrived and before the new conversation\'s page has loaded', async () => {
+    const first = `on its way ${Date.now()}`;
+    const { page, box } = await movingToNewThread(first, (route) => route.continue());
+    await page.keyboard.type('sent meanwhile', { delay: 5 });
+    await page.keyboard.press('Enter');
+    // Listed under the composer until the thread's page sends it (before: the Enter was ignored,
+    // and the text stayed in the composer).
+    await expect.poll(() => page.getByTestId('queued').locator('li').allTextContents()).toEqual(['Next: sent meanwhile']);
+    await page.waitForURL(/\/t\/[0-9a-f-]{36}$/);
+    await expect.poll(() => userMessages(page), { timeout: 30_000 }).toEqual([first, 'sent meanwhile']);
+    await expect.poll(() => box.inputValue(), { timeout: 10_000 }).toBe('');
+    expect(await page.getByTestId('queued').count()).toBe(0);
+    await page.close();
+  });
+
+  it('keeps what the writer typed meanwhile when the new conversation\'s page comes by a whole load', async () => {
+    // The thread's page data cannot be read: SvelteKit loads the page whole, which starts it afresh.
+    const first = `reloaded ${Date.now()}`;
+    const { page, box } = await movingToNewThread(first, (route) => route.abort());
+    await page.keyboard.type('queued one', { delay: 5 });
+    await page.keyboard.press('Enter');
+    await page.keyboard.type('still a draft', { delay: 5 });
+    await page.waitForURL(/\/t\/[0-9a-f-]{36}$/);
+    // In the composer, in the order typed (before: both were lost with the page).
+    await expect.poll(() => box.inputValue(), { timeout: 10_000 }).toBe('queued one\nstill a draft');
+    expect(await userMessages(page)).toEqual([first]);
     await page.close();
   });
 
