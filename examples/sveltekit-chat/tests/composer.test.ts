@@ -41,13 +41,24 @@ describe.skipIf(!hasChromium)(`the composer${hasChromium ? '' : ` (skipped: ${sk
     return { page, threadId };
   }
 
+  /**
+   * The server answers no message of the page's until the returned function is called, as on a
+   * network slower than the writer: what they type meanwhile is there before the first answer.
+   * Then each goes on as `answered` says (to the server, by default).
+   */
+  async function holdSends(page: Page, answered: (route: Route) => Promise<void> = (route) => route.continue()): Promise<() => void> {
+    let answer!: () => void;
+    const held = new Promise<void>((resolve) => (answer = resolve));
+    await page.route('**/api/chat', async (route) => {
+      await held;
+      await answered(route);
+    });
+    return answer;
+  }
+
   it('sends each message ended with Enter while the one before was on its way, in order and apart', async () => {
     const { page } = await answeredThread(`hurry ${Date.now()}`);
-    // The server takes a second and a half to answer each message, as on a slow network.
-    await page.route('**/api/chat', async (route) => {
-      await new Promise((resolve) => setTimeout(resolve, 1_500));
-      await route.continue();
-    });
+    const answer = await holdSends(page);
     const box = page.getByRole('textbox', { name: 'Message', exact: true });
     await box.focus();
     for (const text of ['q-one', 'q-two', 'q-three']) {
@@ -57,6 +68,7 @@ describe.skipIf(!hasChromium)(`the composer${hasChromium ? '' : ` (skipped: ${sk
     // Listed under the composer while they wait (before: the second Enter was ignored, and
     // "q-twoq-three" was sent as one message).
     await expect.poll(() => page.getByTestId('queued').locator('li').allTextContents()).toEqual(['Next: q-two', 'Next: q-three']);
+    answer();
     await expect.poll(() => userMessages(page), { timeout: 30_000 }).toEqual([expect.any(String), 'q-one', 'q-two', 'q-three']);
     await expect.poll(() => box.inputValue(), { timeout: 10_000 }).toBe('');
     expect(await page.getByTestId('queued').count()).toBe(0);
@@ -66,10 +78,7 @@ describe.skipIf(!hasChromium)(`the composer${hasChromium ? '' : ` (skipped: ${sk
   it('sends them apart on a new conversation too, from its own page', async () => {
     const page = await alice.newPage();
     await open(page, `${server.baseUrl}/`);
-    await page.route('**/api/chat', async (route) => {
-      await new Promise((resolve) => setTimeout(resolve, 1_500));
-      await route.continue();
-    });
+    const answer = await holdSends(page);
     const box = page.getByRole('textbox', { name: 'Message', exact: true });
     await box.focus();
     const first = `new one ${Date.now()}`;
@@ -77,6 +86,8 @@ describe.skipIf(!hasChromium)(`the composer${hasChromium ? '' : ` (skipped: ${sk
       await page.keyboard.type(text, { delay: 10 });
       await page.keyboard.press('Enter');
     }
+    await expect.poll(() => page.getByTestId('queued').locator('li').allTextContents()).toEqual(['Next: then two', 'Next: then three']);
+    answer();
     await page.waitForURL(/\/t\/[0-9a-f-]{36}$/);
     await expect.poll(() => userMessages(page), { timeout: 30_000 }).toEqual([first, 'then two', 'then three']);
     await expect.poll(() => box.inputValue(), { timeout: 10_000 }).toBe('');
@@ -136,16 +147,17 @@ describe.skipIf(!hasChromium)(`the composer${hasChromium ? '' : ` (skipped: ${sk
 
   it('puts what was queued back in the composer when a send fails', async () => {
     const { page } = await answeredThread(`fail ${Date.now()}`);
-    await page.route('**/api/chat', async (route) => {
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
-      await route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ error: { code: 'UNAVAILABLE', message: 'down for a moment' } }) });
-    });
+    const answer = await holdSends(page, (route) => route.fulfill({
+      status: 503, contentType: 'application/json', body: JSON.stringify({ error: { code: 'UNAVAILABLE', message: 'down for a moment' } }),
+    }));
     const box = page.getByRole('textbox', { name: 'Message', exact: true });
     await box.focus();
     for (const text of ['lost one', 'lost two']) {
       await page.keyboard.type(text, { delay: 10 });
       await page.keyboard.press('Enter');
     }
+    await expect.poll(() => page.getByTestId('queued').locator('li').allTextContents()).toEqual(['Next: lost two']);
+    answer();
     await expect.poll(() => box.inputValue(), { timeout: 15_000 }).toBe('lost one\nlost two');
     expect(await page.getByTestId('queued').count()).toBe(0);
     await page.close();
