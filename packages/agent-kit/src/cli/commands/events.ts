@@ -6,6 +6,7 @@ import { type Command, CommanderError } from 'commander';
 import { InvalidArgumentError, NotFoundError } from '../../errors.js';
 import type { Db } from '../../store/db.js';
 import { uuidArgument, withDb } from '../main.js';
+import { stopOnSignals } from './with-runtime.js';
 
 export interface EventsOptions {
   follow?: boolean;
@@ -36,15 +37,11 @@ export function register(program: Command) {
       if (options.after !== undefined && options.turns !== undefined) {
         throw new CommanderError(2, 'agent-kit.invalidArgument', 'use --after or --turns, not both');
       }
-      const controller = new AbortController();
-      const stop = () => controller.abort();
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
+      const stopping = stopOnSignals();
       try {
-        await withDb((db) => printEvents(db, threadId, options, writeStdout, controller.signal));
+        await withDb((db) => printEvents(db, threadId, options, writeStdout, stopping.signal));
       } finally {
-        process.off('SIGINT', stop);
-        process.off('SIGTERM', stop);
+        stopping.dispose();
       }
     });
 }

@@ -89,3 +89,24 @@ export function positiveNumber(flag: string, max: number, integer = false) {
     return n;
   };
 }
+
+/**
+ * Stop a long command gracefully on SIGTERM or SIGINT: `signal` aborts, and the command finishes
+ * what it is doing and exits as it would have. A SIGTERM that comes again while it stops (a
+ * deploy's and then a shutdown's, or a process manager that repeats itself) changes nothing: it
+ * killed the process by the default action, with its segments mid-park. A second SIGINT (Ctrl-C
+ * again) still quits at once. Call `dispose` once the command is done.
+ */
+export function stopOnSignals(): { signal: AbortSignal; dispose: () => void } {
+  const controller = new AbortController();
+  const stop = () => controller.abort();
+  process.on('SIGTERM', stop);
+  process.once('SIGINT', stop);
+  return {
+    signal: controller.signal,
+    dispose: () => {
+      process.off('SIGTERM', stop);
+      process.off('SIGINT', stop);
+    },
+  };
+}

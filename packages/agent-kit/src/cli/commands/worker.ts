@@ -2,7 +2,7 @@
 // SIGINT; then it takes no new work, lets running segments park at their next step boundary,
 // and exits 0. Logs JSON lines on stderr.
 import type { Command } from 'commander';
-import { positiveNumber, withRuntimeWhenAvailable } from './with-runtime.js';
+import { positiveNumber, stopOnSignals, withRuntimeWhenAvailable } from './with-runtime.js';
 
 export function register(program: Command) {
   program
@@ -14,18 +14,14 @@ own runs runWorker(rt) in a process of its own, with the app's runtime (docs/gui
     .option('--concurrency <n>', 'segments at once (default 4)', positiveNumber('--concurrency', 100, true))
     .option('--poll-ms <ms>', 'slowest look for work and expired leases (default 1000)', positiveNumber('--poll-ms', 60_000, true))
     .action(async (options: { concurrency?: number; pollMs?: number }) => {
-      const controller = new AbortController();
-      const stop = () => controller.abort();
-      process.once('SIGTERM', stop);
-      process.once('SIGINT', stop);
+      const stopping = stopOnSignals();
       try {
         const { runWorker } = await import('../../worker/run-worker.js');
         await withRuntimeWhenAvailable((rt) => runWorker(rt, {
-          signal: controller.signal, concurrency: options.concurrency, pollMs: options.pollMs,
-        }), controller.signal);
+          signal: stopping.signal, concurrency: options.concurrency, pollMs: options.pollMs,
+        }), stopping.signal);
       } finally {
-        process.off('SIGTERM', stop);
-        process.off('SIGINT', stop);
+        stopping.dispose();
       }
     });
 }
