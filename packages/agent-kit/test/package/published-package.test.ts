@@ -258,7 +258,7 @@ describe.runIf(onPostgres)('the published package', () => {
     expect([toolRun!.status, toolRun!.effects, rest.length]).toEqual(['completed', 1, 3]); // send_invoice ran once
   }, 240_000);
 
-  it("serves the guide's Node server: a chat turn streams to its end, and SIGTERM stops the process", async () => {
+  it("serves the guide's Node server: a chat turn streams to its end, and SIGTERM stops the process, once", async () => {
     const port = await freePort();
     const server = spawn(process.execPath, [path.join(project, 'node_modules', 'tsx', 'dist', 'cli.mjs'), 'server.ts'],
       { cwd: project, env: { ...env(), PORT: String(port) }, detached: true });
@@ -280,7 +280,10 @@ describe.runIf(onPostgres)('the published package', () => {
       const anonymous = await fetch(`http://127.0.0.1:${port}/api/threads`);
       expect(anonymous.status).toBe(401);
     } finally {
-      server.kill('SIGTERM');
+      // A deploy's SIGTERM and a Ctrl-C on top, to the process group as a terminal sends them
+      // (tsx then leaves them to the server): it shuts down once, and exits 0.
+      process.kill(-server.pid!, 'SIGTERM');
+      process.kill(-server.pid!, 'SIGINT');
     }
     const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r('still running'), 30_000))]);
     killGroup(server.pid); // tsx's child too, which outlives a kill of tsx alone
