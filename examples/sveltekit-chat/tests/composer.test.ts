@@ -141,7 +141,12 @@ describe.skipIf(!hasChromium)(`the composer${hasChromium ? '' : ` (skipped: ${sk
     await page.waitForURL(/\/t\/[0-9a-f-]{36}$/);
     // In the composer, in the order typed (before: both were lost with the page).
     await expect.poll(() => box.inputValue(), { timeout: 10_000 }).toBe('queued one\nstill a draft');
+    // Not sent: the thread shows its first message, replayed from its log after the page mounts
+    // (so polled), and still that alone once its turn is over.
+    await expect.poll(() => userMessages(page), { timeout: 30_000 }).toEqual([first]);
+    await waitForRunStatus(page, 'completed');
     expect(await userMessages(page)).toEqual([first]);
+    expect(await box.inputValue()).toBe('queued one\nstill a draft');
     await page.close();
   });
 
