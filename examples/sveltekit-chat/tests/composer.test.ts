@@ -150,6 +150,41 @@ describe.skipIf(!hasChromium)(`the composer${hasChromium ? '' : ` (skipped: ${sk
     await page.close();
   });
 
+  it('keeps a draft and what was queued across a reload, but not the message on its way', async () => {
+    const first = `reload ${Date.now()}`;
+    const { page } = await answeredThread(first);
+    // The server gets each message; the page never gets its answer, as when the reload cuts it.
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    await page.route('**/api/chat', async (route) => {
+      const response = await route.fetch();
+      await released;
+      await route.fulfill({ response }).catch(() => {}); // the page that asked is gone
+    });
+    const box = page.getByRole('textbox', { name: 'Message', exact: true });
+    await box.focus();
+    for (const text of ['on its way', 'queued next']) {
+      await page.keyboard.type(text, { delay: 5 });
+      await page.keyboard.press('Enter');
+    }
+    await page.keyboard.type('half typed', { delay: 5 });
+    await expect.poll(() => page.getByTestId('queued').locator('li').allTextContents()).toEqual(['Next: queued next']);
+    await expect.poll(() => userMessages(page), { timeout: 30_000 }).toEqual([first, 'on its way']);
+    await page.reload();
+    // What was not sent is in the composer, in the order typed (before: lost with the page); the
+    // message that arrived is in the thread, not in the composer to be sent twice.
+    await expect.poll(() => box.inputValue(), { timeout: 10_000 }).toBe('queued next\nhalf typed');
+    await expect.poll(() => userMessages(page), { timeout: 30_000 }).toEqual([first, 'on its way']);
+    // Kept once: the composer emptied, the next reload brings nothing back.
+    await box.fill('');
+    release();
+    await page.unroute('**/api/chat');
+    await page.reload();
+    await expect.poll(() => userMessages(page), { timeout: 30_000 }).toEqual([first, 'on its way']);
+    expect(await box.inputValue()).toBe('');
+    await page.close();
+  });
+
   it('puts what was queued back in the composer when a send fails', async () => {
     const { page } = await answeredThread(`fail ${Date.now()}`);
     const answer = await holdSends(page, (route) => route.fulfill({
