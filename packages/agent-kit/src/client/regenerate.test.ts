@@ -111,6 +111,9 @@ describe("useChat's regenerate()", () => {
   it('not while a turn from it on is under way: the chat shows the error, and the thread is as it was', async () => {
     const chat = await chatOf('busy');
     const threadId = threadIdOf(chat.messages)!;
+    // The chat's answer can end before the segment that closed its run has looked for a next turn:
+    // queued before that look, the other tab's message would be run here, and nothing be under way.
+    await handlers.segments.settle();
     // A message of another tab's, queued (no drain runs here, so it stays queued).
     await startTurn(db, { threadId, ownerId: 'fay', text: 'from another tab' });
     const before = await readThread(threadId);
